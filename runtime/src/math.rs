@@ -1,0 +1,187 @@
+//! Scalar math that works without `std`: the one place where `sqrt`, `exp`, `powf` and friends
+//! come from (`libm`), so that the core and generated code behave the same with and without std.
+//!
+//! ```
+//! use fusegraph_runtime::math;
+//! assert_eq!(math::sqrt(9.0_f32), 3.0);
+//! assert_eq!(math::powf(2.0_f64, 10.0), 1024.0);
+//! ```
+
+/// Scalar floating-point operations used by generated step code, for `f32` and `f64`.
+pub trait Float: Copy {
+    /// Square root.
+    fn sqrt_(self) -> Self;
+    /// `e^self`.
+    fn exp_(self) -> Self;
+    /// Natural logarithm.
+    fn ln_(self) -> Self;
+    /// `self^e` with a floating-point exponent.
+    fn powf_(self, e: Self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh_(self) -> Self;
+    /// Round towards negative infinity.
+    fn floor_(self) -> Self;
+    /// Cosine.
+    fn cos_(self) -> Self;
+}
+
+macro_rules! float_impl {
+    ($t:ty, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path) => {
+        impl Float for $t {
+            #[inline]
+            fn sqrt_(self) -> Self {
+                $sqrt(self)
+            }
+            #[inline]
+            fn exp_(self) -> Self {
+                $exp(self)
+            }
+            #[inline]
+            fn ln_(self) -> Self {
+                $ln(self)
+            }
+            #[inline]
+            fn powf_(self, e: Self) -> Self {
+                $pow(self, e)
+            }
+            #[inline]
+            fn tanh_(self) -> Self {
+                $tanh(self)
+            }
+            #[inline]
+            fn floor_(self) -> Self {
+                $floor(self)
+            }
+            #[inline]
+            fn cos_(self) -> Self {
+                $cos(self)
+            }
+        }
+    };
+}
+
+float_impl!(
+    f32,
+    libm::sqrtf,
+    libm::expf,
+    libm::logf,
+    libm::powf,
+    libm::tanhf,
+    libm::floorf,
+    libm::cosf
+);
+float_impl!(
+    f64,
+    libm::sqrt,
+    libm::exp,
+    libm::log,
+    libm::pow,
+    libm::tanh,
+    libm::floor,
+    libm::cos
+);
+
+/// Square root.
+#[inline]
+pub fn sqrt<T: Float>(x: T) -> T {
+    x.sqrt_()
+}
+/// `e^x`.
+#[inline]
+pub fn exp<T: Float>(x: T) -> T {
+    x.exp_()
+}
+/// Natural logarithm.
+#[inline]
+pub fn ln<T: Float>(x: T) -> T {
+    x.ln_()
+}
+/// `x^e`; also used for `powi`, since repeated multiplication loses accuracy that the
+/// frameworks' `pow` keeps (`1 - beta2^t` is sensitive to it).
+#[inline]
+pub fn powf<T: Float>(x: T, e: T) -> T {
+    x.powf_(e)
+}
+/// Hyperbolic tangent.
+#[inline]
+pub fn tanh<T: Float>(x: T) -> T {
+    x.tanh_()
+}
+/// Round towards negative infinity.
+#[inline]
+pub fn floor<T: Float>(x: T) -> T {
+    x.floor_()
+}
+/// Cosine.
+#[inline]
+pub fn cos<T: Float>(x: T) -> T {
+    x.cos_()
+}
+
+/// Widens an `f32` hyper-parameter to the `f64` a user meant by it: the `f64` nearest to the
+/// shortest decimal that round-trips the `f32`. `0.999_f32` becomes `0.999_f64`, as the same
+/// literal typed into Python would, where `f64::from` gives `0.99900001287...`. PyTorch computes
+/// its per-step scalars from such Python floats.
+///
+/// ```
+/// assert_eq!(fusegraph_runtime::math::decimal_f64(0.999), 0.999_f64);
+/// assert_eq!(fusegraph_runtime::math::decimal_f64(1e-8), 1e-8_f64);
+/// ```
+pub fn decimal_f64(x: f32) -> f64 {
+    use core::fmt::Write;
+    struct Buf {
+        bytes: [u8; 64],
+        len: usize,
+    }
+    impl Write for Buf {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let end = self.len + s.len();
+            if end > self.bytes.len() {
+                return Err(core::fmt::Error);
+            }
+            self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+    if !x.is_finite() {
+        return f64::from(x);
+    }
+    let mut buf = Buf {
+        bytes: [0; 64],
+        len: 0,
+    };
+    // `{:e}` is the shortest round-trip form and at most ~16 bytes for any finite f32.
+    if write!(buf, "{x:e}").is_err() {
+        return f64::from(x);
+    }
+    core::str::from_utf8(&buf.bytes[..buf.len])
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(f64::from(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_widening_keeps_the_typed_value_and_round_trips() {
+        for &x in &[0.9_f32, 0.999, 1e-7, 1e-8, 0.004, 3.0e38, -2.5e-40, 0.0, -0.0] {
+            let w = decimal_f64(x);
+            assert_eq!(w as f32, x, "{x} must round-trip");
+        }
+        assert_eq!(decimal_f64(0.9), 0.9_f64);
+        assert_ne!(decimal_f64(0.9), f64::from(0.9_f32));
+        assert!(decimal_f64(f32::NAN).is_nan());
+        assert_eq!(decimal_f64(f32::INFINITY), f64::INFINITY);
+    }
+
+    #[test]
+    fn powf_is_accurate_where_repeated_multiplication_is_not() {
+        let b = 0.999_f32;
+        let exact = (f64::from(b)).powi(12);
+        let err = (f64::from(powf(b, 12.0)) - exact).abs();
+        assert!(err <= f64::from(f32::EPSILON) * exact, "{err}");
+    }
+}

@@ -1,0 +1,338 @@
+//! The fused pass: one sweep over parameters, gradients, slots (and the EMA buffer) that applies
+//! gradient transforms, weight decay, the rule and the EMA in `f32x8` lanes.
+//!
+//! Every element goes through the same lane code: the last partial lane of a piece is copied
+//! into a zero-padded lane, updated, and copied back. Since the update is element-wise, the
+//! result does not depend on the length, the alignment, the segment bounds or how the buffer is
+//! split across threads.
+
+use super::rule::{Rule, MAX_SLOTS};
+use crate::LANES;
+use wide::f32x8;
+
+/// Buffers of at least this many elements are split across the rayon pool (feature
+/// `parallel`); smaller ones never touch it. A hand-off into the pool costs about 15 us on a
+/// 2-core machine, which a 1M-element Adam pass (~0.5 ms) amortises; `bench_optim` measures
+/// both sides of it.
+pub const PARALLEL_THRESHOLD: usize = 1 << 20;
+/// Size of the pieces a parallel pass is split into (a multiple of [`LANES`]).
+pub const PARALLEL_CHUNK: usize = 1 << 16;
+
+/// One parameter tensor's part of the flat buffer, with its per-step values.
+pub struct Segment<R: Rule> {
+    /// Exclusive end of the tensor in the flat buffer (the start is the previous end, or 0).
+    pub end: usize,
+    /// The rule's per-step scalars for this tensor (they differ when its hyper-parameters are
+    /// overridden).
+    pub step: R::Step,
+    /// Factor on the gradient: norm clipping and `maximize` (`-1`) folded together.
+    pub grad_scale: f32,
+    /// Coupled weight decay: `g += l2 * p`.
+    pub l2: f32,
+    /// Decoupled weight decay: `p -= p * decay` before the rule.
+    pub decay: f32,
+}
+
+impl<R: Rule> Clone for Segment<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: Rule> Copy for Segment<R> {}
+
+/// Per-step values shared by every segment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pass {
+    /// Element-wise gradient clipping to `[-v, v]`.
+    pub clip_value: Option<f32>,
+    /// EMA momentum of this step (`0` on the first step); `None` without EMA.
+    pub ema_momentum: Option<f32>,
+    /// Overwrite the weights with their EMA after this step.
+    pub ema_overwrite: bool,
+}
+
+/// The buffers one pass reads and writes. `slots` holds the rule's slots one after the other,
+/// each as long as `params`; `ema` is empty without EMA, else as long as `params`.
+pub struct Buffers<'a> {
+    /// Parameters, updated in place.
+    pub params: &'a mut [f32],
+    /// Gradients, read only.
+    pub grads: &'a [f32],
+    /// All slots, slot-major.
+    pub slots: &'a mut [f32],
+    /// EMA of the parameters.
+    pub ema: &'a mut [f32],
+}
+
+/// Runs the fused update of `rule` over `bufs`.
+///
+/// `segments` cover the buffer in order (the last `end` equals the length). Panics if the
+/// buffers disagree in length, which is a bug in the caller (the owning
+/// [`Optimizer`](super::Optimizer) allocates them together).
+pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
+    let n = bufs.params.len();
+    let n_slots = R::SLOTS.len();
+    assert!(n_slots <= MAX_SLOTS, "at most {MAX_SLOTS} slots");
+    assert_eq!(bufs.grads.len(), n, "gradient length differs from parameters");
+    assert_eq!(bufs.slots.len(), n * n_slots, "slot storage length");
+    assert!(
+        bufs.ema.len() == n || (bufs.ema.is_empty() && pass.ema_momentum.is_none()),
+        "EMA buffer length"
+    );
+    assert_eq!(segments.last().map_or(0, |s| s.end), n, "segments must cover the buffer");
+
+    let mut slot_bufs: [&mut [f32]; MAX_SLOTS] = Default::default();
+    let mut rest = bufs.slots;
+    for s in slot_bufs.iter_mut().take(n_slots) {
+        let (head, tail) = rest.split_at_mut(n);
+        *s = head;
+        rest = tail;
+    }
+    let lanes = Lanes {
+        p: bufs.params,
+        g: bufs.grads,
+        s: slot_bufs,
+        e: bufs.ema,
+    };
+    let gt = pass.clip_value.is_some() || segments.iter().any(|s| s.grad_scale != 1.0);
+    let l2 = segments.iter().any(|s| s.l2 != 0.0);
+    let dwd = segments.iter().any(|s| s.decay != 0.0);
+    let ema = pass.ema_momentum.is_some();
+    let par = n >= PARALLEL_THRESHOLD;
+    macro_rules! go {
+        ($($gt:literal $l2:literal $dwd:literal $ema:literal),*) => {
+            match (gt, l2, dwd, ema) {
+                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, lanes, 0, par),)*
+            }
+        };
+    }
+    go!(
+        false false false false, false false false true, false false true false, false false true true,
+        false true false false, false true false true, false true true false, false true true true,
+        true false false false, true false false true, true false true false, true false true true,
+        true true false false, true true false true, true true true false, true true true true
+    );
+}
+
+/// Runs `a` and `b`, on two pool threads when `par` (and the `parallel` feature) is on.
+#[inline]
+pub(crate) fn join<A, B, RA, RB>(par: bool, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    #[cfg(feature = "parallel")]
+    if par {
+        return rayon::join(a, b);
+    }
+    let _ = par;
+    (a(), b())
+}
+
+struct Lanes<'a> {
+    p: &'a mut [f32],
+    g: &'a [f32],
+    s: [&'a mut [f32]; MAX_SLOTS],
+    e: &'a mut [f32],
+}
+
+impl<'a> Lanes<'a> {
+    fn len(&self) -> usize {
+        self.p.len()
+    }
+
+    fn split_at(self, mid: usize) -> (Lanes<'a>, Lanes<'a>) {
+        let (p0, p1) = self.p.split_at_mut(mid);
+        let (g0, g1) = self.g.split_at(mid);
+        let (e0, e1) = self.e.split_at_mut(mid.min(self.e.len()));
+        let mut s0: [&mut [f32]; MAX_SLOTS] = Default::default();
+        let mut s1: [&mut [f32]; MAX_SLOTS] = Default::default();
+        for (i, s) in self.s.into_iter().enumerate() {
+            let (a, b) = s.split_at_mut(mid.min(s.len()));
+            s0[i] = a;
+            s1[i] = b;
+        }
+        (
+            Lanes {
+                p: p0,
+                g: g0,
+                s: s0,
+                e: e0,
+            },
+            Lanes {
+                p: p1,
+                g: g1,
+                s: s1,
+                e: e1,
+            },
+        )
+    }
+}
+
+fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+    segments: &[Segment<R>],
+    pass: &Pass,
+    lanes: Lanes<'_>,
+    base: usize,
+    par: bool,
+) {
+    let n = lanes.len();
+    if par && n > PARALLEL_CHUNK {
+        let mid = n.div_ceil(PARALLEL_CHUNK) / 2 * PARALLEL_CHUNK;
+        let (a, b) = lanes.split_at(mid);
+        join(
+            true,
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, a, base, par),
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, b, base + mid, par),
+        );
+        return;
+    }
+    let mut rest = lanes;
+    let mut pos = base;
+    let end = base + n;
+    for seg in segments {
+        if seg.end > pos {
+            let take = seg.end.min(end) - pos;
+            let (cur, tail) = rest.split_at(take);
+            piece::<R, GT, L2, DWD, EMA>(seg, pass, cur);
+            rest = tail;
+            pos += take;
+            if pos == end {
+                break;
+            }
+        }
+    }
+}
+
+/// Values splatted once per piece.
+#[derive(Clone, Copy)]
+struct Consts {
+    scale: f32x8,
+    lo: f32x8,
+    hi: f32x8,
+    l2: f32x8,
+    decay: f32x8,
+    ema_keep: f32x8,
+    ema_take: f32x8,
+    overwrite: bool,
+}
+
+#[inline(always)]
+fn lane<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+    step: &R::Step,
+    k: &Consts,
+    p: &mut f32x8,
+    g: f32x8,
+    s: &mut [f32x8],
+    e: &mut f32x8,
+) {
+    let mut g = g;
+    if GT {
+        g *= k.scale;
+        // Compare-and-blend rather than `max`/`min`, so that a NaN gradient stays NaN.
+        g = g.simd_lt(k.lo).select(k.lo, g);
+        g = g.simd_gt(k.hi).select(k.hi, g);
+    }
+    if L2 {
+        g += k.l2 * *p;
+    }
+    if DWD {
+        *p -= *p * k.decay;
+    }
+    R::update(step, p, g, s);
+    if EMA {
+        *e = k.ema_keep * *e + k.ema_take * *p;
+        if k.overwrite {
+            *p = *e;
+        }
+    }
+}
+
+#[inline(always)]
+fn load(x: &[f32]) -> f32x8 {
+    let a: [f32; LANES] = x[..LANES].try_into().expect("a full lane");
+    f32x8::from(a)
+}
+
+#[inline(always)]
+fn store(x: &mut [f32], v: f32x8) {
+    x[..LANES].copy_from_slice(&v.to_array());
+}
+
+fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+    seg: &Segment<R>,
+    pass: &Pass,
+    lanes: Lanes<'_>,
+) {
+    let ns = R::SLOTS.len();
+    let clip = pass.clip_value.unwrap_or(f32::INFINITY);
+    let mom = pass.ema_momentum.unwrap_or(0.0);
+    let k = Consts {
+        scale: f32x8::splat(seg.grad_scale),
+        lo: f32x8::splat(-clip),
+        hi: f32x8::splat(clip),
+        l2: f32x8::splat(seg.l2),
+        decay: f32x8::splat(seg.decay),
+        ema_keep: f32x8::splat(mom),
+        ema_take: f32x8::splat(1.0 - mom),
+        overwrite: pass.ema_overwrite,
+    };
+    let Lanes { p, g, mut s, e } = lanes;
+    let n = p.len();
+    let full = n - n % LANES;
+    let g = &g[..n];
+    for sj in s.iter_mut().take(ns) {
+        let taken = core::mem::take(sj);
+        *sj = &mut taken[..n];
+    }
+    let e: &mut [f32] = if EMA { &mut e[..n] } else { e };
+    let mut sl = [f32x8::ZERO; MAX_SLOTS];
+    let mut el = f32x8::ZERO;
+    let mut i = 0;
+    while i < full {
+        let mut pl = load(&p[i..]);
+        let gl = load(&g[i..]);
+        for j in 0..ns {
+            sl[j] = load(&s[j][i..]);
+        }
+        if EMA {
+            el = load(&e[i..]);
+        }
+        lane::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut pl, gl, &mut sl[..ns], &mut el);
+        store(&mut p[i..], pl);
+        for j in 0..ns {
+            store(&mut s[j][i..], sl[j]);
+        }
+        if EMA {
+            store(&mut e[i..], el);
+        }
+        i += LANES;
+    }
+    if full < n {
+        let t = n - full;
+        let pad = |x: &[f32]| {
+            let mut a = [0.0f32; LANES];
+            a[..t].copy_from_slice(&x[full..]);
+            f32x8::from(a)
+        };
+        let unpad = |x: &mut [f32], v: f32x8| x[full..].copy_from_slice(&v.to_array()[..t]);
+        let mut pl = pad(p);
+        let gl = pad(g);
+        for j in 0..ns {
+            sl[j] = pad(s[j]);
+        }
+        if EMA {
+            el = pad(e);
+        }
+        lane::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut pl, gl, &mut sl[..ns], &mut el);
+        unpad(p, pl);
+        for j in 0..ns {
+            unpad(s[j], sl[j]);
+        }
+        if EMA {
+            unpad(e, el);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Deterministic reductions: a fixed summation tree, whatever the number of threads.
+
+use super::kernel::{join, PARALLEL_THRESHOLD};
+use crate::LANES;
+use wide::f32x8;
+
+/// Elements per leaf of the summation tree. The tree splits a slice at whole blocks, so its
+/// shape (and the rounding of the result) depends only on the length.
+pub const REDUCE_BLOCK: usize = 4096;
+
+/// Inner blocks are summed in `f32x8`, then widened to `f64`.
+const INNER: usize = 256;
+
+/// The sum of squares of `x`, accumulated in a fixed order: the same bits serially and on any
+/// number of threads (the tree is split across the pool above
+/// [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD)).
+///
+/// ```
+/// let x = [3.0_f32, 4.0];
+/// assert_eq!(fusegraph_runtime::optim::sum_squares(&x), 25.0);
+/// ```
+pub fn sum_squares(x: &[f32]) -> f64 {
+    tree(x, x.len() >= PARALLEL_THRESHOLD)
+}
+
+fn tree(x: &[f32], par: bool) -> f64 {
+    if x.len() <= REDUCE_BLOCK {
+        return leaf(x);
+    }
+    let mid = x.len().div_ceil(REDUCE_BLOCK) / 2 * REDUCE_BLOCK;
+    let (a, b) = x.split_at(mid);
+    let (sa, sb) = join(par, || tree(a, par), || tree(b, par));
+    sa + sb
+}
+
+fn leaf(x: &[f32]) -> f64 {
+    let mut total = 0.0f64;
+    for block in x.chunks(INNER) {
+        let mut acc = f32x8::ZERO;
+        let mut lanes = block.chunks_exact(LANES);
+        for c in &mut lanes {
+            let v = f32x8::from(<[f32; LANES]>::try_from(c).expect("a full lane"));
+            acc += v * v;
+        }
+        let rest = lanes.remainder();
+        let mut pad = [0.0f32; LANES];
+        pad[..rest.len()].copy_from_slice(rest);
+        let v = f32x8::from(pad);
+        acc += v * v;
+        total += acc.to_array().iter().map(|&a| f64::from(a)).sum::<f64>();
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(x: &[f32]) -> f64 {
+        x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
+    }
+
+    #[test]
+    fn matches_f64_reference_over_lengths() {
+        for n in (0..=2 * LANES + 1).chain([255, 256, 257, 4095, 4096, 4097, 10_000]) {
+            let x: alloc_free::Vec = alloc_free::Vec::new(n);
+            let got = sum_squares(x.as_slice());
+            let want = reference(x.as_slice());
+            assert!((got - want).abs() <= 1e-6 * want.max(1.0), "n={n}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn tree_shape_does_not_depend_on_parallelism() {
+        let x = alloc_free::Vec::new(3 * REDUCE_BLOCK + 17);
+        assert_eq!(
+            tree(x.as_slice(), false).to_bits(),
+            tree(x.as_slice(), true).to_bits()
+        );
+    }
+
+    /// A fixed-size test vector, so the tests run without `alloc`.
+    mod alloc_free {
+        pub struct Vec {
+            data: [f32; 16_384],
+            n: usize,
+        }
+        impl Vec {
+            pub fn new(n: usize) -> Self {
+                let mut data = [0.0; 16_384];
+                for (i, d) in data.iter_mut().enumerate().take(n) {
+                    *d = ((i * 7919) % 1000) as f32 / 250.0 - 2.0;
+                }
+                Vec { data, n }
+            }
+            pub fn as_slice(&self) -> &[f32] {
+                &self.data[..self.n]
+            }
+        }
+    }
+}

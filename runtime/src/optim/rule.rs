@@ -1,0 +1,48 @@
+//! The contract between `optimizer!` and the runtime.
+
+use wide::f32x8;
+
+/// The most slots (per-element state buffers) one rule may declare.
+pub const MAX_SLOTS: usize = 8;
+/// The most carried scalars (per-optimizer state updated once per step) one rule may declare.
+pub const MAX_CARRIED: usize = 4;
+
+/// An element-wise optimizer rule, implemented by `fusegraph::optimizer!`.
+///
+/// The value of the implementing type holds the hyper-parameters (all `f32`). A rule has
+/// named *slots* (one `f32` per parameter element, such as Adam's `m` and `v`), named *carried
+/// scalars* (one `f32` per optimizer, such as Nadam's `u_product`), a `step` part that turns
+/// the hyper-parameters and the 1-based step number `t` into per-step scalars once per step,
+/// and an `update` part that runs on [`f32x8`] lanes.
+pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
+    /// The rule's name, as the user spelled its type.
+    const NAME: &'static str;
+    /// Hyper-parameter names, in declaration order.
+    const HYPER: &'static [&'static str];
+    /// Slot names, in declaration order; slot `i` is buffer `i` of the state.
+    const SLOTS: &'static [&'static str];
+    /// Carried scalar names, in declaration order.
+    const CARRIED: &'static [&'static str];
+    /// The per-step scalars that the element-wise update reads.
+    type Step: Copy + Send + Sync;
+
+    /// The value of hyper-parameter `name`, if the rule has one of that name.
+    fn hyper(&self, name: &str) -> Option<f32>;
+    /// Sets hyper-parameter `name`; returns `false` (and changes nothing) for an unknown name.
+    fn set_hyper(&mut self, name: &str, value: f32) -> bool;
+    /// The initial value of slot `slot` (it may depend on the hyper-parameters).
+    fn slot_init(&self, slot: usize) -> f32;
+    /// The initial value of carried scalar `index`.
+    fn carried_init(&self, index: usize) -> f32;
+    /// Evaluates the `step` part for step `t` (1-based): updates the carried scalars in place
+    /// and returns the scalars the update reads.
+    fn begin_step(&self, t: u64, carried: &mut [f32]) -> Self::Step;
+    /// The element-wise update of one lane of eight elements. `slots` holds exactly
+    /// `Self::SLOTS.len()` lanes, in slot order.
+    fn update(step: &Self::Step, p: &mut f32x8, g: f32x8, slots: &mut [f32x8]);
+
+    /// The learning rate (the hyper-parameter named `lr`), if the rule has one.
+    fn learning_rate(&self) -> Option<f32> {
+        self.hyper("lr")
+    }
+}

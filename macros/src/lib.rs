@@ -1,8 +1,16 @@
-//! Procedural macros of fusegraph.
+//! Procedural macros of fusegraph. Each macro is `parse -> check -> expand` over a small typed
+//! IR that keeps the user's spans; this file only dispatches.
+
+mod errors;
+mod expr;
+mod optimizer;
+
 use proc_macro::TokenStream;
 
-/// Placeholder.
+/// Compiles an element-wise optimizer rule into a typed optimizer.
+///
+/// See the `fusegraph` crate documentation of `optimizer!` for the language.
 #[proc_macro]
 pub fn optimizer(input: TokenStream) -> TokenStream {
-    input
+    optimizer::expand(input.into()).into()
 }

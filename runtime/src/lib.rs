@@ -18,3 +18,5 @@ pub use wide::f32x8;
 
 /// Number of `f32` lanes in one SIMD vector ([`f32x8`]).
 pub const LANES: usize = 8;
+
+pub mod lane;

@@ -8,7 +8,23 @@
 //! ```
 
 /// Scalar floating-point operations used by generated step code, for `f32` and `f64`.
-pub trait Float: Copy {
+pub trait Float:
+    Copy
+    + PartialOrd
+    + core::ops::Add<Output = Self>
+    + core::ops::Sub<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Div<Output = Self>
+    + core::ops::Neg<Output = Self>
+{
+    /// `0`.
+    const ZERO: Self;
+    /// `1`.
+    const ONE: Self;
+    /// Absolute value.
+    fn abs_(self) -> Self;
+    /// Magnitude of `self` with the sign of `sign`.
+    fn copysign_(self, sign: Self) -> Self;
     /// Square root.
     fn sqrt_(self) -> Self;
     /// `e^self`.
@@ -26,8 +42,18 @@ pub trait Float: Copy {
 }
 
 macro_rules! float_impl {
-    ($t:ty, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path) => {
+    ($t:ty, $abs:path, $copysign:path, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path) => {
         impl Float for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            #[inline]
+            fn abs_(self) -> Self {
+                $abs(self)
+            }
+            #[inline]
+            fn copysign_(self, sign: Self) -> Self {
+                $copysign(self, sign)
+            }
             #[inline]
             fn sqrt_(self) -> Self {
                 $sqrt(self)
@@ -62,6 +88,8 @@ macro_rules! float_impl {
 
 float_impl!(
     f32,
+    libm::fabsf,
+    libm::copysignf,
     libm::sqrtf,
     libm::expf,
     libm::logf,
@@ -72,6 +100,8 @@ float_impl!(
 );
 float_impl!(
     f64,
+    libm::fabs,
+    libm::copysign,
     libm::sqrt,
     libm::exp,
     libm::log,
@@ -116,6 +146,67 @@ pub fn floor<T: Float>(x: T) -> T {
 #[inline]
 pub fn cos<T: Float>(x: T) -> T {
     x.cos_()
+}
+
+/// Absolute value.
+#[inline]
+pub fn abs<T: Float>(x: T) -> T {
+    x.abs_()
+}
+/// `1` for `+0.0` and positive numbers, `-1` for `-0.0` and negative ones, NaN for NaN (as
+/// Rust's `f32::signum`).
+#[inline]
+pub fn signum<T: Float>(x: T) -> T {
+    if x != x {
+        x
+    } else {
+        T::ONE.copysign_(x)
+    }
+}
+/// `1`, `-1`, or `0` for zero (PyTorch's and NumPy's `sign`).
+#[inline]
+pub fn sign<T: Float>(x: T) -> T {
+    if x > T::ZERO {
+        T::ONE
+    } else if x < T::ZERO {
+        -T::ONE
+    } else {
+        T::ZERO
+    }
+}
+/// The smaller of two numbers; a NaN operand gives the other one (as Rust's `f32::min`).
+#[inline]
+pub fn min<T: Float>(a: T, b: T) -> T {
+    if b < a || a != a {
+        b
+    } else {
+        a
+    }
+}
+/// The larger of two numbers; a NaN operand gives the other one (as Rust's `f32::max`).
+#[inline]
+pub fn max<T: Float>(a: T, b: T) -> T {
+    if b > a || a != a {
+        b
+    } else {
+        a
+    }
+}
+/// `x` limited to `[lo, hi]`; NaN stays NaN.
+#[inline]
+pub fn clamp<T: Float>(x: T, lo: T, hi: T) -> T {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
+/// The logistic function `1 / (1 + e^-x)`.
+#[inline]
+pub fn sigmoid<T: Float>(x: T) -> T {
+    T::ONE / (T::ONE + exp(-x))
 }
 
 /// Widens an `f32` hyper-parameter to the `f64` a user meant by it: the `f64` nearest to the

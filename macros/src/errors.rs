@@ -1,0 +1,158 @@
+//! Every message the macros emit, each saying what to write instead.
+
+use proc_macro2::Span;
+use syn::Error;
+
+/// Errors collected during one phase, reported together.
+#[derive(Default)]
+pub struct Errors {
+    errors: Vec<Error>,
+}
+
+impl Errors {
+    pub fn push(&mut self, e: Error) {
+        self.errors.push(e);
+    }
+
+    pub fn at(&mut self, span: Span, msg: impl std::fmt::Display) {
+        self.push(Error::new(span, msg));
+    }
+
+    /// All errors as one `syn::Error` (each keeps its span), or `Ok` when there are none.
+    pub fn finish(self) -> Result<(), Error> {
+        let mut it = self.errors.into_iter();
+        match it.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                for e in it {
+                    first.combine(e);
+                }
+                Err(first)
+            }
+        }
+    }
+}
+
+pub const FUNCTIONS: &str =
+    "sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, clamp";
+
+pub fn unknown_ident(name: &str, known: &str) -> String {
+    format!("unknown identifier `{name}`; this block can read {known}")
+}
+
+pub fn used_before_let(name: &str) -> String {
+    format!("`{name}` is used before its `let`; move the `let {name} = ...;` above this line")
+}
+
+pub fn unknown_function(name: &str) -> String {
+    format!("`{name}` is not in the expression language; use one of: {FUNCTIONS}")
+}
+
+pub fn arity(name: &str, want: usize) -> String {
+    let args = match want {
+        1 => format!("`x.{name}()` or `{name}(x)`"),
+        2 => format!("`x.{name}(y)` or `{name}(x, y)`"),
+        _ => format!("`x.{name}(lo, hi)` or `{name}(x, lo, hi)`"),
+    };
+    format!("`{name}` takes {want} argument(s): write {args}")
+}
+
+pub fn assign_readonly(name: &str, what: &str) -> String {
+    match what {
+        "gradient" => format!(
+            "cannot assign to `{name}`: the gradient is read-only; bind the changed value with `let g2 = ...;` and use `g2`"
+        ),
+        "step number" => format!("cannot assign to `{name}`: the step number is counted by the runtime"),
+        "hyper-parameter" => format!(
+            "cannot assign to hyper-parameter `{name}`: hyper-parameters are fixed during a step; compute a new value in `step` with `let {name}_t = ...;`"
+        ),
+        "step scalar" => format!(
+            "cannot assign to step scalar `{name}` here: step scalars are computed once in `step`; use a `let` in `update`"
+        ),
+        "parameter" => format!(
+            "cannot assign to `{name}` in `step`: parameters are updated element-wise in `update`"
+        ),
+        "slot" => format!("cannot assign to slot `{name}` in `step`: slots are updated in `update`"),
+        _ => format!(
+            "cannot assign to `{name}`: `let` temporaries are immutable; write a new `let {name} = ...;`"
+        ),
+    }
+}
+
+pub fn element_in_step(name: &str) -> String {
+    format!(
+        "`{name}` is a per-element value and `step` runs once per step; move this computation into `update`"
+    )
+}
+
+pub fn slot_init_reads(name: &str) -> String {
+    format!(
+        "a slot's initial value cannot read `{name}`; initial values may use literals and hyper-parameters only"
+    )
+}
+
+pub fn duplicate(name: &str, first: &str) -> String {
+    format!("`{name}` is already declared as {first}; give it another name")
+}
+
+pub fn reserved(name: &str) -> String {
+    format!("`{name}` is reserved (`p` parameter, `g` gradient, `t` step number); choose another name")
+}
+
+pub fn hyper_type() -> &'static str {
+    "hyper-parameters are `f32`: write `name: f32 = value` (use `if flag > 0.0 { .. } else { .. }` for switches)"
+}
+
+pub fn p_not_updated() -> &'static str {
+    "`update` never assigns `p`, so the parameters would not change; add for example `p -= lr * g;`"
+}
+
+pub fn unsupported_expr() -> String {
+    format!(
+        "not in the expression language: use float literals, names, `+ - * /`, unary `-`, `if a > b {{ x }} else {{ y }}`, and {FUNCTIONS}"
+    )
+}
+
+pub fn comparison_outside_if() -> &'static str {
+    "a comparison is only allowed as the condition of `if a > b { x } else { y }`"
+}
+
+pub fn condition_not_comparison() -> &'static str {
+    "an `if` condition must be one comparison (`>`, `<`, `>=`, `<=`, `==`, `!=`); nest `if`s to combine conditions"
+}
+
+pub fn unknown_section(name: &str) -> String {
+    format!("unknown section `{name}`; an optimizer has `hyper {{ .. }}`, `slots {{ .. }}`, `carry {{ .. }}`, `step {{ .. }}` and `update {{ .. }}`")
+}
+
+pub fn missing_update() -> &'static str {
+    "an optimizer needs an `update { .. }` section with the element-wise rule, for example `update { p -= lr * g; }`"
+}
+
+pub fn statement_form() -> &'static str {
+    "a statement is `let name = expr;`, `name = expr;` or a compound assignment such as `name -= expr;`"
+}
+
+pub fn let_form() -> &'static str {
+    "write `let name = expr;` (an optional `: f32` is allowed; patterns are not)"
+}
+
+pub fn too_many(what: &str, max: usize) -> String {
+    format!("at most {max} {what} are supported")
+}
+
+pub fn default_literal() -> &'static str {
+    "a default must be a number literal, for example `= 1e-3` or `= -0.5`"
+}
+
+pub fn precision() -> &'static str {
+    "`step` takes an optional precision: `step { .. }` (f32) or `step(f64) { .. }`"
+}
+
+pub fn powi_exponent() -> &'static str {
+    "`powi` takes an integer literal or a per-step scalar such as `t`; use `powf` for a per-element exponent"
+}
+
+pub fn assign_in_step_target(name: &str) -> String {
+    format!("`step` can assign only carried scalars (declared in `carry {{ .. }}`); bind `{name}` with `let` instead")
+}

@@ -1,0 +1,367 @@
+//! Spanned AST of the expression language, parsed from `syn`.
+
+use crate::errors::{self, Errors};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::Ident;
+
+/// `+ - * /`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// Comparisons, only as `if` conditions.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CmpOp {
+    Gt,
+    Lt,
+    Ge,
+    Le,
+    Eq,
+    Ne,
+}
+
+/// The functions of the language (methods `x.f(..)` and calls `f(x, ..)` alike).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Func {
+    Sqrt,
+    Abs,
+    Signum,
+    Sign,
+    Min,
+    Max,
+    Exp,
+    Ln,
+    Powi,
+    Powf,
+    Tanh,
+    Sigmoid,
+    Clamp,
+}
+
+impl Func {
+    fn from_name(name: &str) -> Option<Func> {
+        Some(match name {
+            "sqrt" => Func::Sqrt,
+            "abs" => Func::Abs,
+            "signum" => Func::Signum,
+            "sign" => Func::Sign,
+            "min" => Func::Min,
+            "max" => Func::Max,
+            "exp" => Func::Exp,
+            "ln" => Func::Ln,
+            "powi" => Func::Powi,
+            "powf" => Func::Powf,
+            "tanh" => Func::Tanh,
+            "sigmoid" => Func::Sigmoid,
+            "clamp" => Func::Clamp,
+            _ => return None,
+        })
+    }
+
+    /// Number of arguments, the receiver included.
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Min | Func::Max | Func::Powi | Func::Powf => 2,
+            Func::Clamp => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// An expression with the span of the user's tokens.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    /// A number literal; `int` is set for integer literals (`powi` exponents).
+    Num {
+        value: f64,
+        int: Option<i64>,
+        span: Span,
+    },
+    Name(Ident),
+    Neg(Box<Expr>, Span),
+    Bin(BinOp, Box<Expr>, Box<Expr>, Span),
+    Cmp(CmpOp, Box<Expr>, Box<Expr>, Span),
+    Call(Func, Vec<Expr>, Span),
+    If(Box<Expr>, Box<Expr>, Box<Expr>, Span),
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Num { span, .. } => *span,
+            Expr::Name(i) => i.span(),
+            Expr::Neg(_, s) | Expr::Bin(.., s) | Expr::Cmp(.., s) | Expr::Call(.., s) => *s,
+            Expr::If(.., s) => *s,
+        }
+    }
+}
+
+/// A statement of `step` or `update`.
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    Let(Ident, Expr),
+    Assign {
+        target: Ident,
+        op: Option<BinOp>,
+        value: Expr,
+    },
+}
+
+/// Parses the statements of a block; errors are collected, bad statements dropped.
+pub fn parse_stmts(stmts: &[syn::Stmt], errs: &mut Errors) -> Vec<Stmt> {
+    stmts.iter().filter_map(|s| parse_stmt(s, errs)).collect()
+}
+
+fn parse_stmt(stmt: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
+    match stmt {
+        syn::Stmt::Local(local) => {
+            let ident = match &local.pat {
+                syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
+                syn::Pat::Type(pt) => match (&*pt.pat, &*pt.ty) {
+                    (syn::Pat::Ident(p), syn::Type::Path(ty))
+                        if ty.path.is_ident("f32") && p.subpat.is_none() =>
+                    {
+                        p.ident.clone()
+                    }
+                    _ => {
+                        errs.at(pt.span(), errors::let_form());
+                        return None;
+                    }
+                },
+                other => {
+                    errs.at(other.span(), errors::let_form());
+                    return None;
+                }
+            };
+            let Some(init) = local.init.as_ref().filter(|i| i.diverge.is_none()) else {
+                errs.at(local.span(), errors::let_form());
+                return None;
+            };
+            Some(Stmt::Let(ident, parse_expr(&init.expr, errs)?))
+        }
+        syn::Stmt::Expr(e, Some(_)) => parse_assign(e, errs),
+        other => {
+            errs.at(other.span(), errors::statement_form());
+            None
+        }
+    }
+}
+
+fn parse_assign(e: &syn::Expr, errs: &mut Errors) -> Option<Stmt> {
+    let (left, op, right) = match e {
+        syn::Expr::Assign(a) => (&*a.left, None, &*a.right),
+        syn::Expr::Binary(b) => {
+            let op = match b.op {
+                syn::BinOp::AddAssign(_) => BinOp::Add,
+                syn::BinOp::SubAssign(_) => BinOp::Sub,
+                syn::BinOp::MulAssign(_) => BinOp::Mul,
+                syn::BinOp::DivAssign(_) => BinOp::Div,
+                _ => {
+                    errs.at(e.span(), errors::statement_form());
+                    return None;
+                }
+            };
+            (&*b.left, Some(op), &*b.right)
+        }
+        _ => {
+            errs.at(e.span(), errors::statement_form());
+            return None;
+        }
+    };
+    let target = match left {
+        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            p.path.get_ident().cloned()?
+        }
+        other => {
+            errs.at(other.span(), errors::statement_form());
+            return None;
+        }
+    };
+    Some(Stmt::Assign {
+        target,
+        op,
+        value: parse_expr(right, errs)?,
+    })
+}
+
+/// Parses one expression (comparisons are rejected here; see `parse_cond`).
+pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
+    let span = e.span();
+    Some(match e {
+        syn::Expr::Lit(l) => return parse_lit(&l.lit, errs),
+        syn::Expr::Paren(p) => return parse_expr(&p.expr, errs),
+        syn::Expr::Group(g) => return parse_expr(&g.expr, errs),
+        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            Expr::Name(p.path.get_ident().cloned()?)
+        }
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => {
+            Expr::Neg(Box::new(parse_expr(&u.expr, errs)?), span)
+        }
+        syn::Expr::Binary(b) => {
+            let op = match b.op {
+                syn::BinOp::Add(_) => BinOp::Add,
+                syn::BinOp::Sub(_) => BinOp::Sub,
+                syn::BinOp::Mul(_) => BinOp::Mul,
+                syn::BinOp::Div(_) => BinOp::Div,
+                syn::BinOp::Gt(_)
+                | syn::BinOp::Lt(_)
+                | syn::BinOp::Ge(_)
+                | syn::BinOp::Le(_)
+                | syn::BinOp::Eq(_)
+                | syn::BinOp::Ne(_) => {
+                    errs.at(span, errors::comparison_outside_if());
+                    return None;
+                }
+                _ => {
+                    errs.at(span, errors::unsupported_expr());
+                    return None;
+                }
+            };
+            let l = parse_expr(&b.left, errs);
+            let r = parse_expr(&b.right, errs);
+            Expr::Bin(op, Box::new(l?), Box::new(r?), span)
+        }
+        syn::Expr::MethodCall(m) => {
+            let name = m.method.to_string();
+            let Some(f) = Func::from_name(&name) else {
+                errs.at(m.method.span(), errors::unknown_function(&name));
+                return None;
+            };
+            if m.turbofish.is_some() {
+                errs.at(span, errors::unsupported_expr());
+                return None;
+            }
+            let mut args = vec![parse_expr(&m.receiver, errs)];
+            args.extend(m.args.iter().map(|a| parse_expr(a, errs)));
+            call(f, &name, args, m.method.span(), span, errs)?
+        }
+        syn::Expr::Call(c) => {
+            let syn::Expr::Path(p) = &*c.func else {
+                errs.at(c.func.span(), errors::unsupported_expr());
+                return None;
+            };
+            let Some(ident) = p.path.get_ident() else {
+                errs.at(p.span(), errors::unsupported_expr());
+                return None;
+            };
+            let name = ident.to_string();
+            let Some(f) = Func::from_name(&name) else {
+                errs.at(ident.span(), errors::unknown_function(&name));
+                return None;
+            };
+            let args = c.args.iter().map(|a| parse_expr(a, errs)).collect();
+            call(f, &name, args, ident.span(), span, errs)?
+        }
+        syn::Expr::If(i) => {
+            let cond = parse_cond(&i.cond, errs);
+            let then = parse_branch(&i.then_branch, errs);
+            let Some((_, els)) = &i.else_branch else {
+                errs.at(span, "an `if` is a select and needs an `else` branch: `if a > b { x } else { y }`");
+                return None;
+            };
+            let els = parse_expr(els, errs);
+            Expr::If(Box::new(cond?), Box::new(then?), Box::new(els?), span)
+        }
+        syn::Expr::Block(b) if b.label.is_none() => return parse_branch(&b.block, errs),
+        _ => {
+            errs.at(span, errors::unsupported_expr());
+            return None;
+        }
+    })
+}
+
+fn call(
+    f: Func,
+    name: &str,
+    args: Vec<Option<Expr>>,
+    name_span: Span,
+    span: Span,
+    errs: &mut Errors,
+) -> Option<Expr> {
+    if args.len() != f.arity() {
+        errs.at(name_span, errors::arity(name, f.arity()));
+        return None;
+    }
+    let args: Option<Vec<Expr>> = args.into_iter().collect();
+    Some(Expr::Call(f, args?, span))
+}
+
+fn parse_branch(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {
+    match b.stmts.as_slice() {
+        [syn::Stmt::Expr(e, None)] => parse_expr(e, errs),
+        _ => {
+            errs.at(
+                b.span(),
+                "an `if` branch holds one expression, such as `{ x }`; compute temporaries with `let` before the `if`",
+            );
+            None
+        }
+    }
+}
+
+fn parse_cond(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
+    match e {
+        syn::Expr::Paren(p) => parse_cond(&p.expr, errs),
+        syn::Expr::Binary(b) => {
+            let op = match b.op {
+                syn::BinOp::Gt(_) => CmpOp::Gt,
+                syn::BinOp::Lt(_) => CmpOp::Lt,
+                syn::BinOp::Ge(_) => CmpOp::Ge,
+                syn::BinOp::Le(_) => CmpOp::Le,
+                syn::BinOp::Eq(_) => CmpOp::Eq,
+                syn::BinOp::Ne(_) => CmpOp::Ne,
+                _ => {
+                    errs.at(e.span(), errors::condition_not_comparison());
+                    return None;
+                }
+            };
+            let l = parse_expr(&b.left, errs);
+            let r = parse_expr(&b.right, errs);
+            Some(Expr::Cmp(op, Box::new(l?), Box::new(r?), e.span()))
+        }
+        _ => {
+            errs.at(e.span(), errors::condition_not_comparison());
+            None
+        }
+    }
+}
+
+fn parse_lit(lit: &syn::Lit, errs: &mut Errors) -> Option<Expr> {
+    let span = lit.span();
+    let ok_suffix = |s: &str| matches!(s, "" | "f32" | "f64");
+    match lit {
+        syn::Lit::Float(f) if ok_suffix(f.suffix()) => match f.base10_parse::<f64>() {
+            Ok(value) => Some(Expr::Num {
+                value,
+                int: None,
+                span,
+            }),
+            Err(e) => {
+                errs.push(e);
+                None
+            }
+        },
+        syn::Lit::Int(i) if ok_suffix(i.suffix()) || i.suffix() == "i32" => {
+            match i.base10_parse::<i64>() {
+                Ok(v) => Some(Expr::Num {
+                    value: v as f64,
+                    int: Some(v),
+                    span,
+                }),
+                Err(e) => {
+                    errs.push(e);
+                    None
+                }
+            }
+        }
+        _ => {
+            errs.at(span, "only number literals are allowed, such as `0.9` or `1e-7`");
+            None
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! IR to Rust: scalar code (`f32` or `f64`, math from `::fusegraph::__private::math`) and lane
+//! code over `::fusegraph::__private::f32x8`. Generated code never uses `mul_add`: the
+//! frameworks round every operation, and so do we.
+
+use super::ast::{BinOp, CmpOp, Func};
+use super::ir::{Node, Ref, TExpr};
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+/// Precision of scalar code.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Prec {
+    F32,
+    F64,
+}
+
+impl Prec {
+    pub fn ty(self) -> TokenStream {
+        match self {
+            Prec::F32 => quote!(f32),
+            Prec::F64 => quote!(f64),
+        }
+    }
+
+    fn lit(self, v: f64) -> Literal {
+        match self {
+            Prec::F32 => Literal::f32_suffixed(v as f32),
+            Prec::F64 => Literal::f64_suffixed(v),
+        }
+    }
+}
+
+fn bin(op: BinOp, a: TokenStream, b: TokenStream) -> TokenStream {
+    match op {
+        BinOp::Add => quote!((#a + #b)),
+        BinOp::Sub => quote!((#a - #b)),
+        BinOp::Mul => quote!((#a * #b)),
+        BinOp::Div => quote!((#a / #b)),
+    }
+}
+
+fn powi(x: TokenStream, k: i32, one: TokenStream) -> TokenStream {
+    let n = k.unsigned_abs();
+    if n == 0 {
+        return one;
+    }
+    let factors = (0..n).map(|_| quote!(__x));
+    let product = quote!(#(#factors)*);
+    let product: TokenStream = {
+        let mut it = product.into_iter();
+        let mut out = TokenStream::new();
+        if let Some(first) = it.next() {
+            out.extend([first]);
+            for t in it {
+                out.extend(quote!(* #t));
+            }
+        }
+        out
+    };
+    if k < 0 {
+        quote!({ let __x = #x; #one / (#product) })
+    } else {
+        quote!({ let __x = #x; #product })
+    }
+}
+
+/// Scalar code for `e`; `refs` names each resolved reference.
+pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref) -> TokenStream, prec: Prec) -> TokenStream {
+    let m = quote!(::fusegraph::__private::math);
+    let s = |x: &TExpr| scalar(x, refs, prec);
+    match &e.node {
+        Node::Num(v) => {
+            let l = prec.lit(*v);
+            quote!(#l)
+        }
+        Node::Ref(r) => refs(*r),
+        Node::Lifted(_) => unreachable!("scalar code is never lifted"),
+        Node::Neg(x) => {
+            let x = s(x);
+            quote!((-#x))
+        }
+        Node::Bin(op, a, b) => bin(*op, s(a), s(b)),
+        Node::Cmp(op, a, b) => {
+            let (a, b) = (s(a), s(b));
+            match op {
+                CmpOp::Gt => quote!((#a > #b)),
+                CmpOp::Lt => quote!((#a < #b)),
+                CmpOp::Ge => quote!((#a >= #b)),
+                CmpOp::Le => quote!((#a <= #b)),
+                CmpOp::Eq => quote!((#a == #b)),
+                CmpOp::Ne => quote!((#a != #b)),
+            }
+        }
+        Node::PowiLit(x, k) => {
+            let one = prec.lit(1.0);
+            powi(s(x), *k, quote!(#one))
+        }
+        Node::If(c, a, b) => {
+            let (c, a, b) = (s(c), s(a), s(b));
+            quote!((if #c { #a } else { #b }))
+        }
+        Node::Call(f, args) => {
+            let a: Vec<TokenStream> = args.iter().map(s).collect();
+            let name = match f {
+                Func::Sqrt => "sqrt",
+                Func::Abs => "abs",
+                Func::Signum => "signum",
+                Func::Sign => "sign",
+                Func::Min => "min",
+                Func::Max => "max",
+                Func::Exp => "exp",
+                Func::Ln => "ln",
+                Func::Powi | Func::Powf => "powf",
+                Func::Tanh => "tanh",
+                Func::Sigmoid => "sigmoid",
+                Func::Clamp => "clamp",
+            };
+            let name = format_ident!("{}", name);
+            quote!(#m::#name(#(#a),*))
+        }
+    }
+}
+
+/// Name of field `i` of the step struct.
+pub fn lifted_field(i: usize) -> proc_macro2::Ident {
+    format_ident!("__v{}", i)
+}
+
+/// Lane code for `e`, whose scalar parts were lifted into `step` (the step struct's binding).
+pub fn lane(
+    e: &TExpr,
+    refs: &dyn Fn(Ref) -> TokenStream,
+    lifted: &[TExpr],
+    step: &TokenStream,
+) -> TokenStream {
+    let f = quote!(::fusegraph::__private::f32x8);
+    let ln = quote!(::fusegraph::__private::lane);
+    let l = |x: &TExpr| lane(x, refs, lifted, step);
+    match &e.node {
+        Node::Num(v) => {
+            let v = Literal::f32_suffixed(*v as f32);
+            quote!(#f::splat(#v))
+        }
+        Node::Lifted(i) => {
+            let field = lifted_field(*i);
+            if matches!(lifted[*i].node, Node::Cmp(..)) {
+                quote!(#step.#field)
+            } else {
+                quote!(#f::splat(#step.#field))
+            }
+        }
+        Node::Ref(r) => refs(*r),
+        Node::Neg(x) => {
+            let x = l(x);
+            quote!((-#x))
+        }
+        Node::Bin(op, a, b) => bin(*op, l(a), l(b)),
+        Node::Cmp(op, a, b) => {
+            let (a, b) = (l(a), l(b));
+            let m = match op {
+                CmpOp::Gt => quote!(simd_gt),
+                CmpOp::Lt => quote!(simd_lt),
+                CmpOp::Ge => quote!(simd_ge),
+                CmpOp::Le => quote!(simd_le),
+                CmpOp::Eq => quote!(simd_eq),
+                CmpOp::Ne => quote!(simd_ne),
+            };
+            quote!(#a.#m(#b))
+        }
+        Node::PowiLit(x, k) => powi(l(x), *k, quote!(#f::ONE)),
+        Node::If(c, a, b) => {
+            let (cc, a, b) = (l(c), l(a), l(b));
+            if matches!(c.node, Node::Lifted(_)) {
+                quote!((if #cc { #a } else { #b }))
+            } else {
+                quote!(#cc.select(#a, #b))
+            }
+        }
+        Node::Call(func, args) => {
+            let a: Vec<TokenStream> = args.iter().map(l).collect();
+            match func {
+                Func::Sqrt => method(&a[0], "sqrt", &[]),
+                Func::Abs => method(&a[0], "abs", &[]),
+                Func::Signum => method(&a[0], "signum", &[]),
+                Func::Exp => method(&a[0], "exp", &[]),
+                Func::Ln => method(&a[0], "ln", &[]),
+                Func::Tanh => method(&a[0], "tanh", &[]),
+                Func::Min => method(&a[0], "min", &a[1..]),
+                Func::Max => method(&a[0], "max", &a[1..]),
+                Func::Powi | Func::Powf => method(&a[0], "powf_simd", &a[1..]),
+                Func::Sign => quote!(#ln::sign(#(#a),*)),
+                Func::Sigmoid => quote!(#ln::sigmoid(#(#a),*)),
+                Func::Clamp => quote!(#ln::clamp(#(#a),*)),
+            }
+        }
+    }
+}
+
+fn method(recv: &TokenStream, name: &str, args: &[TokenStream]) -> TokenStream {
+    let name = format_ident!("{}", name);
+    quote!(#recv.#name(#(#args),*))
+}

@@ -1,0 +1,239 @@
+//! Typed IR: names resolved to what they denote, every node typed as a per-step scalar or a
+//! per-element lane, and the scalar parts of element-wise code lifted out so that they are
+//! computed once per step.
+
+use super::ast::{BinOp, CmpOp, Expr, Func};
+use crate::errors::{self, Errors};
+
+/// Whether a value is the same for every element of a step, or one per element.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Scalar,
+    Lane,
+}
+
+impl Kind {
+    fn join(self, other: Kind) -> Kind {
+        if self == Kind::Lane || other == Kind::Lane {
+            Kind::Lane
+        } else {
+            Kind::Scalar
+        }
+    }
+}
+
+/// What a resolved name denotes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ref {
+    Hyper(usize),
+    T,
+    StepLet(usize),
+    Carried(usize),
+    P,
+    G,
+    Slot(usize),
+    Let(usize),
+}
+
+/// A typed node.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Node {
+    Num(f64),
+    Ref(Ref),
+    Neg(Box<TExpr>),
+    Bin(BinOp, Box<TExpr>, Box<TExpr>),
+    Cmp(CmpOp, Box<TExpr>, Box<TExpr>),
+    Call(Func, Vec<TExpr>),
+    /// `x.powi(k)` with an integer literal, emitted as multiplications.
+    PowiLit(Box<TExpr>, i32),
+    If(Box<TExpr>, Box<TExpr>, Box<TExpr>),
+    /// The scalar computed once per step into field `i` of the step struct.
+    Lifted(usize),
+}
+
+/// A typed expression.
+#[derive(Clone, PartialEq, Debug)]
+pub struct TExpr {
+    pub node: Node,
+    pub kind: Kind,
+}
+
+impl TExpr {
+    fn new(node: Node, kind: Kind) -> Self {
+        TExpr { node, kind }
+    }
+}
+
+/// What a name means where it is used.
+#[derive(Clone, Debug)]
+pub enum Binding {
+    Ref(Ref, Kind),
+    /// A scalar `let` of `update`: substituted, then lifted with the expression using it.
+    Inline(TExpr),
+    /// Known, but not readable here; the message says why.
+    Forbidden(String),
+}
+
+/// Names visible in one block, innermost (latest) last.
+pub struct Scope {
+    entries: Vec<(String, Binding)>,
+    /// Names a later `let` of the same block declares (for "used before its let").
+    pub later: Vec<String>,
+    /// What the block can read, for the unknown-identifier message.
+    pub known: String,
+}
+
+impl Scope {
+    pub fn new(known: String) -> Self {
+        Scope {
+            entries: Vec::new(),
+            later: Vec::new(),
+            known,
+        }
+    }
+
+    pub fn bind(&mut self, name: String, b: Binding) {
+        self.entries.push((name, b));
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<&Binding> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b)
+    }
+}
+
+/// Resolves and types `e`; `None` after reporting errors.
+pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
+    Some(match e {
+        Expr::Num { value, span, .. } => {
+            if !(*value as f32).is_finite() {
+                errs.at(*span, "this literal does not fit in an `f32`");
+                return None;
+            }
+            TExpr::new(Node::Num(*value), Kind::Scalar)
+        }
+        Expr::Name(ident) => {
+            let name = ident.to_string();
+            match scope.lookup(&name) {
+                Some(Binding::Ref(r, k)) => TExpr::new(Node::Ref(*r), *k),
+                Some(Binding::Inline(te)) => te.clone(),
+                Some(Binding::Forbidden(msg)) => {
+                    errs.at(ident.span(), msg);
+                    return None;
+                }
+                None if scope.later.contains(&name) => {
+                    errs.at(ident.span(), errors::used_before_let(&name));
+                    return None;
+                }
+                None => {
+                    errs.at(ident.span(), errors::unknown_ident(&name, &scope.known));
+                    return None;
+                }
+            }
+        }
+        Expr::Neg(x, _) => {
+            let x = resolve(x, scope, errs)?;
+            let k = x.kind;
+            TExpr::new(Node::Neg(Box::new(x)), k)
+        }
+        Expr::Bin(op, a, b, _) => {
+            let a = resolve(a, scope, errs);
+            let b = resolve(b, scope, errs);
+            let (a, b) = (a?, b?);
+            let k = a.kind.join(b.kind);
+            TExpr::new(Node::Bin(*op, Box::new(a), Box::new(b)), k)
+        }
+        Expr::Cmp(op, a, b, _) => {
+            let a = resolve(a, scope, errs);
+            let b = resolve(b, scope, errs);
+            let (a, b) = (a?, b?);
+            let k = a.kind.join(b.kind);
+            TExpr::new(Node::Cmp(*op, Box::new(a), Box::new(b)), k)
+        }
+        Expr::Call(Func::Powi, args, _) => {
+            let x = resolve(&args[0], scope, errs);
+            if let Expr::Num { int: Some(k), span, .. } = &args[1] {
+                let x = x?;
+                let Ok(k) = i32::try_from(*k).map_err(|_| errs.at(*span, errors::powi_exponent()))
+                else {
+                    return None;
+                };
+                let kind = x.kind;
+                return Some(TExpr::new(Node::PowiLit(Box::new(x), k), kind));
+            }
+            let e = resolve(&args[1], scope, errs)?;
+            if e.kind == Kind::Lane {
+                errs.at(args[1].span(), errors::powi_exponent());
+                return None;
+            }
+            let x = x?;
+            let k = x.kind;
+            TExpr::new(Node::Call(Func::Powi, vec![x, e]), k)
+        }
+        Expr::Call(f, args, _) => {
+            let args: Vec<Option<TExpr>> = args.iter().map(|a| resolve(a, scope, errs)).collect();
+            let args: Vec<TExpr> = args.into_iter().collect::<Option<_>>()?;
+            let k = args.iter().fold(Kind::Scalar, |k, a| k.join(a.kind));
+            TExpr::new(Node::Call(*f, args), k)
+        }
+        Expr::If(c, a, b, _) => {
+            let c = resolve(c, scope, errs);
+            let a = resolve(a, scope, errs);
+            let b = resolve(b, scope, errs);
+            let (c, a, b) = (c?, a?, b?);
+            let k = c.kind.join(a.kind).join(b.kind);
+            TExpr::new(Node::If(Box::new(c), Box::new(a), Box::new(b)), k)
+        }
+    })
+}
+
+/// Replaces every maximal scalar sub-expression of `e` (other than a literal) by a reference
+/// to `lifted`, where equal expressions share one entry.
+pub fn lift(e: TExpr, lifted: &mut Vec<TExpr>) -> TExpr {
+    if e.kind == Kind::Scalar {
+        if matches!(e.node, Node::Num(_) | Node::Lifted(_)) {
+            return e;
+        }
+        let i = match lifted.iter().position(|x| *x == e) {
+            Some(i) => i,
+            None => {
+                lifted.push(e);
+                lifted.len() - 1
+            }
+        };
+        return TExpr::new(Node::Lifted(i), Kind::Scalar);
+    }
+    let mut l = |x: Box<TExpr>| Box::new(lift(*x, lifted));
+    let node = match e.node {
+        Node::Neg(x) => Node::Neg(l(x)),
+        Node::Bin(op, a, b) => Node::Bin(op, l(a), l(b)),
+        Node::Cmp(op, a, b) => Node::Cmp(op, l(a), l(b)),
+        Node::Call(f, args) => Node::Call(f, args.into_iter().map(|a| lift(a, lifted)).collect()),
+        Node::PowiLit(x, k) => Node::PowiLit(l(x), k),
+        Node::If(c, a, b) => Node::If(l(c), l(a), l(b)),
+        other => other,
+    };
+    TExpr::new(node, e.kind)
+}
+
+/// Calls `f` on every name the expression reads.
+pub fn visit_refs(e: &TExpr, f: &mut impl FnMut(Ref)) {
+    match &e.node {
+        Node::Ref(r) => f(*r),
+        Node::Num(_) | Node::Lifted(_) => {}
+        Node::Neg(x) | Node::PowiLit(x, _) => visit_refs(x, f),
+        Node::Bin(_, a, b) | Node::Cmp(_, a, b) => {
+            visit_refs(a, f);
+            visit_refs(b, f);
+        }
+        Node::Call(_, args) => args.iter().for_each(|a| visit_refs(a, f)),
+        Node::If(c, a, b) => {
+            visit_refs(c, f);
+            visit_refs(a, f);
+            visit_refs(b, f);
+        }
+    }
+}

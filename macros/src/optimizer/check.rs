@@ -1,0 +1,365 @@
+//! Name resolution and kind checking of an optimizer into the typed IR.
+
+use super::parse::{Def, Init};
+use crate::errors::{self, Errors};
+use crate::expr::ast::{self, BinOp, Stmt};
+use crate::expr::emit::Prec;
+use crate::expr::ir::{self, Binding, Kind, Node, Ref, Scope, TExpr};
+use syn::spanned::Spanned;
+
+/// Most slots and carried scalars (the runtime's `MAX_SLOTS`, `MAX_CARRIED`).
+const MAX_SLOTS: usize = 8;
+const MAX_CARRIED: usize = 4;
+
+/// A `step` statement.
+pub enum StepStmt {
+    Let(usize, TExpr),
+    SetCarried(usize, TExpr),
+}
+
+/// An `update` statement (lane code, scalars lifted).
+pub enum UpdateStmt {
+    Let(usize, TExpr),
+    SetP(TExpr),
+    SetSlot(usize, TExpr),
+}
+
+/// A checked optimizer.
+pub struct Rule {
+    /// Default of each hyper-parameter, as a value and as the user wrote it.
+    pub defaults: Vec<(f64, String)>,
+    pub slot_inits: Vec<TExpr>,
+    pub carry_inits: Vec<TExpr>,
+    pub prec: Prec,
+    pub step: Vec<StepStmt>,
+    /// Scalars computed at the end of `step` for `update`.
+    pub lifted: Vec<TExpr>,
+    pub update: Vec<UpdateStmt>,
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a syn::Ident>) -> String {
+    it.map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn readable(def: &Def, extra: &str) -> String {
+    let hyper = names(def.hyper.iter().map(|h| &h.name));
+    let mut s = format!("literals, hyper-parameters ({hyper}), `t`");
+    if !def.carry.is_empty() {
+        s += &format!(", carried scalars ({})", names(def.carry.iter().map(|c| &c.name)));
+    }
+    s + extra
+}
+
+pub fn check(def: &Def) -> Result<Rule, syn::Error> {
+    let mut errs = Errors::default();
+
+    // Declared names: unique, not reserved, within the runtime's limits.
+    let mut declared: Vec<(String, &'static str)> = Vec::new();
+    let decls = def
+        .hyper
+        .iter()
+        .map(|h| (&h.name, "a hyper-parameter"))
+        .chain(def.slots.iter().map(|s| (&s.name, "a slot")))
+        .chain(def.carry.iter().map(|c| (&c.name, "a carried scalar")));
+    for (ident, what) in decls {
+        let name = ident.to_string();
+        if matches!(name.as_str(), "p" | "g" | "t") {
+            errs.at(ident.span(), errors::reserved(&name));
+        } else if let Some((_, first)) = declared.iter().find(|(n, _)| *n == name) {
+            errs.at(ident.span(), errors::duplicate(&name, first));
+        } else {
+            declared.push((name, what));
+        }
+    }
+    if def.slots.len() > MAX_SLOTS {
+        errs.at(def.slots[MAX_SLOTS].name.span(), errors::too_many("slots", MAX_SLOTS));
+    }
+    if def.carry.len() > MAX_CARRIED {
+        errs.at(
+            def.carry[MAX_CARRIED].name.span(),
+            errors::too_many("carried scalars", MAX_CARRIED),
+        );
+    }
+
+    // Hyper-parameters: f32 with a literal default.
+    let mut defaults = Vec::new();
+    for h in &def.hyper {
+        let is_f32 = matches!(&h.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f32"));
+        if !is_f32 {
+            errs.at(h.ty.span(), errors::hyper_type());
+        }
+        match literal(&h.default) {
+            Some(v) => defaults.push((v, quote::ToTokens::to_token_stream(&h.default).to_string())),
+            None => {
+                errs.at(h.default.span(), errors::default_literal());
+                defaults.push((0.0, String::new()));
+            }
+        }
+    }
+
+    let bind_hypers = |scope: &mut Scope| {
+        for (i, h) in def.hyper.iter().enumerate() {
+            scope.bind(h.name.to_string(), Binding::Ref(Ref::Hyper(i), Kind::Scalar));
+        }
+    };
+
+    // Initial values of slots and carried scalars: literals and hyper-parameters only.
+    let inits = |list: &[Init], errs: &mut Errors| -> Vec<TExpr> {
+        let mut scope = Scope::new("literals and hyper-parameters".into());
+        bind_hypers(&mut scope);
+        let forbidden = ["p", "g", "t"]
+            .into_iter()
+            .map(String::from)
+            .chain(def.slots.iter().map(|s| s.name.to_string()))
+            .chain(def.carry.iter().map(|c| c.name.to_string()));
+        for name in forbidden {
+            let msg = errors::slot_init_reads(&name);
+            scope.bind(name, Binding::Forbidden(msg));
+        }
+        list.iter()
+            .map(|i| {
+                ast::parse_expr(&i.init, errs)
+                    .and_then(|e| ir::resolve(&e, &scope, errs))
+                    .unwrap_or(TExpr {
+                        node: Node::Num(0.0),
+                        kind: Kind::Scalar,
+                    })
+            })
+            .collect()
+    };
+    let slot_inits = inits(&def.slots, &mut errs);
+    let carry_inits = inits(&def.carry, &mut errs);
+
+    // `step`: scalars only.
+    let step_ast = ast::parse_stmts(&def.step, &mut errs);
+    let mut scope = Scope::new(readable(def, " and earlier `let`s"));
+    bind_hypers(&mut scope);
+    scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
+    for (i, c) in def.carry.iter().enumerate() {
+        scope.bind(c.name.to_string(), Binding::Ref(Ref::Carried(i), Kind::Scalar));
+    }
+    for name in ["p", "g"]
+        .into_iter()
+        .map(String::from)
+        .chain(def.slots.iter().map(|s| s.name.to_string()))
+    {
+        let msg = errors::element_in_step(&name);
+        scope.bind(name, Binding::Forbidden(msg));
+    }
+    scope.later = lets(&step_ast);
+    let mut step = Vec::new();
+    let mut step_lets = 0;
+    for s in &step_ast {
+        match s {
+            Stmt::Let(ident, e) => {
+                let name = ident.to_string();
+                if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
+                    errs.at(ident.span(), errors::duplicate(&name, what));
+                }
+                if let Some(te) = ir::resolve(e, &scope, &mut errs) {
+                    step.push(StepStmt::Let(step_lets, te));
+                }
+                scope.bind(name, Binding::Ref(Ref::StepLet(step_lets), Kind::Scalar));
+                step_lets += 1;
+            }
+            Stmt::Assign { target, op, value } => {
+                let name = target.to_string();
+                let idx = def.carry.iter().position(|c| c.name == *target);
+                let Some(idx) = idx else {
+                    let msg = match scope.lookup(&name) {
+                        Some(Binding::Ref(Ref::Hyper(_), _)) => {
+                            errors::assign_readonly(&name, "hyper-parameter")
+                        }
+                        Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+                        Some(Binding::Forbidden(_)) if name == "g" => {
+                            errors::assign_readonly(&name, "gradient")
+                        }
+                        Some(Binding::Forbidden(_)) if name == "p" => {
+                            errors::assign_readonly(&name, "parameter")
+                        }
+                        Some(Binding::Forbidden(_)) => errors::assign_readonly(&name, "slot"),
+                        Some(_) => errors::assign_in_step_target(&name),
+                        None => errors::unknown_ident(&name, &scope.known),
+                    };
+                    errs.at(target.span(), msg);
+                    continue;
+                };
+                if let Some(te) = assigned(Ref::Carried(idx), Kind::Scalar, *op, value, &scope, &mut errs) {
+                    step.push(StepStmt::SetCarried(idx, te));
+                }
+            }
+        }
+    }
+
+    // `update`: lanes, scalars lifted.
+    let Some((update_kw, update_stmts)) = &def.update else {
+        errs.at(def.name.span(), errors::missing_update());
+        return errs.finish().and(Err(syn::Error::new(def.name.span(), errors::missing_update())));
+    };
+    let update_ast = ast::parse_stmts(update_stmts, &mut errs);
+    let slot_names = names(def.slots.iter().map(|s| &s.name));
+    let mut scope = Scope::new(readable(
+        def,
+        &format!(", step scalars, `p`, `g`, slots ({slot_names}) and earlier `let`s"),
+    ));
+    bind_hypers(&mut scope);
+    scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
+    for (i, c) in def.carry.iter().enumerate() {
+        scope.bind(c.name.to_string(), Binding::Ref(Ref::Carried(i), Kind::Scalar));
+    }
+    for s in &step_ast {
+        if let Stmt::Let(ident, _) = s {
+            let k = step_let_index(&step_ast, ident);
+            scope.bind(ident.to_string(), Binding::Ref(Ref::StepLet(k), Kind::Scalar));
+        }
+    }
+    scope.bind("p".into(), Binding::Ref(Ref::P, Kind::Lane));
+    scope.bind("g".into(), Binding::Ref(Ref::G, Kind::Lane));
+    for (j, s) in def.slots.iter().enumerate() {
+        scope.bind(s.name.to_string(), Binding::Ref(Ref::Slot(j), Kind::Lane));
+    }
+    scope.later = lets(&update_ast);
+    let mut update = Vec::new();
+    let mut lifted = Vec::new();
+    let mut lets_n = 0;
+    let mut p_set = false;
+    for s in &update_ast {
+        match s {
+            Stmt::Let(ident, e) => {
+                let name = ident.to_string();
+                if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
+                    errs.at(ident.span(), errors::duplicate(&name, what));
+                }
+                let Some(te) = ir::resolve(e, &scope, &mut errs) else {
+                    scope.bind(name, Binding::Ref(Ref::Let(lets_n), Kind::Lane));
+                    lets_n += 1;
+                    continue;
+                };
+                if te.kind == Kind::Scalar {
+                    scope.bind(name, Binding::Inline(te));
+                } else {
+                    update.push(UpdateStmt::Let(lets_n, ir::lift(te, &mut lifted)));
+                    scope.bind(name, Binding::Ref(Ref::Let(lets_n), Kind::Lane));
+                    lets_n += 1;
+                }
+            }
+            Stmt::Assign { target, op, value } => {
+                let name = target.to_string();
+                let r = match scope.lookup(&name) {
+                    Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), _)) => *r,
+                    found => {
+                        let msg = match found {
+                            Some(Binding::Ref(Ref::G, _)) => errors::assign_readonly(&name, "gradient"),
+                            Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+                            Some(Binding::Ref(Ref::Hyper(_), _)) => {
+                                errors::assign_readonly(&name, "hyper-parameter")
+                            }
+                            Some(Binding::Ref(Ref::StepLet(_) | Ref::Carried(_), _)) => {
+                                errors::assign_readonly(&name, "step scalar")
+                            }
+                            Some(_) => errors::assign_readonly(&name, "temporary"),
+                            None if scope.later.contains(&name) => errors::used_before_let(&name),
+                            None => errors::unknown_ident(&name, &scope.known),
+                        };
+                        errs.at(target.span(), msg);
+                        continue;
+                    }
+                };
+                let Some(te) = assigned(r, Kind::Lane, *op, value, &scope, &mut errs) else {
+                    if r == Ref::P {
+                        p_set = true;
+                    }
+                    continue;
+                };
+                let te = ir::lift(te, &mut lifted);
+                match r {
+                    Ref::P => {
+                        p_set = true;
+                        update.push(UpdateStmt::SetP(te));
+                    }
+                    Ref::Slot(j) => update.push(UpdateStmt::SetSlot(j, te)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    if !p_set {
+        errs.at(update_kw.span(), errors::p_not_updated());
+    }
+    errs.finish()?;
+    Ok(Rule {
+        defaults,
+        slot_inits,
+        carry_inits,
+        prec: def.prec,
+        step,
+        lifted,
+        update,
+    })
+}
+
+/// The value stored by `target op= value` (or `target = value`).
+fn assigned(
+    target: Ref,
+    kind: Kind,
+    op: Option<BinOp>,
+    value: &ast::Expr,
+    scope: &Scope,
+    errs: &mut Errors,
+) -> Option<TExpr> {
+    let v = ir::resolve(value, scope, errs)?;
+    Some(match op {
+        None => v,
+        Some(op) => TExpr {
+            kind: if kind == Kind::Lane { Kind::Lane } else { v.kind },
+            node: Node::Bin(
+                op,
+                Box::new(TExpr {
+                    node: Node::Ref(target),
+                    kind,
+                }),
+                Box::new(v),
+            ),
+        },
+    })
+}
+
+fn lets(stmts: &[Stmt]) -> Vec<String> {
+    stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(i, _) => Some(i.to_string()),
+            Stmt::Assign { .. } => None,
+        })
+        .collect()
+}
+
+/// Index of the `let` that binds `ident` in `step` (the last one, as later ones shadow).
+fn step_let_index(stmts: &[Stmt], ident: &syn::Ident) -> usize {
+    let mut k = 0;
+    let mut found = 0;
+    for s in stmts {
+        if let Stmt::Let(i, _) = s {
+            if i == ident {
+                found = k;
+            }
+            k += 1;
+        }
+    }
+    found
+}
+
+/// A number literal, possibly negated.
+fn literal(e: &syn::Expr) -> Option<f64> {
+    match e {
+        syn::Expr::Lit(l) => match &l.lit {
+            syn::Lit::Float(f) => f.base10_parse().ok(),
+            syn::Lit::Int(i) => i.base10_parse::<i64>().ok().map(|v| v as f64),
+            _ => None,
+        },
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => literal(&u.expr).map(|v| -v),
+        syn::Expr::Paren(p) => literal(&p.expr),
+        _ => None,
+    }
+    .filter(|v: &f64| (*v as f32).is_finite())
+}

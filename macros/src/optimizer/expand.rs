@@ -1,0 +1,336 @@
+//! Code generation: the hyper-parameter struct, its builders, and the `Rule` implementation
+//! with a per-step scalar struct and an `f32x8` lane update.
+
+use super::check::{Rule, StepStmt, UpdateStmt};
+use super::parse::Def;
+use crate::expr::emit::{self, Prec};
+use crate::expr::ir::{self, Node, Ref, TExpr};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+fn hyper_ident(i: usize) -> proc_macro2::Ident {
+    format_ident!("__h{}", i)
+}
+
+/// The struct, `Default` and builders: shared by the real and the fallback expansion.
+fn header(def: &Def, defaults: &[(f64, String)]) -> TokenStream {
+    let name = &def.name;
+    let vis = &def.vis;
+    let attrs = &def.attrs;
+    let fields = def.hyper.iter().zip(defaults).map(|(h, (_, text))| {
+        let fname = &h.name;
+        let fattrs = &h.attrs;
+        let doc = if h.attrs.iter().any(|a| a.path().is_ident("doc")) {
+            quote!()
+        } else {
+            let d = format!("Hyper-parameter `{fname}` (default `{text}`).");
+            quote!(#[doc = #d])
+        };
+        quote!(#(#fattrs)* #doc pub #fname: f32,)
+    });
+    let inits = def.hyper.iter().zip(defaults).map(|(h, (v, _))| {
+        let fname = &h.name;
+        let lit = proc_macro2::Literal::f32_suffixed(*v as f32);
+        quote!(#fname: #lit,)
+    });
+    let builders = def.hyper.iter().zip(defaults).map(|(h, (_, text))| {
+        let fname = &h.name;
+        let with = format_ident!("with_{}", fname);
+        let doc = format!("Returns `self` with `{fname}` set to `value` (default `{text}`).");
+        quote! {
+            #[doc = #doc]
+            #[must_use]
+            pub fn #with(mut self, value: f32) -> Self {
+                self.#fname = value;
+                self
+            }
+        }
+    });
+    quote! {
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #vis struct #name {
+            #(#fields)*
+        }
+
+        impl ::core::default::Default for #name {
+            fn default() -> Self {
+                #name { #(#inits)* }
+            }
+        }
+
+        impl #name {
+            #(#builders)*
+        }
+    }
+}
+
+fn str_list<'a>(names: impl Iterator<Item = &'a syn::Ident>) -> TokenStream {
+    let s = names.map(|n| n.to_string());
+    quote!(&[#(#s),*])
+}
+
+/// What the failed definition still provides, so that one mistake gives one error.
+pub fn fallback(def: &Def) -> TokenStream {
+    let defaults: Vec<(f64, String)> = def
+        .hyper
+        .iter()
+        .map(|h| (0.0, quote::ToTokens::to_token_stream(&h.default).to_string()))
+        .collect();
+    let head = header(def, &defaults);
+    let name = &def.name;
+    let f = quote!(::fusegraph::__private::f32x8);
+    let slots = str_list(def.slots.iter().map(|s| &s.name));
+    quote! {
+        #head
+        const _: () = {
+            impl ::fusegraph::__private::Rule for #name {
+                const NAME: &'static str = ::core::stringify!(#name);
+                const HYPER: &'static [&'static str] = &[];
+                const SLOTS: &'static [&'static str] = #slots;
+                const CARRIED: &'static [&'static str] = &[];
+                type Step = ();
+                fn hyper(&self, _: &str) -> ::core::option::Option<f32> { ::core::option::Option::None }
+                fn set_hyper(&mut self, _: &str, _: f32) -> bool { false }
+                fn slot_init(&self, _: usize) -> f32 { 0.0 }
+                fn carried_init(&self, _: usize) -> f32 { 0.0 }
+                fn begin_step(&self, _: u64, _: &mut [f32]) {}
+                fn update(_: &(), _: &mut #f, _: #f, _: &mut [#f]) {}
+            }
+        };
+    }
+}
+
+pub fn rule(def: &Def, r: &Rule) -> TokenStream {
+    let head = header(def, &r.defaults);
+    let name = &def.name;
+    let f = quote!(::fusegraph::__private::f32x8);
+    let m = quote!(::fusegraph::__private::math);
+    let prec = r.prec;
+    let ty = prec.ty();
+
+    let hyper_names = str_list(def.hyper.iter().map(|h| &h.name));
+    let slot_names = str_list(def.slots.iter().map(|s| &s.name));
+    let carry_names = str_list(def.carry.iter().map(|c| &c.name));
+    let fields: Vec<&syn::Ident> = def.hyper.iter().map(|h| &h.name).collect();
+    let field_strs: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+
+    // Initial values read the fields directly, in f32.
+    let self_refs = |r: Ref| match r {
+        Ref::Hyper(i) => {
+            let fname = fields[i];
+            quote!(self.#fname)
+        }
+        _ => unreachable!("initial values read only hyper-parameters"),
+    };
+    let init_arms = |inits: &[TExpr]| {
+        let arms = inits.iter().enumerate().map(|(i, e)| {
+            let v = emit::scalar(e, &self_refs, Prec::F32);
+            quote!(#i => #v,)
+        });
+        quote!(match index { #(#arms)* _ => 0.0 })
+    };
+    let slot_init = init_arms(&r.slot_inits);
+    let carried_init = init_arms(&r.carry_inits);
+
+    // Step code.
+    let step_refs = |r: Ref| match r {
+        Ref::Hyper(i) => {
+            let id = hyper_ident(i);
+            quote!(#id)
+        }
+        Ref::T => quote!(__tv),
+        Ref::StepLet(i) => {
+            let id = format_ident!("__sl{}", i);
+            quote!(#id)
+        }
+        Ref::Carried(i) => {
+            let id = format_ident!("__c{}", i);
+            quote!(#id)
+        }
+        _ => unreachable!("step code reads only scalars"),
+    };
+    let mut used_hypers = vec![false; fields.len()];
+    let mut uses_t = false;
+    let mut mark = |e: &TExpr| {
+        ir::visit_refs(e, &mut |r| match r {
+            Ref::Hyper(i) => used_hypers[i] = true,
+            Ref::T => uses_t = true,
+            _ => {}
+        })
+    };
+    for s in &r.step {
+        match s {
+            StepStmt::Let(_, e) | StepStmt::SetCarried(_, e) => mark(e),
+        }
+    }
+    r.lifted.iter().for_each(&mut mark);
+    let hyper_binds = used_hypers.iter().enumerate().filter(|(_, u)| **u).map(|(i, _)| {
+        let id = hyper_ident(i);
+        let fname = fields[i];
+        match prec {
+            Prec::F32 => quote!(let #id: f32 = self.#fname;),
+            Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
+        }
+    });
+    let t_bind = uses_t.then(|| quote!(let __tv: #ty = __t as #ty;));
+    let widen = |x: TokenStream| match prec {
+        Prec::F32 => x,
+        Prec::F64 => quote!(f64::from(#x)),
+    };
+    let narrow = |x: TokenStream| match prec {
+        Prec::F32 => x,
+        Prec::F64 => quote!((#x) as f32),
+    };
+    let carry_loads = (0..def.carry.len()).map(|i| {
+        let id = format_ident!("__c{}", i);
+        let v = widen(quote!(__carried[#i]));
+        quote!(let mut #id: #ty = #v;)
+    });
+    let carry_stores = (0..def.carry.len()).map(|i| {
+        let id = format_ident!("__c{}", i);
+        let v = narrow(quote!(#id));
+        quote!(__carried[#i] = #v;)
+    });
+    let step_stmts = r.step.iter().map(|s| match s {
+        StepStmt::Let(i, e) => {
+            let id = format_ident!("__sl{}", i);
+            let v = emit::scalar(e, &step_refs, prec);
+            quote!(let #id: #ty = #v;)
+        }
+        StepStmt::SetCarried(i, e) => {
+            let id = format_ident!("__c{}", i);
+            let v = emit::scalar(e, &step_refs, prec);
+            quote!(#id = #v;)
+        }
+    });
+    let lifted_fields = r.lifted.iter().enumerate().map(|(i, e)| {
+        let id = emit::lifted_field(i);
+        if matches!(e.node, Node::Cmp(..)) {
+            quote!(#id: bool,)
+        } else {
+            quote!(#id: f32,)
+        }
+    });
+    let lifted_values = r.lifted.iter().enumerate().map(|(i, e)| {
+        let id = emit::lifted_field(i);
+        let v = emit::scalar(e, &step_refs, prec);
+        if matches!(e.node, Node::Cmp(..)) {
+            quote!(#id: #v,)
+        } else {
+            let v = narrow(v);
+            quote!(#id: #v,)
+        }
+    });
+
+    // Update code.
+    let step_binding = quote!(__s);
+    let lane_refs = |r: Ref| match r {
+        Ref::P => quote!(__pv),
+        Ref::G => quote!(__g),
+        Ref::Slot(j) => {
+            let id = format_ident!("__slot{}", j);
+            quote!(#id)
+        }
+        Ref::Let(i) => {
+            let id = format_ident!("__l{}", i);
+            quote!(#id)
+        }
+        _ => unreachable!("scalars are lifted out of lane code"),
+    };
+    let mut assigned = vec![false; def.slots.len()];
+    for s in &r.update {
+        if let UpdateStmt::SetSlot(j, _) = s {
+            assigned[*j] = true;
+        }
+    }
+    let slot_loads = assigned.iter().enumerate().map(|(j, a)| {
+        let id = format_ident!("__slot{}", j);
+        if *a {
+            quote!(let mut #id: #f = __slots[#j];)
+        } else {
+            quote!(let #id: #f = __slots[#j];)
+        }
+    });
+    let slot_stores = assigned.iter().enumerate().filter(|(_, a)| **a).map(|(j, _)| {
+        let id = format_ident!("__slot{}", j);
+        quote!(__slots[#j] = #id;)
+    });
+    let update_stmts = r.update.iter().map(|s| match s {
+        UpdateStmt::Let(i, e) => {
+            let id = format_ident!("__l{}", i);
+            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            quote!(let #id: #f = #v;)
+        }
+        UpdateStmt::SetP(e) => {
+            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            quote!(__pv = #v;)
+        }
+        UpdateStmt::SetSlot(j, e) => {
+            let id = format_ident!("__slot{}", j);
+            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            quote!(#id = #v;)
+        }
+    });
+
+    quote! {
+        #head
+
+        const _: () = {
+            #[derive(Clone, Copy)]
+            pub struct __Step {
+                #(#lifted_fields)*
+            }
+
+            #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
+            impl ::fusegraph::__private::Rule for #name {
+                const NAME: &'static str = ::core::stringify!(#name);
+                const HYPER: &'static [&'static str] = #hyper_names;
+                const SLOTS: &'static [&'static str] = #slot_names;
+                const CARRIED: &'static [&'static str] = #carry_names;
+                type Step = __Step;
+
+                fn hyper(&self, name: &str) -> ::core::option::Option<f32> {
+                    match name {
+                        #(#field_strs => ::core::option::Option::Some(self.#fields),)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+
+                fn set_hyper(&mut self, name: &str, value: f32) -> bool {
+                    match name {
+                        #(#field_strs => { self.#fields = value; true })*
+                        _ => false,
+                    }
+                }
+
+                fn slot_init(&self, index: usize) -> f32 {
+                    #slot_init
+                }
+
+                fn carried_init(&self, index: usize) -> f32 {
+                    #carried_init
+                }
+
+                #[inline]
+                fn begin_step(&self, __t: u64, __carried: &mut [f32]) -> __Step {
+                    #(#hyper_binds)*
+                    #t_bind
+                    #(#carry_loads)*
+                    #(#step_stmts)*
+                    #(#carry_stores)*
+                    __Step { #(#lifted_values)* }
+                }
+
+                #[inline(always)]
+                fn update(__s: &__Step, __p: &mut #f, __g: #f, __slots: &mut [#f]) {
+                    let mut __pv: #f = *__p;
+                    #(#slot_loads)*
+                    #(#update_stmts)*
+                    #(#slot_stores)*
+                    *__p = __pv;
+                }
+            }
+        };
+    }
+}

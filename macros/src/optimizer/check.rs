@@ -197,11 +197,22 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         return errs.finish().and(Err(syn::Error::new(def.name.span(), errors::missing_update())));
     };
     let update_ast = ast::parse_stmts(update_stmts, &mut errs);
-    let slot_names = names(def.slots.iter().map(|s| &s.name));
-    let mut scope = Scope::new(readable(
-        def,
-        &format!(", step scalars, `p`, `g`, slots ({slot_names}) and earlier `let`s"),
-    ));
+    let step_names: Vec<&syn::Ident> = step_ast
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Let(i, _) => Some(i),
+            Stmt::Assign { .. } => None,
+        })
+        .collect();
+    let mut known = String::new();
+    if !step_names.is_empty() {
+        known += &format!(", step scalars ({})", names(step_names.into_iter()));
+    }
+    known += ", `p`, `g`";
+    if !def.slots.is_empty() {
+        known += &format!(", slots ({})", names(def.slots.iter().map(|s| &s.name)));
+    }
+    let mut scope = Scope::new(readable(def, &(known + " and earlier `let`s")));
     bind_hypers(&mut scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {
@@ -283,7 +294,7 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
             }
         }
     }
-    if !p_set {
+    if !p_set && !update_stmts.iter().any(assigns_p) {
         errs.at(update_kw.span(), errors::p_not_updated());
     }
     errs.finish()?;
@@ -296,6 +307,16 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         lifted,
         update,
     })
+}
+
+/// Whether a statement, even one that failed to parse further, assigns `p`.
+fn assigns_p(s: &syn::Stmt) -> bool {
+    let left = match s {
+        syn::Stmt::Expr(syn::Expr::Assign(a), _) => &*a.left,
+        syn::Stmt::Expr(syn::Expr::Binary(b), _) => &*b.left,
+        _ => return false,
+    };
+    matches!(left, syn::Expr::Path(p) if p.path.is_ident("p"))
 }
 
 /// The value stored by `target op= value` (or `target = value`).

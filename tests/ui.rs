@@ -1,0 +1,7 @@
+//! Compile-fail tests: every misuse of the macros is a spanned error that says what to write.
+
+#[test]
+fn optimizer_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/optimizer/*.rs");
+}

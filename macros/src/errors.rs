@@ -96,7 +96,9 @@ pub fn duplicate(name: &str, first: &str) -> String {
 }
 
 pub fn reserved(name: &str) -> String {
-    format!("`{name}` is reserved (`p` parameter, `g` gradient, `t` step number); choose another name")
+    format!(
+        "`{name}` is reserved (`p` parameter, `g` gradient, `t` step number); choose another name"
+    )
 }
 
 pub fn hyper_type() -> &'static str {

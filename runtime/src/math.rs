@@ -148,6 +148,10 @@ pub fn cos<T: Float>(x: T) -> T {
     x.cos_()
 }
 
+fn is_nan<T: Float>(x: T) -> bool {
+    x.partial_cmp(&x).is_none()
+}
+
 /// Absolute value.
 #[inline]
 pub fn abs<T: Float>(x: T) -> T {
@@ -157,7 +161,7 @@ pub fn abs<T: Float>(x: T) -> T {
 /// Rust's `f32::signum`).
 #[inline]
 pub fn signum<T: Float>(x: T) -> T {
-    if x != x {
+    if is_nan(x) {
         x
     } else {
         T::ONE.copysign_(x)
@@ -177,7 +181,7 @@ pub fn sign<T: Float>(x: T) -> T {
 /// The smaller of two numbers; a NaN operand gives the other one (as Rust's `f32::min`).
 #[inline]
 pub fn min<T: Float>(a: T, b: T) -> T {
-    if b < a || a != a {
+    if b < a || is_nan(a) {
         b
     } else {
         a
@@ -186,7 +190,7 @@ pub fn min<T: Float>(a: T, b: T) -> T {
 /// The larger of two numbers; a NaN operand gives the other one (as Rust's `f32::max`).
 #[inline]
 pub fn max<T: Float>(a: T, b: T) -> T {
-    if b > a || a != a {
+    if b > a || is_nan(a) {
         b
     } else {
         a
@@ -258,7 +262,9 @@ mod tests {
 
     #[test]
     fn decimal_widening_keeps_the_typed_value_and_round_trips() {
-        for &x in &[0.9_f32, 0.999, 1e-7, 1e-8, 0.004, 3.0e38, -2.5e-40, 0.0, -0.0] {
+        for &x in &[
+            0.9_f32, 0.999, 1e-7, 1e-8, 0.004, 3.0e38, -2.5e-40, 0.0, -0.0,
+        ] {
             let w = decimal_f64(x);
             assert_eq!(w as f32, x, "{x} must round-trip");
         }

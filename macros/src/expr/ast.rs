@@ -261,7 +261,10 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             let cond = parse_cond(&i.cond, errs);
             let then = parse_branch(&i.then_branch, errs);
             let Some((_, els)) = &i.else_branch else {
-                errs.at(span, "an `if` is a select and needs an `else` branch: `if a > b { x } else { y }`");
+                errs.at(
+                    span,
+                    "an `if` is a select and needs an `else` branch: `if a > b { x } else { y }`",
+                );
                 return None;
             };
             let els = parse_expr(els, errs);
@@ -360,7 +363,10 @@ fn parse_lit(lit: &syn::Lit, errs: &mut Errors) -> Option<Expr> {
             }
         }
         _ => {
-            errs.at(span, "only number literals are allowed, such as `0.9` or `1e-7`");
+            errs.at(
+                span,
+                "only number literals are allowed, such as `0.9` or `1e-7`",
+            );
             None
         }
     }

@@ -155,7 +155,10 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
         }
         Expr::Call(Func::Powi, args, _) => {
             let x = resolve(&args[0], scope, errs);
-            if let Expr::Num { int: Some(k), span, .. } = &args[1] {
+            if let Expr::Num {
+                int: Some(k), span, ..
+            } = &args[1]
+            {
                 let x = x?;
                 let Ok(k) = i32::try_from(*k).map_err(|_| errs.at(*span, errors::powi_exponent()))
                 else {

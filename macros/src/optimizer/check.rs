@@ -45,7 +45,10 @@ fn readable(def: &Def, extra: &str) -> String {
     let hyper = names(def.hyper.iter().map(|h| &h.name));
     let mut s = format!("literals, hyper-parameters ({hyper}), `t`");
     if !def.carry.is_empty() {
-        s += &format!(", carried scalars ({})", names(def.carry.iter().map(|c| &c.name)));
+        s += &format!(
+            ", carried scalars ({})",
+            names(def.carry.iter().map(|c| &c.name))
+        );
     }
     s + extra
 }
@@ -72,7 +75,10 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         }
     }
     if def.slots.len() > MAX_SLOTS {
-        errs.at(def.slots[MAX_SLOTS].name.span(), errors::too_many("slots", MAX_SLOTS));
+        errs.at(
+            def.slots[MAX_SLOTS].name.span(),
+            errors::too_many("slots", MAX_SLOTS),
+        );
     }
     if def.carry.len() > MAX_CARRIED {
         errs.at(
@@ -84,7 +90,8 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     // Hyper-parameters: f32 with a literal default.
     let mut defaults = Vec::new();
     for h in &def.hyper {
-        let is_f32 = matches!(&h.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f32"));
+        let is_f32 =
+            matches!(&h.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f32"));
         if !is_f32 {
             errs.at(h.ty.span(), errors::hyper_type());
         }
@@ -99,7 +106,10 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
 
     let bind_hypers = |scope: &mut Scope| {
         for (i, h) in def.hyper.iter().enumerate() {
-            scope.bind(h.name.to_string(), Binding::Ref(Ref::Hyper(i), Kind::Scalar));
+            scope.bind(
+                h.name.to_string(),
+                Binding::Ref(Ref::Hyper(i), Kind::Scalar),
+            );
         }
     };
 
@@ -136,7 +146,10 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     bind_hypers(&mut scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {
-        scope.bind(c.name.to_string(), Binding::Ref(Ref::Carried(i), Kind::Scalar));
+        scope.bind(
+            c.name.to_string(),
+            Binding::Ref(Ref::Carried(i), Kind::Scalar),
+        );
     }
     for name in ["p", "g"]
         .into_iter()
@@ -170,7 +183,9 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
                         Some(Binding::Ref(Ref::Hyper(_), _)) => {
                             errors::assign_readonly(&name, "hyper-parameter")
                         }
-                        Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+                        Some(Binding::Ref(Ref::T, _)) => {
+                            errors::assign_readonly(&name, "step number")
+                        }
                         Some(Binding::Forbidden(_)) if name == "g" => {
                             errors::assign_readonly(&name, "gradient")
                         }
@@ -184,7 +199,14 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
                     errs.at(target.span(), msg);
                     continue;
                 };
-                if let Some(te) = assigned(Ref::Carried(idx), Kind::Scalar, *op, value, &scope, &mut errs) {
+                if let Some(te) = assigned(
+                    Ref::Carried(idx),
+                    Kind::Scalar,
+                    *op,
+                    value,
+                    &scope,
+                    &mut errs,
+                ) {
                     step.push(StepStmt::SetCarried(idx, te));
                 }
             }
@@ -194,7 +216,10 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     // `update`: lanes, scalars lifted.
     let Some((update_kw, update_stmts)) = &def.update else {
         errs.at(def.name.span(), errors::missing_update());
-        return errs.finish().and(Err(syn::Error::new(def.name.span(), errors::missing_update())));
+        return errs.finish().and(Err(syn::Error::new(
+            def.name.span(),
+            errors::missing_update(),
+        )));
     };
     let update_ast = ast::parse_stmts(update_stmts, &mut errs);
     let step_names: Vec<&syn::Ident> = step_ast
@@ -216,12 +241,18 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     bind_hypers(&mut scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {
-        scope.bind(c.name.to_string(), Binding::Ref(Ref::Carried(i), Kind::Scalar));
+        scope.bind(
+            c.name.to_string(),
+            Binding::Ref(Ref::Carried(i), Kind::Scalar),
+        );
     }
     for s in &step_ast {
         if let Stmt::Let(ident, _) = s {
             let k = step_let_index(&step_ast, ident);
-            scope.bind(ident.to_string(), Binding::Ref(Ref::StepLet(k), Kind::Scalar));
+            scope.bind(
+                ident.to_string(),
+                Binding::Ref(Ref::StepLet(k), Kind::Scalar),
+            );
         }
     }
     scope.bind("p".into(), Binding::Ref(Ref::P, Kind::Lane));
@@ -260,8 +291,12 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
                     Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), _)) => *r,
                     found => {
                         let msg = match found {
-                            Some(Binding::Ref(Ref::G, _)) => errors::assign_readonly(&name, "gradient"),
-                            Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+                            Some(Binding::Ref(Ref::G, _)) => {
+                                errors::assign_readonly(&name, "gradient")
+                            }
+                            Some(Binding::Ref(Ref::T, _)) => {
+                                errors::assign_readonly(&name, "step number")
+                            }
                             Some(Binding::Ref(Ref::Hyper(_), _)) => {
                                 errors::assign_readonly(&name, "hyper-parameter")
                             }
@@ -332,7 +367,11 @@ fn assigned(
     Some(match op {
         None => v,
         Some(op) => TExpr {
-            kind: if kind == Kind::Lane { Kind::Lane } else { v.kind },
+            kind: if kind == Kind::Lane {
+                Kind::Lane
+            } else {
+                v.kind
+            },
             node: Node::Bin(
                 op,
                 Box::new(TExpr {

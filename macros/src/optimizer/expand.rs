@@ -75,7 +75,12 @@ pub fn fallback(def: &Def) -> TokenStream {
     let defaults: Vec<(f64, String)> = def
         .hyper
         .iter()
-        .map(|h| (0.0, quote::ToTokens::to_token_stream(&h.default).to_string()))
+        .map(|h| {
+            (
+                0.0,
+                quote::ToTokens::to_token_stream(&h.default).to_string(),
+            )
+        })
         .collect();
     let head = header(def, &defaults);
     let name = &def.name;
@@ -165,14 +170,18 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
         }
     }
     r.lifted.iter().for_each(&mut mark);
-    let hyper_binds = used_hypers.iter().enumerate().filter(|(_, u)| **u).map(|(i, _)| {
-        let id = hyper_ident(i);
-        let fname = fields[i];
-        match prec {
-            Prec::F32 => quote!(let #id: f32 = self.#fname;),
-            Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
-        }
-    });
+    let hyper_binds = used_hypers
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| **u)
+        .map(|(i, _)| {
+            let id = hyper_ident(i);
+            let fname = fields[i];
+            match prec {
+                Prec::F32 => quote!(let #id: f32 = self.#fname;),
+                Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
+            }
+        });
     let t_bind = uses_t.then(|| quote!(let __tv: #ty = __t as #ty;));
     let widen = |x: TokenStream| match prec {
         Prec::F32 => x,
@@ -252,10 +261,14 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             quote!(let #id: #f = __slots[#j];)
         }
     });
-    let slot_stores = assigned.iter().enumerate().filter(|(_, a)| **a).map(|(j, _)| {
-        let id = format_ident!("__slot{}", j);
-        quote!(__slots[#j] = #id;)
-    });
+    let slot_stores = assigned
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| **a)
+        .map(|(j, _)| {
+            let id = format_ident!("__slot{}", j);
+            quote!(__slots[#j] = #id;)
+        });
     let update_stmts = r.update.iter().map(|s| match s {
         UpdateStmt::Let(i, e) => {
             let id = format_ident!("__l{}", i);

@@ -73,13 +73,21 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     let n = bufs.params.len();
     let n_slots = R::SLOTS.len();
     assert!(n_slots <= MAX_SLOTS, "at most {MAX_SLOTS} slots");
-    assert_eq!(bufs.grads.len(), n, "gradient length differs from parameters");
+    assert_eq!(
+        bufs.grads.len(),
+        n,
+        "gradient length differs from parameters"
+    );
     assert_eq!(bufs.slots.len(), n * n_slots, "slot storage length");
     assert!(
         bufs.ema.len() == n || (bufs.ema.is_empty() && pass.ema_momentum.is_none()),
         "EMA buffer length"
     );
-    assert_eq!(segments.last().map_or(0, |s| s.end), n, "segments must cover the buffer");
+    assert_eq!(
+        segments.last().map_or(0, |s| s.end),
+        n,
+        "segments must cover the buffer"
+    );
 
     let mut slot_bufs: [&mut [f32]; MAX_SLOTS] = Default::default();
     let mut rest = bufs.slots;

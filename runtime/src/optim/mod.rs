@@ -13,10 +13,10 @@ mod schedule;
 pub use config::{Config, Ema, NormClip, WeightDecay};
 pub use kernel::{apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD};
 #[cfg(feature = "alloc")]
+#[doc(hidden)]
+pub use optimizer::__doc_rule;
+#[cfg(feature = "alloc")]
 pub use optimizer::{Optimizer, StateError};
 pub use reduce::{sum_squares, REDUCE_BLOCK};
 pub use rule::{Rule, MAX_CARRIED, MAX_SLOTS};
-#[cfg(feature = "alloc")]
-#[doc(hidden)]
-pub use optimizer::__doc_rule;
 pub use schedule::{Decay, Schedule};

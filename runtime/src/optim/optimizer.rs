@@ -78,7 +78,10 @@ impl fmt::Display for StateError {
                 name,
                 expected,
                 got,
-            } => write!(f, "optimizer array `{name}` has {expected} values, {got} were given"),
+            } => write!(
+                f,
+                "optimizer array `{name}` has {expected} values, {got} were given"
+            ),
             StateError::UnknownName(n) => write!(f, "the optimizer has nothing named `{n}`"),
             StateError::TensorIndex(i) => write!(f, "the optimizer has no tensor {i}"),
         }
@@ -455,12 +458,7 @@ macro_rules! __doc_rule {
             fn begin_step(&self, _: u64, _: &mut [f32]) -> f32 {
                 self.lr
             }
-            fn update(
-                lr: &f32,
-                p: &mut $crate::f32x8,
-                g: $crate::f32x8,
-                _: &mut [$crate::f32x8],
-            ) {
+            fn update(lr: &f32, p: &mut $crate::f32x8, g: $crate::f32x8, _: &mut [$crate::f32x8]) {
                 *p -= $crate::f32x8::splat(*lr) * g;
             }
         }

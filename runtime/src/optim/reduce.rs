@@ -66,7 +66,10 @@ mod tests {
             let x: alloc_free::Vec = alloc_free::Vec::new(n);
             let got = sum_squares(x.as_slice());
             let want = reference(x.as_slice());
-            assert!((got - want).abs() <= 1e-6 * want.max(1.0), "n={n}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-6 * want.max(1.0),
+                "n={n}: {got} vs {want}"
+            );
         }
     }
 

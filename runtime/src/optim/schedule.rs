@@ -170,7 +170,10 @@ mod tests {
         assert_eq!(s.at(4), 0.025);
         assert!((s.at(2) - 0.05 * 0.5f32.sqrt()).abs() < 1e-8);
         let st = Schedule::step(0.1, 3, 0.5);
-        assert_eq!([st.at(0), st.at(2), st.at(3), st.at(6)], [0.1, 0.1, 0.05, 0.025]);
+        assert_eq!(
+            [st.at(0), st.at(2), st.at(3), st.at(6)],
+            [0.1, 0.1, 0.05, 0.025]
+        );
     }
 
     #[test]

@@ -423,3 +423,67 @@ fn literal(e: &syn::Expr) -> Option<f64> {
     }
     .filter(|v: &f64| (*v as f32).is_finite())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(src: &str) -> Result<Rule, syn::Error> {
+        let def: Def = syn::parse_str(src).expect("parses");
+        check(&def)
+    }
+
+    #[test]
+    fn scalar_sub_expressions_are_lifted_once_per_step() {
+        let r = rule(
+            "struct A {
+                hyper { lr: f32 = 0.1, b: f32 = 0.9 }
+                slots { m = 0.0 }
+                step { let a = lr * 2.0; }
+                update { m += (g - m) * (1.0 - b); p -= a * m * (1.0 - b); }
+            }",
+        )
+        .unwrap();
+        assert_eq!(r.lifted.len(), 2, "`1 - b` is shared, `a` is the other");
+        assert_eq!(r.update.len(), 2);
+    }
+
+    #[test]
+    fn scalar_lets_of_update_are_folded_into_step() {
+        let r = rule(
+            "struct A {
+                hyper { lr: f32 = 0.1 }
+                update { let c = lr * lr; let d = g * c; p -= d; }
+            }",
+        )
+        .unwrap();
+        assert_eq!(r.lifted.len(), 1);
+        assert!(matches!(r.update[0], UpdateStmt::Let(0, _)), "only the lane `let` stays");
+    }
+
+    #[test]
+    fn a_scalar_condition_becomes_a_step_flag() {
+        let r = rule(
+            "struct A {
+                hyper { lr: f32 = 0.1 }
+                slots { m = 0.0 }
+                update { m = if t == 1.0 { g } else { m + g }; p -= lr * m; }
+            }",
+        )
+        .unwrap();
+        assert!(r.lifted.iter().any(|e| matches!(e.node, Node::Cmp(..))));
+    }
+
+    #[test]
+    fn every_mistake_of_a_phase_is_reported_together() {
+        let e = rule(
+            "struct A {
+                hyper { lr: f32 = 0.1, lr: f32 = 0.2 }
+                update { p -= x * y; }
+            }",
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.into_iter().count(), 3, "duplicate `lr`, unknown `x`, unknown `y`");
+    }
+}

@@ -40,6 +40,78 @@ extern crate std;
 
 pub mod optim;
 
+/// Compiles an element-wise optimizer rule into a typed optimizer.
+///
+/// ```
+/// fusegraph::optimizer! {
+///     /// Adam as Keras 3 computes it (epsilon outside the bias correction).
+///     pub struct KerasAdam {
+///         hyper  { lr: f32 = 1e-3, beta1: f32 = 0.9, beta2: f32 = 0.999, eps: f32 = 1e-7 }
+///         slots  { m = 0.0, v = 0.0 }
+///         step   { let alpha = lr * (1.0 - beta2.powi(t)).sqrt() / (1.0 - beta1.powi(t)); }
+///         update {
+///             m += (g - m) * (1.0 - beta1);
+///             v += (g * g - v) * (1.0 - beta2);
+///             p -= alpha * m / (v.sqrt() + eps);
+///         }
+///     }
+/// }
+///
+/// let adam = KerasAdam::default().with_lr(0.01);
+/// assert_eq!(adam.lr, 0.01);
+/// let mut opt = fusegraph::optim::Optimizer::new(adam, &[3, 2]);
+/// let mut params = [1.0_f32; 5];
+/// opt.step(&mut params, &[0.1, -0.2, 0.3, 0.0, 1.0]);
+/// assert!(params[0] < 1.0 && params[1] > 1.0 && params[3] == 1.0);
+/// ```
+///
+/// # Sections
+///
+/// - `hyper { name: f32 = default, .. }`: the hyper-parameters. They become `pub` fields of the
+///   struct, with `Default`, a builder `with_name(value)` each, and by-name access through
+///   [`optim::Rule::hyper`] and [`optim::Rule::set_hyper`]. The learning rate is the one named
+///   `lr` (schedules and decoupled weight decay use it).
+/// - `slots { name = init, .. }`: per-element state, one `f32` buffer as long as the parameters
+///   each, allocated once by [`optim::Optimizer`]. `init` may read hyper-parameters
+///   (`accumulator = initial_accumulator_value`).
+/// - `carry { name = init, .. }`: per-optimizer scalar state, updated in `step` (Nadam's running
+///   product of momentum factors).
+/// - `step { .. }` or `step(f64) { .. }`: runs once per step. `let` statements compute scalars
+///   from hyper-parameters, carried scalars and `t`, the 1-based step number; compound
+///   assignments update carried scalars. With `(f64)`, scalars are computed in `f64` from each
+///   hyper-parameter widened to the decimal it was written as (`0.999` stays `0.999`), as PyTorch
+///   computes them from Python floats; otherwise in `f32`, as Keras does.
+/// - `update { .. }`: the element-wise rule over `p` (the parameter), `g` (its gradient, read
+///   only) and the slots. Statements run in order; a slot read after its assignment sees the new
+///   value. `let` binds temporaries; `p` must be assigned.
+///
+/// # Expressions
+///
+/// Float (or integer) literals, names, `+ - * /`, unary `-`, and the functions `sqrt`, `abs`,
+/// `signum` (Rust's: `1` at `+0.0`), `sign` (PyTorch's: `0` at zero), `min`, `max`, `exp`,
+/// `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `clamp`, as methods (`v.sqrt()`) or calls
+/// (`sqrt(v)`). `if a > b { x } else { y }` (also `<`, `>=`, `<=`, `==`, `!=`) is a select:
+/// both sides are computed, no branch. `x.powi(k)` with an integer literal multiplies; with a
+/// scalar such as `t` it is `powf`, which rounds once where repeated multiplication would not.
+///
+/// Every scalar sub-expression of `update` (such as `1.0 - beta1`) is computed once per step, in
+/// `step`'s precision, and stored in the step struct; the lane code reads it as a splat. No
+/// `mul_add` is emitted: each operation rounds, as in the frameworks.
+///
+/// # What it generates
+///
+/// The struct with its `Default` and builders, and, inside `const _: () = { .. };`, a step
+/// struct of the per-step scalars and an implementation of [`optim::Rule`]: names of the
+/// hyper-parameters, slots and carried scalars, `begin_step` (the `step` block plus the lifted
+/// scalars) and `update` (the `update` block on [`wide::f32x8`](fusegraph_runtime::f32x8) lanes,
+/// inlined into the fused pass). `cargo expand` shows it.
+///
+/// # Errors
+///
+/// Mistakes are compile errors on the offending token that say what to write instead: an
+/// unknown name, an assignment to `g`, `t`, a hyper-parameter or a temporary, a per-element
+/// value in `step`, a function outside the language, a duplicate or reserved name, a
+/// hyper-parameter that is not `f32`, an `update` that never assigns `p`.
 pub use fusegraph_macros::optimizer;
 
 /// What generated code names; not a stable API.

@@ -9,7 +9,8 @@ use proc_macro::TokenStream;
 
 /// Compiles an element-wise optimizer rule into a typed optimizer.
 ///
-/// See the `fusegraph` crate documentation of `optimizer!` for the language.
+/// The language and what it generates are documented where the `fusegraph` crate re-exports
+/// this macro (`fusegraph::optimizer!`).
 #[proc_macro]
 pub fn optimizer(input: TokenStream) -> TokenStream {
     optimizer::expand(input.into()).into()

@@ -1,0 +1,204 @@
+//! Keras 3 optimizer cases: `keras.optimizers.<Class>(**args)` with an optional
+//! `keras.optimizers.schedules` learning rate, mapped onto `fusegraph::optim::keras`.
+
+use crate::args::Args;
+use crate::inputs::Inputs;
+use crate::plan::Plan;
+use crate::run::Framework;
+use fusegraph::optim::keras;
+use fusegraph::optim::{Config, Decay, Ema, NormClip, Schedule, WeightDecay};
+use serde_json::Value;
+
+/// Arguments every Keras optimizer takes (`BaseOptimizer`) that the harness maps. The others
+/// (`loss_scale_factor`, `gradient_accumulation_steps`) skip the case unless left at `null`.
+const COMMON: &[&str] = &[
+    "name",
+    "learning_rate",
+    "weight_decay",
+    "clipnorm",
+    "clipvalue",
+    "global_clipnorm",
+    "use_ema",
+    "ema_momentum",
+    "ema_overwrite_frequency",
+];
+
+/// Keras names the SGD velocity and the RMSprop momentum buffer `momentum`, which the rules
+/// cannot (it is also their hyper-parameter's name).
+const SGD: &[(&str, &str)] = &[("velocity", "momentum")];
+/// See [`SGD`].
+const RMS: &[(&str, &str)] = &[("momentum_buffer", "momentum")];
+
+/// Runs a Keras case; `optimizer` is the case's `optimizer` object.
+pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
+    let class = optimizer["class"].as_str().unwrap_or_default();
+    let name = class.strip_prefix("keras.optimizers.").unwrap_or(class);
+    let own: &[&str] = match name {
+        "SGD" => &["momentum", "nesterov"],
+        "Adagrad" => &["initial_accumulator_value", "epsilon"],
+        "RMSprop" => &["rho", "momentum", "epsilon", "centered"],
+        "Adam" | "AdamW" => &["beta_1", "beta_2", "epsilon", "amsgrad"],
+        "Adamax" | "Nadam" => &["beta_1", "beta_2", "epsilon"],
+        "Adadelta" => &["rho", "epsilon"],
+        "Lion" => &["beta_1", "beta_2"],
+        "Ftrl" => &[
+            "learning_rate_power",
+            "initial_accumulator_value",
+            "l1_regularization_strength",
+            "l2_regularization_strength",
+            "l2_shrinkage_regularization_strength",
+            "beta",
+        ],
+        _ => return Err(format!("unsupported optimizer class `{class}`")),
+    };
+    let args = Args::new(optimizer.get("args"), optimizer.get("defaults"))?;
+    args.check_supported(&[COMMON, own].concat())?;
+
+    let mut config = Config::default();
+    if let Some(c) = args.float("clipnorm")? {
+        config = config.clip_norm(NormClip::PerTensor(c));
+    }
+    if let Some(c) = args.float("global_clipnorm")? {
+        config = config.clip_norm(NormClip::Global(c));
+    }
+    if let Some(v) = args.float("clipvalue")? {
+        config = config.clip_value(v);
+    }
+    if args.flag("use_ema")? {
+        config = config.ema(Ema {
+            momentum: args.float("ema_momentum")?.unwrap_or(0.99),
+            overwrite_every: args.count("ema_overwrite_frequency")?.unwrap_or(0),
+        });
+    }
+    match optimizer.get("schedule") {
+        None | Some(Value::Null) => {}
+        Some(s) => config = config.schedule(schedule(s)?),
+    }
+    let weight_decay = match args.float("weight_decay")? {
+        Some(wd) if wd != 0.0 => WeightDecay::Decoupled(wd),
+        _ => WeightDecay::None,
+    };
+    let momentum = args.number("momentum")?.unwrap_or(0.0) != 0.0;
+    let (nesterov, centered, amsgrad) = (
+        args.flag("nesterov")?,
+        args.flag("centered")?,
+        args.flag("amsgrad")?,
+    );
+    let plan = Plan {
+        args,
+        config,
+        weight_decay,
+        framework: Framework::Keras,
+    };
+    match name {
+        "SGD" if !momentum => plan.run(keras::Sgd::default(), inputs),
+        "SGD" if nesterov => plan.run_renamed(keras::SgdNesterov::default(), SGD, inputs),
+        "SGD" => plan.run_renamed(keras::SgdMomentum::default(), SGD, inputs),
+        "Adagrad" => plan.run(keras::Adagrad::default(), inputs),
+        "RMSprop" => match (centered, momentum) {
+            (false, false) => plan.run(keras::RmsProp::default(), inputs),
+            (false, true) => plan.run_renamed(keras::RmsPropMomentum::default(), RMS, inputs),
+            (true, false) => plan.run(keras::RmsPropCentered::default(), inputs),
+            (true, true) => {
+                plan.run_renamed(keras::RmsPropCenteredMomentum::default(), RMS, inputs)
+            }
+        },
+        // AdamW with amsgrad: the AMSGrad rule, its decoupled decay in the Config.
+        "Adam" | "AdamW" if amsgrad => plan.run(keras::AdamAmsgrad::default(), inputs),
+        "Adam" => plan.run(keras::Adam::default(), inputs),
+        "AdamW" => plan.run(keras::AdamW::default(), inputs),
+        "Adamax" => plan.run(keras::Adamax::default(), inputs),
+        "Nadam" => plan.run(keras::Nadam::default(), inputs),
+        "Adadelta" => plan.run(keras::Adadelta::default(), inputs),
+        "Lion" => plan.run(keras::Lion::default(), inputs),
+        _ => plan.run(keras::Ftrl::default(), inputs),
+    }
+}
+
+/// A `keras.optimizers.schedules` learning rate: `{"cls": ..., "args": {...}}`.
+fn schedule(s: &Value) -> Result<Schedule, String> {
+    let cls = s["cls"].as_str().unwrap_or_default();
+    let args = Args::new(s.get("args"), None)?;
+    let own: &[&str] = match cls {
+        "ExponentialDecay" | "InverseTimeDecay" => &["decay_rate", "staircase"],
+        "CosineDecay" => &["alpha", "warmup_target", "warmup_steps"],
+        _ => return Err(format!("unsupported learning-rate schedule `{cls}`")),
+    };
+    args.check_supported(&[&["name", "initial_learning_rate", "decay_steps"], own].concat())
+        .map_err(|e| format!("{cls}: {e}"))?;
+    let initial = args
+        .float("initial_learning_rate")?
+        .ok_or_else(|| format!("{cls} without `initial_learning_rate`"))?;
+    let steps = args
+        .count("decay_steps")?
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{cls} without a positive `decay_steps`"))?;
+    let rate = || {
+        args.float("decay_rate")?
+            .ok_or_else(|| format!("{cls} without `decay_rate`"))
+    };
+    Ok(match cls {
+        "ExponentialDecay" => Schedule::new(
+            initial,
+            Decay::Exponential {
+                steps,
+                rate: rate()?,
+                staircase: args.flag("staircase")?,
+            },
+        ),
+        "InverseTimeDecay" => {
+            Schedule::inverse_time(initial, steps, rate()?, args.flag("staircase")?)
+        }
+        // Keras ignores the warm-up unless `warmup_target` is set; then it rises linearly from
+        // `initial_learning_rate` to `warmup_target` and decays from there.
+        _ => {
+            let alpha = args.float("alpha")?.unwrap_or(0.0);
+            match args.float("warmup_target")? {
+                None => Schedule::cosine(initial, steps, alpha),
+                Some(target) => Schedule::cosine(target, steps, alpha)
+                    .with_warmup(args.count("warmup_steps")?.unwrap_or(0), initial),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schedules_map_their_arguments() {
+        let s = schedule(&json!({"cls": "ExponentialDecay", "args": {
+            "initial_learning_rate": 0.05, "decay_steps": 4, "decay_rate": 0.5, "staircase": true}}))
+        .unwrap();
+        assert_eq!(s.at(3), 0.05);
+        assert_eq!(s.at(4), 0.025);
+        let s = schedule(&json!({"cls": "InverseTimeDecay", "args": {
+            "initial_learning_rate": 0.1, "decay_steps": 1, "decay_rate": 0.5}}))
+        .unwrap();
+        assert_eq!(s.at(2), 0.05);
+        let s = schedule(&json!({"cls": "CosineDecay", "args": {
+            "initial_learning_rate": 0.0, "decay_steps": 10, "warmup_target": 1.0,
+            "warmup_steps": 4}}))
+        .unwrap();
+        assert_eq!(s.at(2), 0.5);
+        assert_eq!(s.at(4), 1.0);
+    }
+
+    #[test]
+    fn unknown_schedule_and_arguments_are_named() {
+        let e = schedule(&json!({"cls": "PolynomialDecay", "args": {}})).unwrap_err();
+        assert!(e.contains("PolynomialDecay"), "{e}");
+        let opt = json!({"class": "keras.optimizers.Adam",
+                         "args": {"learning_rate": 0.1, "loss_scale_factor": 128.0},
+                         "defaults": {"loss_scale_factor": null}});
+        let inputs = Inputs::parse(
+            &json!({"param_order": [], "params": {}, "grads": []}),
+            false,
+        )
+        .unwrap();
+        let e = run(&opt, &inputs).unwrap_err();
+        assert!(e.contains("`loss_scale_factor`"), "{e}");
+    }
+}

@@ -1,0 +1,90 @@
+//! Tensors as the golden files write them: `{"shape": [d0, d1, ...], "data": [...]}`, with
+//! `data` the row-major flattening and a scalar written as `"shape": []` with one value.
+
+use serde_json::{json, Value};
+
+/// A float32 tensor read from a golden file.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Tensor {
+    /// Dimensions; empty for a scalar.
+    pub shape: Vec<usize>,
+    /// Row-major values.
+    pub data: Vec<f32>,
+}
+
+impl Tensor {
+    /// Reads `{"shape", "data"}`; `what` names the tensor in error messages.
+    pub fn parse(v: &Value, what: &str) -> Result<Tensor, String> {
+        let shape = v
+            .get("shape")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{what}: not a tensor (no `shape` list)"))?
+            .iter()
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| format!("{what}: `shape` holds something other than sizes"))?;
+        let data = v
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{what}: not a tensor (no `data` list)"))?
+            .iter()
+            // The files hold exact float32 values in float64 form: the cast gives back the bits.
+            .map(|x| x.as_f64().map(|x| x as f32))
+            .collect::<Option<Vec<f32>>>()
+            .ok_or_else(|| format!("{what}: `data` holds something other than numbers"))?;
+        let len: usize = shape.iter().product();
+        if len != data.len() {
+            return Err(format!(
+                "{what}: shape {shape:?} needs {len} values, `data` has {}",
+                data.len()
+            ));
+        }
+        Ok(Tensor { shape, data })
+    }
+}
+
+/// `true` for an object with `shape` and `data` (what `check.py` takes for a tensor).
+pub(crate) fn is_tensor(v: &Value) -> bool {
+    v.get("shape").is_some() && v.get("data").is_some()
+}
+
+/// Writes `data` with `shape` as a golden tensor; every `f32` becomes its exact `f64` value.
+pub(crate) fn to_json(shape: &[usize], data: &[f32]) -> Value {
+    let data: Vec<Value> = data.iter().map(|&x| Value::from(f64::from(x))).collect();
+    json!({ "shape": shape, "data": data })
+}
+
+/// A scalar tensor (`"shape": []`), as PyTorch's per-parameter `step` and `mu_product`.
+pub(crate) fn scalar_json(x: f32) -> Value {
+    to_json(&[], &[x])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_exact_f32() {
+        let data = [0.1f32, -1e-30, 1e4, f32::MIN_POSITIVE, 3.4e38];
+        let v = to_json(&[5], &data);
+        let text = serde_json::to_string(&v).unwrap();
+        let back = Tensor::parse(&serde_json::from_str(&text).unwrap(), "t").unwrap();
+        assert_eq!(back.shape, [5]);
+        let bits = |d: &[f32]| d.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&back.data), bits(&data));
+    }
+
+    #[test]
+    fn scalar_has_empty_shape_and_one_value() {
+        let t = Tensor::parse(&scalar_json(2.0), "s").unwrap();
+        assert!(t.shape.is_empty());
+        assert_eq!(t.data, [2.0]);
+    }
+
+    #[test]
+    fn rejects_a_length_mismatch() {
+        let v = json!({"shape": [2, 2], "data": [1.0, 2.0, 3.0]});
+        let e = Tensor::parse(&v, "p0").unwrap_err();
+        assert!(e.contains("p0") && e.contains("4 values"), "{e}");
+    }
+}

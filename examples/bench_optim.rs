@@ -23,9 +23,10 @@
 //! the same threads). At and above the threshold, the fused step and axpy also run inside a
 //! one-thread pool. All variants of one size are timed round-robin, `REPS` samples each (the
 //! order rotates every round), and the table gives the median and the best sample. A last
-//! section times fused Adam around `PARALLEL_THRESHOLD` with rayon forced off and on.
+//! section times fused Adam at 2^17..2^21 elements, around `PARALLEL_THRESHOLD` (2^20), with
+//! rayon forced off and on.
 //!
-//! The whole run takes well under a minute on two cores.
+//! The whole run takes about half a minute on two cores and needs about 1.5 GB of memory.
 
 #[path = "../benches/support/unfused.rs"]
 mod unfused;
@@ -40,7 +41,7 @@ use unfused::{axpy, UnfusedAdam, UnfusedSgdMomentum};
 /// Timed samples per variant.
 const REPS: usize = 15;
 /// Elements one sample processes: a sample repeats the step `SAMPLE_ELEMS / n` times.
-const SAMPLE_ELEMS: usize = 20_000_000;
+const SAMPLE_ELEMS: usize = 50_000_000;
 /// Bytes moved per element.
 const ADAM_BYTES: f64 = 28.0;
 const SGD_BYTES: f64 = 20.0;
@@ -284,10 +285,10 @@ fn bench_threshold() {
         PARALLEL_THRESHOLD.trailing_zeros()
     );
     println!(
-        "  {:<6} {:>18} {:>18} {:>18} {:>9}",
-        "N", "as shipped", "rayon off", "rayon on", "on / off"
+        "  {:<6} {:>18} {:>18} {:>18} {:>15}",
+        "N", "as shipped", "rayon off", "rayon on", "off / on time"
     );
-    for log2 in 18..=21 {
+    for log2 in 17..=21 {
         let n = 1usize << log2;
         let iters = (SAMPLE_ELEMS / n).max(1);
         let g = buffer(n, 1);
@@ -328,7 +329,7 @@ fn bench_threshold() {
         let ts = measure(vec![shipped, off, on], n, iters);
         let cell = |t: &Timing| format!("{:.3} ({:.3})", t.median, t.best);
         println!(
-            "  2^{log2:<3} {:>18} {:>18} {:>18} {:>8.2}x",
+            "  2^{log2:<3} {:>18} {:>18} {:>18} {:>14.2}x",
             format!(
                 "{} {}",
                 cell(&ts[0]),

@@ -1,7 +1,7 @@
-//! W1 of DESIGN.md: the fused optimizer step against its baselines, measured in one run.
+//! The fused optimizer step against its baselines, measured in one run.
 //!
 //! ```text
-//! RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target-native \
+//! RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
 //!     cargo run --release --example bench_optim
 //! ```
 //!

@@ -1,5 +1,5 @@
 //! A rule no built-in has, in a dozen lines: AdaBelief (Zhuang et al., NeurIPS 2020), used to
-//! fit a least-squares problem.
+//! fit a least-squares problem beside the built-in `keras::Adam`.
 //!
 //! ```text
 //! cargo run --release --example custom_optimizer
@@ -13,13 +13,17 @@
 //!
 //! From the block below the macro writes, at compile time, code you could have written by hand:
 //! - `pub struct AdaBelief { pub lr: f32, pub beta1: f32, pub beta2: f32, pub eps: f32 }` with
-//!   the doc comment given, `Clone`, `Copy`, `Debug`, and `Default` from the declared defaults;
+//!   the doc comment given, `Clone`, `Copy`, `Debug`, `PartialEq`, and `Default` from the
+//!   declared defaults;
 //! - the builders `with_lr`, `with_beta1`, `with_beta2`, `with_eps`;
-//! - an `impl fusegraph::optim::Rule for AdaBelief`: the names of the hyper-parameters and the
-//!   slots (`m`, `s`, each one flat buffer as long as the parameters, filled with its initial
-//!   value once by `Optimizer::new`), a small struct of step scalars (`bc1`, `bc2_sqrt`) that
-//!   `begin_step` computes once per step from the hyper-parameters and `t`, and `update`, the
-//!   `update` block turned into straight-line `wide::f32x8` code for one lane of eight elements.
+//! - inside `const _: () = { ... };`, an `impl fusegraph::optim::Rule for AdaBelief`: the names
+//!   of the hyper-parameters and of the slots (`m`, `s`: one flat buffer each, as long as the
+//!   parameters, filled with the initial value once by `Optimizer::new`); a struct `__Step` of
+//!   the scalars the update reads, which `begin_step` computes once per step from the
+//!   hyper-parameters and `t` by running the `step` block: here `1 - beta1`, `1 - beta2`,
+//!   `eps`, `lr / bc1` and `bc2_sqrt`, every scalar sub-expression of `update` lifted out of
+//!   the element loop; and `update`, the `update` block as straight-line `wide::f32x8` code for
+//!   one lane of eight elements, each scalar read as a splat.
 //!
 //! `Optimizer::step` calls that lane update from its one fused pass over the parameters, the
 //! gradient and both slots (split across rayon for large buffers), so the step reads and writes

@@ -23,7 +23,7 @@
 //! the same threads). At and above the threshold, the fused step and axpy also run inside a
 //! one-thread pool. All variants of one size are timed round-robin, `REPS` samples each (the
 //! order rotates every round), and the table gives the median and the best sample. A last
-//! section times fused Adam at 2^17..2^21 elements, around `PARALLEL_THRESHOLD` (2^20), with
+//! section times fused Adam at 2^17..2^21 elements, around `PARALLEL_THRESHOLD` (2^19), with
 //! rayon forced off and on.
 //!
 //! The whole run takes about half a minute on two cores and needs about 1.5 GB of memory.

@@ -122,3 +122,8 @@ pub mod __private {
     pub use fusegraph_runtime::math;
     pub use fusegraph_runtime::optim::Rule;
 }
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

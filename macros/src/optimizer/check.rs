@@ -458,7 +458,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.lifted.len(), 1);
-        assert!(matches!(r.update[0], UpdateStmt::Let(0, _)), "only the lane `let` stays");
+        assert!(
+            matches!(r.update[0], UpdateStmt::Let(0, _)),
+            "only the lane `let` stays"
+        );
     }
 
     #[test]
@@ -484,6 +487,10 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert_eq!(e.into_iter().count(), 3, "duplicate `lr`, unknown `x`, unknown `y`");
+        assert_eq!(
+            e.into_iter().count(),
+            3,
+            "duplicate `lr`, unknown `x`, unknown `y`"
+        );
     }
 }

@@ -390,7 +390,7 @@ impl<R: Rule> Optimizer<R> {
             ema_overwrite: self
                 .config
                 .ema
-                .is_some_and(|e| e.overwrite_every > 0 && t % e.overwrite_every == 0),
+                .is_some_and(|e| e.overwrite_every > 0 && t.is_multiple_of(e.overwrite_every)),
         };
         apply(
             &self.segments,

@@ -192,7 +192,7 @@ impl Stats {
         if d > lim {
             self.bad += 1;
         }
-        if self.worst.as_ref().map_or(true, |w| ratio > w.ratio) {
+        if self.worst.as_ref().is_none_or(|w| ratio > w.ratio) {
             self.worst = Some(Worst {
                 ratio,
                 path,

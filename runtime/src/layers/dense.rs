@@ -1,0 +1,245 @@
+//! The fully connected layer, `y = f(x·W + b)`.
+
+use super::lanes::add_rows;
+use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor};
+use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+use core::marker::PhantomData;
+
+/// A fully connected layer from `IN` to `OUT` values per sample: `y = A(x·W + b)`.
+///
+/// Parameters, in order: `weight`, `[IN, OUT]` row-major (Keras' kernel layout; PyTorch stores
+/// its transpose), initialized with [`Init::GlorotUniform`] over fans `(IN, OUT)`; and, when
+/// `BIAS`, `bias`, `[OUT]`, initialized with [`Init::Zeros`]. Forward is one GEMM and one
+/// pass over `y` that adds the bias, keeps the pre-activation if `A` needs it
+/// ([`SAVED`](Layer::SAVED) is then `OUT`, else 0) and applies `A`.
+///
+/// ```
+/// use fusegraph_runtime::layers::{Ctx, Dense, Layer, Mode, Relu};
+/// use fusegraph_runtime::rng::{Rng, Seed};
+///
+/// type Fc = Dense<2, 3, Relu>;
+/// // weight [2, 3], then bias [3].
+/// let params = [1.0, 0.0, -1.0, 0.5, 1.0, 1.0, 0.0, 0.0, 0.5];
+/// let x = [1.0, 2.0, -1.0, 0.0]; // two samples
+/// let mut y = [0.0; 6];
+/// let mut gemm = vec![0.0; Fc::gemm_len(2)];
+/// let mut rng = Rng::new(Seed(0));
+/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut [], rng: &mut rng, mode: Mode::Eval };
+/// Fc::forward(&mut ctx, &params, &mut [], &x, &mut y, &mut [], 2);
+/// assert_eq!(y, [2.0, 2.0, 1.5, 0.0, 0.0, 1.5]);
+/// ```
+pub struct Dense<
+    const IN: usize,
+    const OUT: usize,
+    A: Activation = Identity,
+    const BIAS: bool = true,
+>(PhantomData<fn() -> A>);
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Dense<IN, OUT, A, BIAS> {
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        Dense(PhantomData)
+    }
+}
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Default
+    for Dense<IN, OUT, A, BIAS>
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Clone
+    for Dense<IN, OUT, A, BIAS>
+{
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Copy
+    for Dense<IN, OUT, A, BIAS>
+{
+}
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> core::fmt::Debug
+    for Dense<IN, OUT, A, BIAS>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Dense<{IN}, {OUT}, {}, bias: {BIAS}>", A::NAME)
+    }
+}
+
+impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
+    for Dense<IN, OUT, A, BIAS>
+{
+    const IN: usize = IN;
+    const OUT: usize = OUT;
+    const PARAMS: usize = IN * OUT + if BIAS { OUT } else { 0 };
+    const STATE: usize = 0;
+    const SAVED: usize = if A::NEEDS_Z { OUT } else { 0 };
+    const TENSORS: &'static [Tensor] = if BIAS {
+        &[
+            Tensor {
+                name: "weight",
+                shape: &[IN, OUT],
+                fans: (IN, OUT),
+                init: Init::GlorotUniform,
+            },
+            // The weight's fans, so that `TorchDefault` bounds the bias as PyTorch does.
+            Tensor {
+                name: "bias",
+                shape: &[OUT],
+                fans: (IN, OUT),
+                init: Init::Zeros,
+            },
+        ]
+    } else {
+        &[Tensor {
+            name: "weight",
+            shape: &[IN, OUT],
+            fans: (IN, OUT),
+            init: Init::GlorotUniform,
+        }]
+    };
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(batch: usize) -> usize {
+        workspace_len(batch, IN, OUT)
+            .max(workspace_len(IN, batch, OUT))
+            .max(workspace_len(batch, OUT, IN))
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        let (w, b) = params.split_at(IN * OUT);
+        gemm(
+            1.0,
+            MatRef::row_major(x, batch, IN),
+            MatRef::row_major(w, IN, OUT),
+            0.0,
+            MatMut::row_major(y, batch, OUT),
+            ctx.gemm,
+        );
+        A::forward_bias(y, b, saved, OUT);
+    }
+
+    fn backward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        A::backward(saved, y, dy, OUT);
+        let dz = &*dy;
+        let (dw, db) = dparams.split_at_mut(IN * OUT);
+        db.fill(0.0);
+        add_rows(db, dz);
+        gemm(
+            1.0,
+            MatRef::row_major(x, batch, IN).t(),
+            MatRef::row_major(dz, batch, OUT),
+            0.0,
+            MatMut::row_major(dw, IN, OUT),
+            ctx.gemm,
+        );
+        let (dx, beta) = match dx {
+            Grad::Skip => return,
+            Grad::Set(dx) => (dx, 0.0),
+            Grad::Add(dx) => (dx, 1.0),
+        };
+        gemm(
+            1.0,
+            MatRef::row_major(dz, batch, OUT),
+            MatRef::row_major(&params[..IN * OUT], IN, OUT).t(),
+            beta,
+            MatMut::row_major(dx, batch, IN),
+            ctx.gemm,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::activation::reference::Ref64;
+    use crate::layers::gradcheck::Check;
+    use crate::layers::{Gelu, Relu, Softmax, Tanh};
+    use std::vec::Vec;
+
+    fn reference<const IN: usize, const OUT: usize, A: Ref64, const BIAS: bool>(
+        p: &[f64],
+        x: &[f64],
+        batch: usize,
+    ) -> Vec<f64> {
+        let mut z = std::vec![0.0; batch * OUT];
+        for n in 0..batch {
+            for o in 0..OUT {
+                let mut s = if BIAS { p[IN * OUT + o] } else { 0.0 };
+                for i in 0..IN {
+                    s += x[n * IN + i] * p[i * OUT + o];
+                }
+                z[n * OUT + o] = s;
+            }
+        }
+        A::f64(&z, OUT)
+    }
+
+    fn check<const IN: usize, const OUT: usize, A: Ref64, const BIAS: bool>(batch: usize) {
+        Check::new(batch).run::<Dense<IN, OUT, A, BIAS>>(&reference::<IN, OUT, A, BIAS>);
+    }
+
+    #[test]
+    fn matches_reference_and_finite_differences() {
+        check::<3, 2, Identity, true>(1);
+        check::<5, 11, Relu, true>(4);
+        check::<7, 9, Tanh, false>(3);
+        check::<4, 10, Gelu, true>(2);
+        check::<6, 5, Softmax, true>(3);
+        check::<17, 3, Identity, false>(9);
+    }
+
+    #[test]
+    fn constants_follow_the_shapes() {
+        type D = Dense<4, 3, Gelu>;
+        assert_eq!(D::PARAMS, 15);
+        assert_eq!(D::SAVED, 3);
+        assert_eq!(D::TENSORS.len(), 2);
+        assert_eq!(D::TENSORS[0].shape, &[4, 3]);
+        assert_eq!(D::TENSORS[1].len(), 3);
+        type E = Dense<4, 3, Relu, false>;
+        assert_eq!(E::PARAMS, 12);
+        assert_eq!(E::SAVED, 0);
+        assert_eq!(E::TENSORS.len(), 1);
+        assert_eq!(
+            std::format!("{:?}", E::new()),
+            "Dense<4, 3, relu, bias: false>"
+        );
+    }
+
+    #[test]
+    fn batch_of_zero_does_nothing() {
+        Check::new(0).run::<Dense<3, 2>>(&reference::<3, 2, Identity, true>);
+    }
+}

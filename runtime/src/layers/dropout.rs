@@ -1,0 +1,199 @@
+//! Inverted dropout.
+
+use super::lanes::{load, pieces, store};
+use super::{buffers, Ctx, Grad, Layer, Mode, Tensor};
+
+/// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
+///
+/// In [`Mode::Train`] each value is dropped with that probability (one draw of
+/// [`Ctx::rng`] per value, in order) and the others are scaled by `1 / (1 - rate)`, so the
+/// expected output is the input (Keras and PyTorch); the mask of factors (0 or the scale) is
+/// saved for backward. In [`Mode::Eval`] the layer is the identity and saves nothing; its
+/// backward must then run in `Eval` as well, where it is the identity too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropout<const N: usize, const RATE_PER_MILLE: u32>;
+
+impl<const N: usize, const RATE_PER_MILLE: u32> Dropout<N, RATE_PER_MILLE> {
+    /// The factor of the values kept, `1 / (1 - rate)`, computed as PyTorch does (`1 - p` in
+    /// double precision, rounded to `f32`, then the `f32` division).
+    pub const SCALE: f32 = {
+        assert!(
+            RATE_PER_MILLE < 1000,
+            "Dropout: the rate must be below 1000 per mille"
+        );
+        1.0 / ((1.0 - RATE_PER_MILLE as f64 / 1000.0) as f32)
+    };
+
+    /// A value is dropped when its 32 random bits fall below this threshold:
+    /// `floor(rate * 2^32)`.
+    const THRESHOLD: u64 = ((RATE_PER_MILLE as u64) << 32) / 1000;
+
+    /// The layer (it holds no data).
+    pub const fn new() -> Self {
+        Dropout
+    }
+}
+
+impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MILLE> {
+    const IN: usize = N;
+    const OUT: usize = N;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = N;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        if ctx.mode == Mode::Eval {
+            y.copy_from_slice(x);
+            return;
+        }
+        for m in saved.iter_mut() {
+            let drop = u64::from(ctx.rng.next_u32()) < Self::THRESHOLD;
+            *m = if drop { 0.0 } else { Self::SCALE };
+        }
+        for (i, n) in pieces(y.len()) {
+            let v = load(&x[i..i + n], 0.0) * load(&saved[i..i + n], 0.0);
+            store(&mut y[i..i + n], v);
+        }
+    }
+
+    fn backward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        let (dx, add) = match dx {
+            Grad::Skip => return,
+            Grad::Set(dx) => (dx, false),
+            Grad::Add(dx) => (dx, true),
+        };
+        let eval = ctx.mode == Mode::Eval;
+        for (i, n) in pieces(dx.len()) {
+            let mut g = load(&dy[i..i + n], 0.0);
+            if !eval {
+                g *= load(&saved[i..i + n], 0.0);
+            }
+            if add {
+                g += load(&dx[i..i + n], 0.0);
+            }
+            store(&mut dx[i..i + n], g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::gradcheck::bits;
+    use crate::rng::{Rng, Seed};
+    use std::vec;
+
+    fn run<const N: usize, const R: u32>(
+        mode: Mode,
+        x: &[f32],
+        batch: usize,
+        seed: u64,
+    ) -> (std::vec::Vec<f32>, std::vec::Vec<f32>, std::vec::Vec<f32>) {
+        let mut rng = Rng::new(Seed(seed));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode,
+        };
+        let mut y = vec![f32::NAN; x.len()];
+        let mut saved = vec![f32::NAN; x.len()];
+        Dropout::<N, R>::forward(&mut ctx, &[], &mut [], x, &mut y, &mut saved, batch);
+        let mut dy: std::vec::Vec<f32> = (0..x.len()).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let mut dx = vec![1.0; x.len()];
+        let dy0 = dy.clone();
+        Dropout::<N, R>::backward(
+            &mut ctx,
+            &[],
+            x,
+            &y,
+            &saved,
+            &mut dy,
+            Grad::Add(&mut dx),
+            &mut [],
+            batch,
+        );
+        for i in 0..x.len() {
+            let factor = if mode == Mode::Eval { 1.0 } else { saved[i] };
+            assert_eq!(dx[i], 1.0 + dy0[i] * factor);
+        }
+        (y, saved, dx)
+    }
+
+    #[test]
+    fn mask_statistics() {
+        const N: usize = 1000;
+        let batch = 20;
+        let x = vec![1.0f32; N * batch];
+        let (y, saved, _) = run::<N, 300>(Mode::Train, &x, batch, 3);
+        let scale = Dropout::<N, 300>::SCALE;
+        assert_eq!(scale, 1.0 / 0.7f32);
+        let kept = saved.iter().filter(|&&m| m == scale).count();
+        let dropped = saved.iter().filter(|&&m| m == 0.0).count();
+        assert_eq!(
+            kept + dropped,
+            N * batch,
+            "the mask holds only 0 and the scale"
+        );
+        let frac = dropped as f64 / (N * batch) as f64;
+        // Binomial standard deviation: sqrt(0.3 * 0.7 / 20000) ~ 0.0032.
+        assert!((frac - 0.3).abs() < 0.015, "{frac}");
+        assert_eq!(bits(&y), bits(&saved));
+        let mean = y.iter().map(|&v| f64::from(v)).sum::<f64>() / y.len() as f64;
+        assert!((mean - 1.0).abs() < 0.03, "{mean}");
+        // The same seed repeats the mask, another one does not.
+        assert_eq!(
+            bits(&run::<N, 300>(Mode::Train, &x, batch, 3).1),
+            bits(&saved)
+        );
+        assert_ne!(
+            bits(&run::<N, 300>(Mode::Train, &x, batch, 4).1),
+            bits(&saved)
+        );
+    }
+
+    #[test]
+    fn eval_is_the_identity_and_rate_zero_keeps_all() {
+        let x: std::vec::Vec<f32> = (0..30).map(|i| i as f32 - 7.5).collect();
+        let (y, saved, _) = run::<10, 500>(Mode::Eval, &x, 3, 1);
+        assert_eq!(bits(&y), bits(&x));
+        assert!(saved.iter().all(|v| v.is_nan()), "Eval saves nothing");
+        let (y, _, _) = run::<10, 0>(Mode::Train, &x, 3, 1);
+        assert_eq!(bits(&y), bits(&x));
+        let (_, saved, _) = run::<10, 999>(Mode::Train, &x, 3, 1);
+        assert!(saved.iter().filter(|&&m| m == 0.0).count() >= 25);
+        assert_eq!(Dropout::<3, 500>::new(), Dropout::<3, 500>);
+    }
+}

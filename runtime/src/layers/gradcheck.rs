@@ -1,0 +1,200 @@
+//! Test support: checks a layer's forward against a scalar `f64` reference and its backward
+//! against central finite differences of that reference.
+
+extern crate std;
+
+use super::{Ctx, Grad, Layer, Mode};
+use crate::rng::{Rng, Seed};
+use std::vec;
+use std::vec::Vec;
+
+/// A scalar reference: `(params, x, batch) -> y`, all in `f64`.
+pub(crate) type Reference<'a> = &'a dyn Fn(&[f64], &[f64], usize) -> Vec<f64>;
+
+/// What one checked layer call produced.
+pub(crate) struct Outcome {
+    /// What forward saved.
+    pub saved: Vec<f32>,
+    /// The state after forward.
+    pub state: Vec<f32>,
+}
+
+/// A gradient check of one layer on one batch.
+pub(crate) struct Check {
+    pub batch: usize,
+    pub mode: Mode,
+    pub seed: u64,
+    /// Inputs; uniform in `[-1, 1)` when `None`.
+    pub x: Option<Vec<f32>>,
+    /// Parameters; uniform in `[-1, 1)` when `None`.
+    pub params: Option<Vec<f32>>,
+    /// State before forward; `Layer::init_state` when `None`.
+    pub state: Option<Vec<f32>>,
+}
+
+/// `|a - b| <= rtol * |b| + atol`, with a message naming `what` and the index.
+pub(crate) fn assert_close(what: &str, a: &[f32], b: &[f64], rtol: f64, atol: f64) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (&a, &b)) in a.iter().zip(b).enumerate() {
+        let a = f64::from(a);
+        assert!(
+            (a - b).abs() <= rtol * b.abs() + atol,
+            "{what}[{i}]: got {a}, expected {b}"
+        );
+    }
+}
+
+fn widen(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+fn uniform(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect()
+}
+
+/// `Σ dy_i * f(v)_i`, differentiated numerically with respect to each element of `v`.
+fn numeric_grad(v: &[f64], dy: &[f64], f: &dyn Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
+    let mut v = v.to_vec();
+    (0..v.len())
+        .map(|j| {
+            let h = 1e-6 * v[j].abs().max(1.0);
+            let orig = v[j];
+            v[j] = orig + h;
+            let plus: f64 = f(&v).iter().zip(dy).map(|(y, d)| y * d).sum();
+            v[j] = orig - h;
+            let minus: f64 = f(&v).iter().zip(dy).map(|(y, d)| y * d).sum();
+            v[j] = orig;
+            (plus - minus) / (2.0 * h)
+        })
+        .collect()
+}
+
+/// `got` against `expected` with a relative tolerance of 1e-3 and an absolute floor of 1e-4
+/// times the largest expected magnitude (at least 1).
+fn assert_grad(what: &str, got: &[f32], expected: &[f64]) {
+    let scale = expected.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    assert_close(what, got, expected, 1e-3, 1e-4 * scale);
+}
+
+impl Check {
+    /// A check of `batch` samples in training mode with random inputs and parameters.
+    pub fn new(batch: usize) -> Self {
+        Check {
+            batch,
+            mode: Mode::Train,
+            seed: 1,
+            x: None,
+            params: None,
+            state: None,
+        }
+    }
+
+    /// Runs forward and backward of `L` and compares them with `reference`.
+    pub fn run<L: Layer>(self, reference: Reference<'_>) -> Outcome {
+        let batch = self.batch;
+        let mut rng = Rng::new(Seed(self.seed));
+        let params = self.params.unwrap_or_else(|| uniform(&mut rng, L::PARAMS));
+        let x = self.x.unwrap_or_else(|| uniform(&mut rng, batch * L::IN));
+        assert_eq!(params.len(), L::PARAMS);
+        assert_eq!(x.len(), batch * L::IN);
+        let state0 = self.state.unwrap_or_else(|| {
+            let mut s = vec![f32::NAN; L::STATE];
+            L::init_state(&mut s);
+            s
+        });
+        let mut gemm = vec![f32::NAN; L::gemm_len(batch)];
+        let mut scratch = vec![f32::NAN; L::scratch_len(batch)];
+        let mut step_rng = Rng::new(Seed(self.seed + 1));
+        let mode = self.mode;
+        let mut ctx = Ctx {
+            gemm: &mut gemm,
+            scratch: &mut scratch,
+            rng: &mut step_rng,
+            mode,
+        };
+
+        let mut state = state0.clone();
+        let mut y = vec![f32::NAN; batch * L::OUT];
+        let mut saved = vec![f32::NAN; batch * L::SAVED];
+        L::forward(&mut ctx, &params, &mut state, &x, &mut y, &mut saved, batch);
+
+        let (p64, x64) = (widen(&params), widen(&x));
+        let expected = reference(&p64, &x64, batch);
+        assert_close("forward", &y, &expected, 1e-4, 1e-5);
+
+        let dy = uniform(&mut rng, batch * L::OUT);
+        let dy64 = widen(&dy);
+        let mut dparams = vec![f32::NAN; L::PARAMS];
+        let mut dx = vec![f32::NAN; batch * L::IN];
+        let mut dyc = dy.clone();
+        ctx.scratch.fill(f32::NAN);
+        ctx.gemm.fill(f32::NAN);
+        L::backward(
+            &mut ctx,
+            &params,
+            &x,
+            &y,
+            &saved,
+            &mut dyc,
+            Grad::Set(&mut dx),
+            &mut dparams,
+            batch,
+        );
+
+        let ndp = numeric_grad(&p64, &dy64, &|p| reference(p, &x64, batch));
+        let ndx = numeric_grad(&x64, &dy64, &|v| reference(&p64, v, batch));
+        assert_grad("dparams", &dparams, &ndp);
+        assert_grad("dx", &dx, &ndx);
+
+        // Grad::Add adds the same values; Grad::Skip leaves the parameter gradient as it is.
+        let base = uniform(&mut rng, batch * L::IN);
+        let mut acc = base.clone();
+        let mut dparams2 = vec![f32::NAN; L::PARAMS];
+        let mut dyc = dy.clone();
+        L::backward(
+            &mut ctx,
+            &params,
+            &x,
+            &y,
+            &saved,
+            &mut dyc,
+            Grad::Add(&mut acc),
+            &mut dparams2,
+            batch,
+        );
+        let sum: Vec<f64> = base
+            .iter()
+            .zip(&dx)
+            .map(|(b, d)| f64::from(b + d))
+            .collect();
+        assert_close("dx (Grad::Add)", &acc, &sum, 1e-6, 1e-6);
+        assert_eq!(
+            bits(&dparams),
+            bits(&dparams2),
+            "dparams must repeat bit for bit"
+        );
+        let mut dyc = dy.clone();
+        L::backward(
+            &mut ctx,
+            &params,
+            &x,
+            &y,
+            &saved,
+            &mut dyc,
+            Grad::Skip,
+            &mut dparams2,
+            batch,
+        );
+        assert_eq!(
+            bits(&dparams),
+            bits(&dparams2),
+            "Grad::Skip changes dparams"
+        );
+        Outcome { saved, state }
+    }
+}
+
+/// The bit patterns of `v`, to compare results exactly (NaN included).
+pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}

@@ -1,0 +1,127 @@
+//! Parameter initialization: [`init_tensor`] fills one tensor according to an [`Init`].
+
+use super::{Init, Tensor};
+use crate::math;
+use crate::rng::Rng;
+
+/// `scipy.stats.truncnorm.std(a=-2, b=2)`: the standard deviation of a standard normal cut at
+/// two standard deviations. Keras divides by it so that its truncated initializers keep the
+/// variance they are named for.
+const TRUNCATED_STD: f64 = 0.879_625_661_034_239_8;
+
+/// Fills `out` (the tensor's values, `t.len()` of them) according to `init`, drawing from
+/// `rng` value after value, with the fans of `t`:
+///
+/// - [`Init::GlorotUniform`]: uniform in `±sqrt(6 / (fan_in + fan_out))`;
+/// - [`Init::HeNormal`]: a normal of standard deviation `sqrt(2 / fan_in) / 0.8796...`,
+///   redrawn outside two of its standard deviations: after truncation the standard deviation
+///   is `sqrt(2 / fan_in)`, as Keras' `he_normal` computes it;
+/// - [`Init::HeUniform`]: uniform in `±sqrt(6 / fan_in)`;
+/// - [`Init::TorchDefault`]: uniform in `±1 / sqrt(fan_in)` (PyTorch's `Linear` and `Conv2d`,
+///   whose biases use the weight's fan-in, which is why layers give a bias the weight's fans);
+/// - [`Init::Zeros`], [`Init::Ones`]: constants, without drawing.
+///
+/// A fan of 0 counts as 1.
+///
+/// ```
+/// use fusegraph_runtime::layers::{init_tensor, Dense, Init, Layer};
+/// use fusegraph_runtime::rng::{Rng, Seed};
+///
+/// let weight = &<Dense<4, 2>>::TENSORS[0];
+/// let mut w = [0.0; 8];
+/// init_tensor(weight, weight.init, &mut w, &mut Rng::new(Seed(1)));
+/// assert!(w.iter().all(|v| v.abs() <= 1.0)); // sqrt(6 / (4 + 2))
+/// ```
+///
+/// # Panics
+/// If `out` does not hold `t.len()` values.
+pub fn init_tensor(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
+    assert_eq!(
+        out.len(),
+        t.len(),
+        "init_tensor: `{}` has {} values, the buffer {}",
+        t.name,
+        t.len(),
+        out.len()
+    );
+    let fan_in = t.fans.0.max(1) as f32;
+    let fan_out = t.fans.1.max(1) as f32;
+    let uniform = |limit: f32, out: &mut [f32], rng: &mut Rng| {
+        out.iter_mut().for_each(|v| *v = rng.uniform(-limit, limit));
+    };
+    match init {
+        Init::GlorotUniform => uniform(math::sqrt(6.0 / (fan_in + fan_out)), out, rng),
+        Init::HeUniform => uniform(math::sqrt(6.0 / fan_in), out, rng),
+        Init::TorchDefault => uniform(1.0 / math::sqrt(fan_in), out, rng),
+        Init::HeNormal => {
+            let std = (math::sqrt(2.0 / f64::from(fan_in)) / TRUNCATED_STD) as f32;
+            out.iter_mut().for_each(|v| *v = rng.truncated_normal(std));
+        }
+        Init::Zeros => out.fill(0.0),
+        Init::Ones => out.fill(1.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::rng::Seed;
+    use std::vec;
+
+    const T: Tensor = Tensor {
+        name: "weight",
+        shape: &[200, 100],
+        fans: (200, 100),
+        init: Init::GlorotUniform,
+    };
+
+    fn moments(init: Init) -> (f64, f64, f32) {
+        let mut v = vec![f32::NAN; T.len()];
+        init_tensor(&T, init, &mut v, &mut Rng::new(Seed(9)));
+        let n = v.len() as f64;
+        let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n;
+        let var = v
+            .iter()
+            .map(|&x| (f64::from(x) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        (mean, var.sqrt(), max)
+    }
+
+    #[test]
+    fn each_initializer_has_its_bounds_and_spread() {
+        // Uniform in ±l has standard deviation l / sqrt(3).
+        let cases = [
+            (Init::GlorotUniform, (6.0f64 / 300.0).sqrt()),
+            (Init::HeUniform, (6.0f64 / 200.0).sqrt()),
+            (Init::TorchDefault, (1.0f64 / 200.0).sqrt()),
+        ];
+        for (init, limit) in cases {
+            let (mean, std, max) = moments(init);
+            assert!(f64::from(max) <= limit, "{init:?}");
+            assert!(f64::from(max) > 0.99 * limit, "{init:?}");
+            assert!(mean.abs() < 0.01 * limit, "{init:?}");
+            assert!((std / (limit / 3f64.sqrt()) - 1.0).abs() < 0.02, "{init:?}");
+        }
+        let (mean, std, max) = moments(Init::HeNormal);
+        let target = (2.0f64 / 200.0).sqrt();
+        assert!(mean.abs() < 0.01 * target);
+        assert!((std / target - 1.0).abs() < 0.02, "{std} vs {target}");
+        let bound = 2.0 * target / TRUNCATED_STD;
+        assert!(f64::from(max) <= bound * (1.0 + 1e-6) && f64::from(max) > 0.95 * bound);
+        assert_eq!(moments(Init::Zeros), (0.0, 0.0, 0.0));
+        assert_eq!(moments(Init::Ones), (1.0, 0.0, 1.0));
+    }
+
+    #[test]
+    fn same_seed_same_values() {
+        let mut a = [0.0; 16];
+        let mut b = [0.0; 16];
+        let t = Tensor { shape: &[16], ..T };
+        init_tensor(&t, Init::HeNormal, &mut a, &mut Rng::new(Seed(3)));
+        init_tensor(&t, Init::HeNormal, &mut b, &mut Rng::new(Seed(3)));
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,202 @@
+//! Layers with compile-time shapes: each one's forward and backward side by side, over
+//! caller-owned buffers, allocation-free.
+//!
+//! Data is row-major: a batch of `batch` samples is `batch * IN` values, sample after sample;
+//! images are NHWC. A layer's parameters are one contiguous slice of the model's flat
+//! parameter buffer, in the order of its [`Layer::TENSORS`].
+
+use crate::rng::Rng;
+
+/// Training or inference: Dropout and BatchNorm behave differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Training: dropout drops, batch normalization uses batch statistics and updates its
+    /// running ones.
+    Train,
+    /// Inference: dropout is the identity, batch normalization uses the running statistics.
+    Eval,
+}
+
+/// How parameters are initialized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// Keras' default for kernels: uniform in `±sqrt(6 / (fan_in + fan_out))`.
+    GlorotUniform,
+    /// Normal with standard deviation `sqrt(2 / fan_in)` (Keras `he_normal` truncates it at two
+    /// standard deviations, as here).
+    HeNormal,
+    /// Uniform in `±sqrt(6 / fan_in)`.
+    HeUniform,
+    /// PyTorch's default for `Linear` and `Conv2d` weights and biases: uniform in
+    /// `±1 / sqrt(fan_in)`.
+    TorchDefault,
+    /// All zeros (Keras' default for biases).
+    Zeros,
+    /// All ones (normalization scales).
+    Ones,
+}
+
+/// One named parameter tensor of a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tensor {
+    /// Name within the layer: `weight`, `bias`, `gamma`, `beta`...
+    pub name: &'static str,
+    /// Shape, in the layout the layer stores it (Dense `weight` is `[in, out]`, as Keras'
+    /// kernel; Conv2D `weight` is `[kh, kw, in, out]`, HWIO).
+    pub shape: &'static [usize],
+    /// Fan-in and fan-out for initialization.
+    pub fans: (usize, usize),
+    /// The initializer used by `init` when the model does not choose another.
+    pub init: Init,
+}
+
+impl Tensor {
+    /// Number of values.
+    pub const fn len(&self) -> usize {
+        let mut n = 1;
+        let mut i = 0;
+        while i < self.shape.len() {
+            n *= self.shape[i];
+            i += 1;
+        }
+        n
+    }
+
+    /// `true` for a tensor without values.
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where a gradient with respect to an input goes.
+pub enum Grad<'a> {
+    /// Not needed (the first layer, unless an input gradient is asked for).
+    Skip,
+    /// Overwrite the slice.
+    Set(&'a mut [f32]),
+    /// Add to the slice (an input consumed by several nodes of a graph).
+    Add(&'a mut [f32]),
+}
+
+impl Grad<'_> {
+    /// The same destination, borrowed again for one more call.
+    pub fn reborrow(&mut self) -> Grad<'_> {
+        match self {
+            Grad::Skip => Grad::Skip,
+            Grad::Set(d) => Grad::Set(d),
+            Grad::Add(d) => Grad::Add(d),
+        }
+    }
+
+    /// The same destination for a later contribution, which must add to the first.
+    pub fn adding(&mut self) -> Grad<'_> {
+        match self {
+            Grad::Skip => Grad::Skip,
+            Grad::Set(d) | Grad::Add(d) => Grad::Add(d),
+        }
+    }
+
+    /// Writes (or adds) `src` into the destination.
+    pub fn give(self, src: &[f32]) {
+        match self {
+            Grad::Skip => {}
+            Grad::Set(d) => d.copy_from_slice(src),
+            Grad::Add(d) => {
+                for (d, &s) in d.iter_mut().zip(src) {
+                    *d += s;
+                }
+            }
+        }
+    }
+}
+
+/// Memory and randomness one forward or backward call may use.
+pub struct Ctx<'a> {
+    /// Workspace for [`kernels::gemm`](crate::kernels::gemm), at least the largest
+    /// [`Layer::gemm_len`] of the model.
+    pub gemm: &'a mut [f32],
+    /// Per-call scratch, at least the largest [`Layer::scratch_len`] of the model.
+    pub scratch: &'a mut [f32],
+    /// The random stream of this step (dropout masks).
+    pub rng: &'a mut Rng,
+    /// Training or inference.
+    pub mode: Mode,
+}
+
+/// A layer type. Shapes are associated constants computed from const generics, so a model's
+/// buffer sizes are constants.
+pub trait Layer {
+    /// Input values per sample.
+    const IN: usize;
+    /// Output values per sample.
+    const OUT: usize;
+    /// Trainable parameters: the sum of the lengths of [`TENSORS`](Self::TENSORS).
+    const PARAMS: usize;
+    /// Non-trainable state (BatchNorm's running mean and variance).
+    const STATE: usize;
+    /// Values per sample that `forward` saves for `backward`, besides the input and output
+    /// (pre-activations, pooling arg-max, dropout mask, normalization statistics).
+    const SAVED: usize;
+    /// The parameter tensors, in storage order.
+    const TENSORS: &'static [Tensor];
+
+    /// Scratch values one call needs for `batch` samples (im2col patches).
+    fn scratch_len(batch: usize) -> usize;
+    /// GEMM workspace one call needs for `batch` samples.
+    fn gemm_len(batch: usize) -> usize;
+    /// Initial state (running variance 1, mean 0); parameters are initialized by the model
+    /// from [`TENSORS`](Self::TENSORS).
+    fn init_state(state: &mut [f32]);
+    /// `y = layer(x)` for `batch` samples; writes `saved` (`batch * SAVED`) for `backward`,
+    /// and in training updates `state`.
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    );
+    /// Given `dy` (d loss / d y, which this call may overwrite), writes d loss / d params into
+    /// `dparams` (overwriting it) and d loss / d x into `dx`. `x`, `y` and `saved` are what
+    /// `forward` saw and wrote.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    );
+}
+
+mod buffers;
+#[cfg(test)]
+mod gradcheck;
+mod lanes;
+
+pub mod activation;
+pub mod conv;
+pub mod dense;
+pub mod dropout;
+pub mod init;
+pub mod norm;
+pub mod pool;
+pub mod reshape;
+
+pub use activation::{
+    Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh,
+};
+pub use conv::{Conv2d, Padding, Same, Valid};
+pub use dense::Dense;
+pub use dropout::Dropout;
+pub use init::init_tensor;
+pub use norm::{BatchNorm, LayerNorm};
+pub use pool::{AvgPool2d, MaxPool2d};
+pub use reshape::Flatten;

@@ -1,0 +1,473 @@
+//! Normalization layers: [`LayerNorm`] over the features of a sample, [`BatchNorm`] over the
+//! batch for each channel. Statistics are computed in `f64`, summing in a fixed order (sample
+//! after sample), so they do not depend on threads or on how a pass is split.
+
+use super::{buffers, Ctx, Grad, Init, Layer, Mode, Tensor};
+use crate::math;
+
+/// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
+const EPS: f64 = 1e-5;
+
+/// Channels whose sums one pass over the data accumulates (on the stack).
+const BLOCK: usize = 64;
+
+/// `gamma` (ones) and `beta` (zeros), `n` values each.
+macro_rules! affine_tensors {
+    ($n:expr) => {
+        &[
+            Tensor {
+                name: "gamma",
+                shape: &[$n],
+                fans: ($n, $n),
+                init: Init::Ones,
+            },
+            Tensor {
+                name: "beta",
+                shape: &[$n],
+                fans: ($n, $n),
+                init: Init::Zeros,
+            },
+        ]
+    };
+}
+
+/// Layer normalization over the `N` features of each sample:
+/// `y = (x - mean) / sqrt(var + 1e-5) * gamma + beta`, with the biased variance.
+///
+/// Parameters, in order: `gamma` ([`Init::Ones`]) and `beta` ([`Init::Zeros`]), `N` values
+/// each. Epsilon is PyTorch's `LayerNorm` default, 1e-5; Keras' `LayerNormalization` uses
+/// 1e-3, which shifts results visibly for features of small variance. Forward saves the mean
+/// and `1 / sqrt(var + eps)` of each sample ([`SAVED`](Layer::SAVED) = 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerNorm<const N: usize>;
+
+impl<const N: usize> LayerNorm<N> {
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        LayerNorm
+    }
+}
+
+impl<const N: usize> Layer for LayerNorm<N> {
+    const IN: usize = N;
+    const OUT: usize = N;
+    const PARAMS: usize = 2 * N;
+    const STATE: usize = 0;
+    const SAVED: usize = 2;
+    const TENSORS: &'static [Tensor] = affine_tensors!(N);
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        if N == 0 {
+            return;
+        }
+        let (gamma, beta) = params.split_at(N);
+        for ((xr, yr), s) in x
+            .chunks_exact(N)
+            .zip(y.chunks_exact_mut(N))
+            .zip(saved.chunks_exact_mut(2))
+        {
+            let mean = xr.iter().map(|&v| f64::from(v)).sum::<f64>() / N as f64;
+            let var = xr
+                .iter()
+                .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
+                .sum::<f64>()
+                / N as f64;
+            let (mean, rstd) = (mean as f32, (1.0 / math::sqrt(var + EPS)) as f32);
+            s.copy_from_slice(&[mean, rstd]);
+            for i in 0..N {
+                yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
+            }
+        }
+    }
+
+    fn backward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        let gamma = &params[..N];
+        let (dgamma, dbeta) = dparams.split_at_mut(N);
+        dgamma.fill(0.0);
+        dbeta.fill(0.0);
+        let (mut dx, add) = match dx {
+            Grad::Skip => (None, false),
+            Grad::Set(d) => (Some(d), false),
+            Grad::Add(d) => (Some(d), true),
+        };
+        if N == 0 {
+            return;
+        }
+        for (n, ((xr, dr), s)) in x
+            .chunks_exact(N)
+            .zip(dy.chunks_exact(N))
+            .zip(saved.chunks_exact(2))
+            .enumerate()
+        {
+            let (mean, rstd) = (s[0], s[1]);
+            let (mut sum_g, mut sum_gx) = (0.0f64, 0.0f64);
+            for i in 0..N {
+                let xhat = (xr[i] - mean) * rstd;
+                dgamma[i] += dr[i] * xhat;
+                dbeta[i] += dr[i];
+                let g = f64::from(dr[i] * gamma[i]);
+                sum_g += g;
+                sum_gx += g * f64::from(xhat);
+            }
+            let Some(dx) = dx.as_deref_mut() else {
+                continue;
+            };
+            let (mean_g, mean_gx) = ((sum_g / N as f64) as f32, (sum_gx / N as f64) as f32);
+            for (i, d) in dx[n * N..(n + 1) * N].iter_mut().enumerate() {
+                let xhat = (xr[i] - mean) * rstd;
+                let v = rstd * (dr[i] * gamma[i] - mean_g - xhat * mean_gx);
+                *d = if add { *d + v } else { v };
+            }
+        }
+    }
+}
+
+/// Batch normalization of `C` channels, each over the batch and `SPATIAL` positions (1 after
+/// a dense layer, `H * W` after a convolution: NHWC samples of `SPATIAL * C` values, channels
+/// innermost).
+///
+/// `y = (x - mean) / sqrt(var + 1e-5) * gamma + beta`, per channel. Parameters, in order:
+/// `gamma` ([`Init::Ones`]) and `beta` ([`Init::Zeros`]), `C` values each. State: the running
+/// mean (initially 0) then the running variance (initially 1), `C` values each.
+///
+/// In [`Mode::Train`] the batch statistics are used (biased variance) and the running ones
+/// move as PyTorch moves them: `running = 0.9 * running + 0.1 * batch`, with the unbiased
+/// variance (`var * m / (m - 1)` over `m = batch * SPATIAL` values; with `m = 1`, where
+/// PyTorch refuses to train, the biased one). In [`Mode::Eval`] the running statistics are
+/// used and backward treats them as constants. Keras' `BatchNormalization` differs: its
+/// momentum 0.99 keeps 99% of the running value (PyTorch's 0.1 keeps 90%), it moves the
+/// running variance by the biased batch variance, and its epsilon is 1e-3.
+///
+/// Forward saves the mean and `1 / sqrt(var + eps)` of every channel: `2 * C` values, held in
+/// the first sample's part of `saved` ([`SAVED`](Layer::SAVED) = `2 * C` per sample, since the
+/// contract counts per sample). Backward must run in the mode of its forward.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchNorm<const C: usize, const SPATIAL: usize = 1>;
+
+impl<const C: usize, const SPATIAL: usize> BatchNorm<C, SPATIAL> {
+    /// PyTorch's momentum: the weight of the batch statistic in the running one.
+    pub const MOMENTUM: f64 = 0.1;
+
+    /// The layer (it holds no data: parameters and running statistics live in the model).
+    pub const fn new() -> Self {
+        BatchNorm
+    }
+
+    /// For each channel `c`, the sums in `f64` of the pairs `f(r, c)` over the rows `r` of `C`
+    /// values, `0..rows` in order; `out(c, sums)` receives them. Channels are taken [`BLOCK`]
+    /// at a time, each block in one pass over the data.
+    fn channel_sums(
+        rows: usize,
+        mut f: impl FnMut(usize, usize) -> (f64, f64),
+        mut out: impl FnMut(usize, (f64, f64)),
+    ) {
+        for c0 in (0..C).step_by(BLOCK) {
+            let c1 = (c0 + BLOCK).min(C);
+            let mut acc = [(0.0f64, 0.0f64); BLOCK];
+            for r in 0..rows {
+                for (c, a) in (c0..c1).zip(acc.iter_mut()) {
+                    let (u, v) = f(r, c);
+                    a.0 += u;
+                    a.1 += v;
+                }
+            }
+            for (c, a) in (c0..c1).zip(acc) {
+                out(c, a);
+            }
+        }
+    }
+}
+
+impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
+    const IN: usize = SPATIAL * C;
+    const OUT: usize = SPATIAL * C;
+    const PARAMS: usize = 2 * C;
+    const STATE: usize = 2 * C;
+    const SAVED: usize = 2 * C;
+    const TENSORS: &'static [Tensor] = affine_tensors!(C);
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(state: &mut [f32]) {
+        let (mean, var) = state.split_at_mut(C);
+        mean.fill(0.0);
+        var.fill(1.0);
+    }
+
+    fn forward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        let rows = batch * SPATIAL;
+        if rows == 0 || C == 0 {
+            return;
+        }
+        let (gamma, beta) = params.split_at(C);
+        let (running_mean, running_var) = state.split_at_mut(C);
+        let (mean, rstd) = saved[..2 * C].split_at_mut(C);
+        let rstd_of = |var: f64| (1.0 / math::sqrt(var + EPS)) as f32;
+        if ctx.mode == Mode::Eval {
+            mean.copy_from_slice(running_mean);
+            for (r, &v) in rstd.iter_mut().zip(running_var.iter()) {
+                *r = rstd_of(f64::from(v));
+            }
+        } else {
+            let m = rows as f64;
+            // Means, a block of channels at a time, then the variances around them.
+            Self::channel_sums(
+                rows,
+                |r, c| (f64::from(x[r * C + c]), 0.0),
+                |c, (s, _)| {
+                    mean[c] = (s / m) as f32;
+                },
+            );
+            Self::channel_sums(
+                rows,
+                |r, c| {
+                    let d = f64::from(x[r * C + c]) - f64::from(mean[c]);
+                    (d * d, 0.0)
+                },
+                |c, (s, _)| {
+                    let var = s / m;
+                    rstd[c] = rstd_of(var);
+                    let unbiased = if rows > 1 { s / (m - 1.0) } else { var };
+                    let mo = Self::MOMENTUM;
+                    running_mean[c] =
+                        (mo * f64::from(mean[c]) + (1.0 - mo) * f64::from(running_mean[c])) as f32;
+                    running_var[c] =
+                        (mo * unbiased + (1.0 - mo) * f64::from(running_var[c])) as f32;
+                },
+            );
+        }
+        for (xr, yr) in x.chunks_exact(C).zip(y.chunks_exact_mut(C)) {
+            for c in 0..C {
+                yr[c] = (xr[c] - mean[c]) * rstd[c] * gamma[c] + beta[c];
+            }
+        }
+    }
+
+    fn backward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        let rows = batch * SPATIAL;
+        let (dgamma, dbeta) = dparams.split_at_mut(C);
+        if rows == 0 || C == 0 {
+            dgamma.fill(0.0);
+            dbeta.fill(0.0);
+            return;
+        }
+        let gamma = &params[..C];
+        let (mean, rstd) = saved[..2 * C].split_at(C);
+        let xhat = |r: usize, c: usize| (x[r * C + c] - mean[c]) * rstd[c];
+        // dbeta = Σ dy, dgamma = Σ dy * xhat, per channel.
+        Self::channel_sums(
+            rows,
+            |r, c| {
+                let d = f64::from(dy[r * C + c]);
+                (d, d * f64::from(xhat(r, c)))
+            },
+            |c, (s, sx)| {
+                dbeta[c] = s as f32;
+                dgamma[c] = sx as f32;
+            },
+        );
+        let (dx, add) = match dx {
+            Grad::Skip => return,
+            Grad::Set(d) => (d, false),
+            Grad::Add(d) => (d, true),
+        };
+        let train = ctx.mode == Mode::Train;
+        let m = rows as f32;
+        for (r, (dxr, dr)) in dx.chunks_exact_mut(C).zip(dy.chunks_exact(C)).enumerate() {
+            for c in 0..C {
+                // With batch statistics, the mean and variance depend on x too:
+                // dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+                let g = if train {
+                    dr[c] - dbeta[c] / m - xhat(r, c) * (dgamma[c] / m)
+                } else {
+                    dr[c]
+                };
+                let v = gamma[c] * rstd[c] * g;
+                dxr[c] = if add { dxr[c] + v } else { v };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::gradcheck::{assert_close, Check};
+    use std::vec::Vec;
+
+    /// Normalizes `x` (rows of `c` values) per channel with the given statistics.
+    fn normalize(p: &[f64], x: &[f64], c: usize, mean: &[f64], var: &[f64]) -> Vec<f64> {
+        let (gamma, beta) = p.split_at(c);
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let j = i % c;
+                (v - mean[j]) / (var[j] + EPS).sqrt() * gamma[j] + beta[j]
+            })
+            .collect()
+    }
+
+    /// Per-channel mean and biased variance over rows of `c` values.
+    fn stats(x: &[f64], c: usize) -> (Vec<f64>, Vec<f64>) {
+        let m = (x.len() / c) as f64;
+        let mean: Vec<f64> = (0..c)
+            .map(|j| x.iter().skip(j).step_by(c).sum::<f64>() / m)
+            .collect();
+        let var = (0..c)
+            .map(|j| {
+                x.iter()
+                    .skip(j)
+                    .step_by(c)
+                    .map(|v| (v - mean[j]).powi(2))
+                    .sum::<f64>()
+                    / m
+            })
+            .collect();
+        (mean, var)
+    }
+
+    fn layer_norm<const N: usize>(batch: usize) {
+        Check::new(batch).run::<LayerNorm<N>>(&|p, x, _| {
+            let (gamma, beta) = p.split_at(N);
+            x.chunks(N)
+                .flat_map(|r| {
+                    let (mean, var) = stats(r, 1);
+                    let rstd = 1.0 / (var[0] + EPS).sqrt();
+                    (0..N).map(move |i| (r[i] - mean[0]) * rstd * gamma[i] + beta[i])
+                })
+                .collect()
+        });
+    }
+
+    #[test]
+    fn layer_norm_matches_reference_and_finite_differences() {
+        layer_norm::<11>(3);
+        layer_norm::<5>(1);
+        layer_norm::<16>(2);
+    }
+
+    fn batch_norm_train<const C: usize, const S: usize>(batch: usize) {
+        let mut rng = crate::rng::Rng::new(crate::rng::Seed(11));
+        let x: Vec<f32> = (0..batch * S * C).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let state: Vec<f32> = (0..2 * C).map(|i| 0.5 + 0.01 * i as f32).collect();
+        let mut c = Check::new(batch);
+        c.x = Some(x.clone());
+        c.state = Some(state.clone());
+        let out = c.run::<BatchNorm<C, S>>(&|p, x, _| {
+            let (mean, var) = stats(x, C);
+            normalize(p, x, C, &mean, &var)
+        });
+        // The running statistics move by 0.1 towards the batch's, with unbiased variance.
+        let x: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        let (mean, var) = stats(&x, C);
+        let m = (batch * S) as f64;
+        let expected: Vec<f64> = (0..2 * C)
+            .map(|i| {
+                let (batch_stat, old) = if i < C {
+                    (mean[i], state[i])
+                } else {
+                    (var[i - C] * m / (m - 1.0), state[i])
+                };
+                0.9 * f64::from(old) + 0.1 * batch_stat
+            })
+            .collect();
+        assert_close("running statistics", &out.state, &expected, 1e-6, 1e-7);
+    }
+
+    #[test]
+    fn batch_norm_trains_on_batch_statistics() {
+        batch_norm_train::<3, 1>(5);
+        batch_norm_train::<4, 6>(2);
+        batch_norm_train::<70, 2>(3); // more channels than one block
+    }
+
+    #[test]
+    fn batch_norm_evaluates_with_running_statistics() {
+        const C: usize = 5;
+        let mut c = Check::new(4);
+        c.mode = Mode::Eval;
+        let state: Vec<f32> = (0..2 * C)
+            .map(|i| {
+                if i < C {
+                    0.3 * i as f32 - 0.5
+                } else {
+                    0.2 + 0.4 * i as f32
+                }
+            })
+            .collect();
+        c.state = Some(state.clone());
+        let out = c.run::<BatchNorm<C, 3>>(&|p, x, _| {
+            let s: Vec<f64> = state.iter().map(|&v| f64::from(v)).collect();
+            normalize(p, x, C, &s[..C], &s[C..])
+        });
+        assert_eq!(out.state, state, "Eval leaves the running statistics alone");
+    }
+
+    #[test]
+    fn state_starts_at_zero_mean_unit_variance() {
+        let mut s = [f32::NAN; 6];
+        BatchNorm::<3, 4>::init_state(&mut s);
+        assert_eq!(s, [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+        assert_eq!(BatchNorm::<3, 4>::IN, 12);
+        assert_eq!(LayerNorm::<3>::TENSORS[0].name, "gamma");
+        assert_eq!(BatchNorm::<3>::new(), BatchNorm::<3, 1>);
+        assert_eq!(LayerNorm::<3>::new(), LayerNorm::<3>);
+    }
+}

@@ -1,0 +1,351 @@
+//! Max and average pooling over NHWC images, with valid padding.
+
+use super::{buffers, Ctx, Grad, Layer, Tensor};
+
+/// Output length along one dimension of a `pool`-wide window moving by `stride`.
+const fn pool_out(input: usize, pool: usize, stride: usize) -> usize {
+    assert!(
+        pool > 0 && stride > 0,
+        "pooling: POOL and STRIDE must be at least 1"
+    );
+    assert!(
+        input >= pool,
+        "pooling: the input must be at least as large as the window"
+    );
+    (input - pool) / stride + 1
+}
+
+/// Visits every window of an `H`x`W`x`C` image batch, in output order: `f(o, first)` with
+/// the output index `o` and the image index of the window's first value; the window's values
+/// are at `first + (kh * W + kw) * C` for `kh, kw < POOL`.
+fn for_each_window<
+    const H: usize,
+    const W: usize,
+    const C: usize,
+    const POOL: usize,
+    const STRIDE: usize,
+>(
+    batch: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    let (oh_n, ow_n) = (pool_out(H, POOL, STRIDE), pool_out(W, POOL, STRIDE));
+    let mut o = 0;
+    for n in 0..batch {
+        for oh in 0..oh_n {
+            for ow in 0..ow_n {
+                let corner = ((n * H + oh * STRIDE) * W + ow * STRIDE) * C;
+                for c in 0..C {
+                    f(o, corner + c);
+                    o += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Offsets of a window's values from its first one, in row-major order.
+fn window<const W: usize, const C: usize, const POOL: usize>() -> impl Iterator<Item = usize> {
+    (0..POOL).flat_map(|kh| (0..POOL).map(move |kw| (kh * W + kw) * C))
+}
+
+macro_rules! pool_common {
+    ($name:ident) => {
+        impl<
+                const H: usize,
+                const W: usize,
+                const C: usize,
+                const POOL: usize,
+                const STRIDE: usize,
+            > $name<H, W, C, POOL, STRIDE>
+        {
+            /// Output height.
+            pub const OH: usize = pool_out(H, POOL, STRIDE);
+            /// Output width.
+            pub const OW: usize = pool_out(W, POOL, STRIDE);
+
+            /// The layer (it holds no data).
+            pub const fn new() -> Self {
+                $name
+            }
+        }
+    };
+}
+
+/// Max pooling of an `H`x`W`x`C` image (NHWC) over `POOL`x`POOL` windows moving by `STRIDE`
+/// (default `POOL`), valid padding: the output is [`OH`](Self::OH)x[`OW`](Self::OW)x`C`.
+///
+/// Forward saves, per output value, the index within the sample of the input it took (as an
+/// `f32`, exact below 2^24): the first maximum of the window in row-major order, or its last
+/// NaN, as PyTorch picks it. Backward sends each gradient to that input, adding where windows
+/// overlap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MaxPool2d<
+    const H: usize,
+    const W: usize,
+    const C: usize,
+    const POOL: usize,
+    const STRIDE: usize = POOL,
+>;
+
+pool_common!(MaxPool2d);
+
+impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const STRIDE: usize> Layer
+    for MaxPool2d<H, W, C, POOL, STRIDE>
+{
+    const IN: usize = {
+        assert!(
+            H * W * C <= 1 << 24,
+            "MaxPool2d: an f32 holds arg-max indices exactly only below 2^24 values per sample"
+        );
+        H * W * C
+    };
+    const OUT: usize = Self::OH * Self::OW * C;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = Self::OUT;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
+            let (mut best, mut arg) = (f32::NEG_INFINITY, first);
+            for off in window::<W, C, POOL>() {
+                let v = x[first + off];
+                if v > best || v.is_nan() {
+                    (best, arg) = (v, first + off);
+                }
+            }
+            y[o] = best;
+            saved[o] = (arg % Self::IN) as f32;
+        });
+    }
+
+    fn backward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        let dx = match dx {
+            Grad::Skip => return,
+            Grad::Set(dx) => {
+                dx.fill(0.0);
+                dx
+            }
+            Grad::Add(dx) => dx,
+        };
+        for (o, (&d, &arg)) in dy.iter().zip(saved).enumerate() {
+            dx[o / Self::OUT * Self::IN + arg as usize] += d;
+        }
+    }
+}
+
+/// Average pooling of an `H`x`W`x`C` image (NHWC) over `POOL`x`POOL` windows moving by
+/// `STRIDE` (default `POOL`), valid padding: the output is [`OH`](Self::OH)x[`OW`](Self::OW)x`C`,
+/// each value the window's sum (in row-major order) divided by `POOL * POOL`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AvgPool2d<
+    const H: usize,
+    const W: usize,
+    const C: usize,
+    const POOL: usize,
+    const STRIDE: usize = POOL,
+>;
+
+pool_common!(AvgPool2d);
+
+impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const STRIDE: usize> Layer
+    for AvgPool2d<H, W, C, POOL, STRIDE>
+{
+    const IN: usize = H * W * C;
+    const OUT: usize = Self::OH * Self::OW * C;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        let area = (POOL * POOL) as f32;
+        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
+            let sum: f32 = window::<W, C, POOL>().map(|off| x[first + off]).sum();
+            y[o] = sum / area;
+        });
+    }
+
+    fn backward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        let dx = match dx {
+            Grad::Skip => return,
+            Grad::Set(dx) => {
+                dx.fill(0.0);
+                dx
+            }
+            Grad::Add(dx) => dx,
+        };
+        let area = (POOL * POOL) as f32;
+        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
+            let g = dy[o] / area;
+            for off in window::<W, C, POOL>() {
+                dx[first + off] += g;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::gradcheck::{bits, Check};
+    use crate::layers::Mode;
+    use crate::rng::{Rng, Seed};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// `f` over each window of the reference, written with plain loops.
+    fn reference<const H: usize, const W: usize, const C: usize, const P: usize, const S: usize>(
+        x: &[f64],
+        batch: usize,
+        f: fn(&[f64]) -> f64,
+    ) -> Vec<f64> {
+        let (oh_n, ow_n) = ((H - P) / S + 1, (W - P) / S + 1);
+        let mut y = Vec::new();
+        for n in 0..batch {
+            for oh in 0..oh_n {
+                for ow in 0..ow_n {
+                    for c in 0..C {
+                        let mut win = Vec::new();
+                        for kh in 0..P {
+                            for kw in 0..P {
+                                win.push(x[((n * H + oh * S + kh) * W + ow * S + kw) * C + c]);
+                            }
+                        }
+                        y.push(f(&win));
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    fn max(w: &[f64]) -> f64 {
+        w.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b))
+    }
+
+    fn mean(w: &[f64]) -> f64 {
+        w.iter().sum::<f64>() / w.len() as f64
+    }
+
+    fn check<const H: usize, const W: usize, const C: usize, const P: usize, const S: usize>(
+        batch: usize,
+    ) {
+        Check::new(batch)
+            .run::<MaxPool2d<H, W, C, P, S>>(&|_, x, b| reference::<H, W, C, P, S>(x, b, max));
+        Check::new(batch)
+            .run::<AvgPool2d<H, W, C, P, S>>(&|_, x, b| reference::<H, W, C, P, S>(x, b, mean));
+    }
+
+    #[test]
+    fn matches_reference_and_finite_differences() {
+        check::<4, 4, 2, 2, 2>(2);
+        check::<5, 5, 3, 3, 2>(2); // overlapping windows
+        check::<5, 4, 1, 2, 2>(3); // a row and no column left over
+        check::<3, 3, 2, 2, 1>(1);
+    }
+
+    #[test]
+    fn ties_pick_the_first_and_nan_propagates() {
+        type M = MaxPool2d<2, 2, 1, 2>;
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Train,
+        };
+        let x = [1.0, 3.0, 3.0, 2.0, 5.0, f32::NAN, 7.0, 8.0];
+        let (mut y, mut saved) = ([0.0; 2], [0.0; 2]);
+        M::forward(&mut ctx, &[], &mut [], &x, &mut y, &mut saved, 2);
+        assert_eq!(y[0], 3.0);
+        assert!(y[1].is_nan());
+        assert_eq!(saved, [1.0, 1.0]);
+        let mut dx = vec![0.0; 8];
+        M::backward(
+            &mut ctx,
+            &[],
+            &x,
+            &y,
+            &saved,
+            &mut [1.0, 2.0],
+            Grad::Set(&mut dx),
+            &mut [],
+            2,
+        );
+        assert_eq!(bits(&dx), bits(&[0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0]));
+    }
+
+    #[test]
+    fn shapes() {
+        type M = MaxPool2d<28, 28, 32, 2>;
+        assert_eq!(
+            (M::OH, M::OW, M::OUT, M::SAVED),
+            (14, 14, 14 * 14 * 32, 14 * 14 * 32)
+        );
+        type A = AvgPool2d<7, 5, 3, 3, 2>;
+        assert_eq!((A::OH, A::OW, A::SAVED), (3, 2, 0));
+        assert_eq!(A::new(), AvgPool2d::<7, 5, 3, 3, 2>);
+    }
+}

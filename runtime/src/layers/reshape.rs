@@ -1,0 +1,81 @@
+//! Flattening an image into a vector.
+
+use super::{buffers, lanes, Ctx, Grad, Layer, Tensor};
+
+/// Flattens `N` values per sample: the identity on data, which is already row-major (an NHWC
+/// image flattens in `(h, w, c)` order, as Keras' `Flatten` does with channels last).
+///
+/// It exists so that a model spells out where an image becomes a vector; the values are
+/// copied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flatten<const N: usize>;
+
+impl<const N: usize> Flatten<N> {
+    /// The layer (it holds no data).
+    pub const fn new() -> Self {
+        Flatten
+    }
+}
+
+impl<const N: usize> Layer for Flatten<N> {
+    const IN: usize = N;
+    const OUT: usize = N;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn scratch_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn gemm_len(_batch: usize) -> usize {
+        0
+    }
+
+    fn init_state(_state: &mut [f32]) {}
+
+    fn forward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::forward::<Self>(params, state, x, y, saved, batch);
+        y.copy_from_slice(x);
+    }
+
+    fn backward(
+        _ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+        match dx {
+            Grad::Skip => {}
+            Grad::Set(dx) => dx.copy_from_slice(dy),
+            Grad::Add(dx) => lanes::add_assign(dx, dy),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::gradcheck::Check;
+
+    #[test]
+    fn is_the_identity() {
+        Check::new(3).run::<Flatten<13>>(&|_, x, _| x.to_vec());
+        assert_eq!(Flatten::<4>::new(), Flatten::<4>);
+    }
+}

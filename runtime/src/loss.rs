@@ -1,0 +1,422 @@
+//! Losses, as a mean over the batch, with their gradients.
+
+/// A loss over a batch of predictions (`batch * n` values) and targets.
+pub trait Loss {
+    /// One target: a class index (`u32`) or a value (`f32`).
+    type Target: Copy + Default + Send + Sync + 'static;
+    /// Targets per sample: `n` for value targets, 1 for class indices.
+    fn targets_per_sample(n: usize) -> usize;
+    /// The loss, a mean over the batch (and, for element-wise losses, the outputs, as Keras
+    /// and PyTorch reduce them), and its gradient with respect to `pred` in `grad`.
+    fn loss_and_grad(pred: &[f32], target: &[Self::Target], grad: &mut [f32], n: usize) -> f32;
+    /// The loss alone.
+    fn loss(pred: &[f32], target: &[Self::Target], n: usize) -> f32;
+    /// How many samples are predicted right (arg-max equals the class; for binary targets,
+    /// the sign of the logit), for accuracy; `None` where accuracy has no meaning.
+    fn correct(pred: &[f32], target: &[Self::Target], n: usize) -> Option<usize>;
+}
+
+use crate::math;
+
+/// Checks that an element-wise loss has one target per prediction and whole samples of `n`.
+fn check_lengths(pred: &[f32], target: &[f32], n: usize) {
+    assert_eq!(
+        pred.len(),
+        target.len(),
+        "loss: {} predictions for {} targets",
+        pred.len(),
+        target.len()
+    );
+    assert!(
+        n > 0 && pred.len().is_multiple_of(n) || pred.is_empty(),
+        "loss: {} predictions are not samples of {n}",
+        pred.len()
+    );
+}
+
+/// `(pred, target)` pairs of an element-wise loss, in `f64`, after [`check_lengths`]; the
+/// mean divides by their count (batch times outputs).
+fn pairs<'a>(
+    pred: &'a [f32],
+    target: &'a [f32],
+    n: usize,
+) -> impl Iterator<Item = (f64, f64)> + 'a {
+    check_lengths(pred, target, n);
+    pred.iter()
+        .zip(target)
+        .map(|(&p, &t)| (f64::from(p), f64::from(t)))
+}
+
+/// `1 / count`, and 0 for an empty batch (whose loss and gradient are 0, not NaN).
+fn inv_count(count: usize) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        1.0 / count as f64
+    }
+}
+
+/// Implements [`Loss`] for an element-wise loss from `f(pred, target) -> (loss, d loss / d
+/// pred)` in `f64`; the sum runs in order in `f64`.
+macro_rules! elementwise_loss {
+    ($ty:ty, $f:expr) => {
+        impl Loss for $ty {
+            type Target = f32;
+            fn targets_per_sample(n: usize) -> usize {
+                n
+            }
+            fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
+                assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
+                let inv = inv_count(pred.len());
+                let f: fn(f64, f64) -> (f64, f64) = $f;
+                let mut sum = 0.0f64;
+                for ((p, t), g) in pairs(pred, target, n).zip(grad.iter_mut()) {
+                    let (l, d) = f(p, t);
+                    sum += l;
+                    *g = (d * inv) as f32;
+                }
+                (sum * inv) as f32
+            }
+            fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
+                let f: fn(f64, f64) -> (f64, f64) = $f;
+                let sum: f64 = pairs(pred, target, n).map(|(p, t)| f(p, t).0).sum();
+                (sum * inv_count(pred.len())) as f32
+            }
+            fn correct(_pred: &[f32], _target: &[f32], _n: usize) -> Option<usize> {
+                None
+            }
+        }
+    };
+}
+
+/// Mean squared error, `mean((pred - target)²)` over the batch and the outputs (Keras'
+/// `MeanSquaredError`, PyTorch's `MSELoss`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mse;
+
+elementwise_loss!(Mse, |p, t| ((p - t) * (p - t), 2.0 * (p - t)));
+
+/// Mean absolute error, `mean(|pred - target|)` (Keras' `MeanAbsoluteError`, PyTorch's
+/// `L1Loss`); its gradient at `pred == target` is 0, as both frameworks give it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mae;
+
+elementwise_loss!(Mae, |p, t| (math::abs(p - t), math::sign(p - t)));
+
+/// Huber loss with delta 1 (Keras' `Huber` and PyTorch's `HuberLoss` defaults, where it equals
+/// `SmoothL1Loss`): `d²/2` for `|d| <= 1`, `|d| - 1/2` beyond, `d = pred - target`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Huber;
+
+elementwise_loss!(Huber, |p, t| {
+    let d = p - t;
+    if math::abs(d) <= 1.0 {
+        (0.5 * d * d, d)
+    } else {
+        (math::abs(d) - 0.5, math::sign(d))
+    }
+});
+
+/// Binary cross-entropy on logits (Keras' `BinaryCrossentropy(from_logits=True)`, PyTorch's
+/// `BCEWithLogitsLoss`), each output its own binary problem with a target in `[0, 1]`.
+///
+/// Computed stably for any logit `z` as `max(z, 0) - z * y + ln(1 + e^-|z|)`; the gradient is
+/// `(sigmoid(z) - y) / count`. A sample counts as [correct](Loss::correct) when every output's
+/// sign (`z > 0`) agrees with its target (`y >= 0.5`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BinaryCrossEntropyWithLogits;
+
+/// The logistic function, without overflow for either sign.
+fn sigmoid64(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + math::exp(-z))
+    } else {
+        let e = math::exp(z);
+        e / (1.0 + e)
+    }
+}
+
+impl Loss for BinaryCrossEntropyWithLogits {
+    type Target = f32;
+    fn targets_per_sample(n: usize) -> usize {
+        n
+    }
+    fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
+        assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
+        let inv = inv_count(pred.len());
+        let mut sum = 0.0f64;
+        for ((z, y), g) in pairs(pred, target, n).zip(grad.iter_mut()) {
+            sum += bce(z, y);
+            *g = ((sigmoid64(z) - y) * inv) as f32;
+        }
+        (sum * inv) as f32
+    }
+    fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
+        let sum: f64 = pairs(pred, target, n).map(|(z, y)| bce(z, y)).sum();
+        (sum * inv_count(pred.len())) as f32
+    }
+    fn correct(pred: &[f32], target: &[f32], n: usize) -> Option<usize> {
+        check_lengths(pred, target, n);
+        if n == 0 {
+            return Some(0);
+        }
+        let right = pred
+            .chunks_exact(n)
+            .zip(target.chunks_exact(n))
+            .filter(|(p, t)| p.iter().zip(*t).all(|(&z, &y)| (z > 0.0) == (y >= 0.5)))
+            .count();
+        Some(right)
+    }
+}
+
+/// `max(z, 0) - z * y + ln(1 + e^-|z|)`.
+fn bce(z: f64, y: f64) -> f64 {
+    math::max(z, 0.0) - z * y + libm::log1p(math::exp(-math::abs(z)))
+}
+
+/// Softmax cross-entropy on logits with class-index targets (Keras'
+/// `SparseCategoricalCrossentropy(from_logits=True)`, PyTorch's `CrossEntropyLoss`): the mean
+/// over the batch of `logsumexp(z) - z[class]`, computed with the row's maximum subtracted so
+/// any finite logits give a finite loss. The gradient is `(softmax(z) - onehot) / batch`;
+/// a sample is [correct](Loss::correct) when the first largest logit is its class.
+///
+/// # Panics
+/// If a class index is not below `n`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftmaxCrossEntropy;
+
+impl SoftmaxCrossEntropy {
+    /// The rows of `pred` with their classes, checked.
+    fn rows<'a>(
+        pred: &'a [f32],
+        target: &'a [u32],
+        n: usize,
+    ) -> impl Iterator<Item = (&'a [f32], usize)> + 'a {
+        assert!(
+            n > 0 && pred.len() == target.len() * n,
+            "loss: {} logits for {} samples of {n} classes",
+            pred.len(),
+            target.len()
+        );
+        pred.chunks_exact(n).zip(target).map(move |(row, &class)| {
+            let class = class as usize;
+            assert!(class < n, "loss: class {class} of {n}");
+            (row, class)
+        })
+    }
+
+    /// `(max, Σ e^(z - max))` of a row, in `f64`.
+    fn max_and_sum(row: &[f32]) -> (f64, f64) {
+        let max = row
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &z| math::max(m, f64::from(z)));
+        let sum = row.iter().map(|&z| math::exp(f64::from(z) - max)).sum();
+        (max, sum)
+    }
+}
+
+impl Loss for SoftmaxCrossEntropy {
+    type Target = u32;
+    fn targets_per_sample(_n: usize) -> usize {
+        1
+    }
+    fn loss_and_grad(pred: &[f32], target: &[u32], grad: &mut [f32], n: usize) -> f32 {
+        assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
+        let inv = inv_count(target.len());
+        let mut total = 0.0f64;
+        for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
+            let (max, sum) = Self::max_and_sum(row);
+            total += max + math::ln(sum) - f64::from(row[class]);
+            for (j, (gj, &z)) in g.iter_mut().zip(row).enumerate() {
+                let p = math::exp(f64::from(z) - max) / sum;
+                let onehot = if j == class { 1.0 } else { 0.0 };
+                *gj = ((p - onehot) * inv) as f32;
+            }
+        }
+        (total * inv) as f32
+    }
+    fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
+        let total: f64 = Self::rows(pred, target, n)
+            .map(|(row, class)| {
+                let (max, sum) = Self::max_and_sum(row);
+                max + math::ln(sum) - f64::from(row[class])
+            })
+            .sum();
+        (total * inv_count(target.len())) as f32
+    }
+    fn correct(pred: &[f32], target: &[u32], n: usize) -> Option<usize> {
+        let right = Self::rows(pred, target, n)
+            .filter(|(row, class)| {
+                let mut best = 0;
+                for (j, &z) in row.iter().enumerate() {
+                    if z > row[best] {
+                        best = j;
+                    }
+                }
+                best == *class
+            })
+            .count();
+        Some(right)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Central differences of `L::loss` in `f64` steps on `f32` inputs are too coarse, so
+    /// the check perturbs by a relatively large step and compares loosely; the exact values
+    /// are checked separately.
+    fn check_grad<L: Loss>(pred: &[f32], target: &[L::Target], n: usize, f: fn(&[f64]) -> f64) {
+        let mut grad = vec![f32::NAN; pred.len()];
+        let loss = L::loss_and_grad(pred, target, &mut grad, n);
+        let p64: Vec<f64> = pred.iter().map(|&v| f64::from(v)).collect();
+        let expected = f(&p64);
+        assert!(
+            (f64::from(loss) - expected).abs() <= 1e-6 * expected.abs() + 1e-7,
+            "loss {loss} vs {expected}"
+        );
+        assert_eq!(
+            loss,
+            L::loss(pred, target, n),
+            "loss and loss_and_grad agree"
+        );
+        let mut p = p64.clone();
+        for j in 0..p.len() {
+            let h = 1e-6;
+            p[j] = p64[j] + h;
+            let plus = f(&p);
+            p[j] = p64[j] - h;
+            let minus = f(&p);
+            p[j] = p64[j];
+            let num = (plus - minus) / (2.0 * h);
+            let g = f64::from(grad[j]);
+            assert!(
+                (g - num).abs() <= 1e-3 * num.abs() + 1e-5,
+                "grad[{j}] = {g}, numerically {num}"
+            );
+        }
+    }
+
+    const PRED: [f32; 6] = [0.3, -1.7, 2.5, 0.0, 4.0, -0.2];
+    const TARGET: [f32; 6] = [0.5, -1.0, 0.1, 1.0, 1.5, -2.1];
+
+    #[test]
+    fn regression_losses() {
+        check_grad::<Mse>(&PRED, &TARGET, 3, |p| {
+            p.iter()
+                .zip(TARGET)
+                .map(|(p, t)| (p - f64::from(t)).powi(2))
+                .sum::<f64>()
+                / 6.0
+        });
+        check_grad::<Mae>(&PRED, &TARGET, 2, |p| {
+            p.iter()
+                .zip(TARGET)
+                .map(|(p, t)| (p - f64::from(t)).abs())
+                .sum::<f64>()
+                / 6.0
+        });
+        check_grad::<Huber>(&PRED, &TARGET, 6, |p| {
+            p.iter()
+                .zip(TARGET)
+                .map(|(p, t)| {
+                    let d = (p - f64::from(t)).abs();
+                    if d <= 1.0 {
+                        0.5 * d * d
+                    } else {
+                        d - 0.5
+                    }
+                })
+                .sum::<f64>()
+                / 6.0
+        });
+        let mut g = [f32::NAN; 2];
+        assert_eq!(Mae::loss_and_grad(&[1.0, 2.0], &[1.0, 0.0], &mut g, 1), 1.0);
+        assert_eq!(g, [0.0, 0.5], "no gradient where pred equals target");
+        assert_eq!(Mse::correct(&PRED, &TARGET, 3), None);
+        assert_eq!(Mse::targets_per_sample(7), 7);
+        assert_eq!(Mse::loss(&[], &[], 3), 0.0);
+    }
+
+    const LOGITS: [f32; 6] = [0.3, -1.7, 2.5, 0.0, 4.0, -0.2];
+    const LABELS: [f32; 6] = [1.0, 0.0, 1.0, 0.0, 0.25, 1.0];
+
+    #[test]
+    fn binary_cross_entropy() {
+        check_grad::<BinaryCrossEntropyWithLogits>(&LOGITS, &LABELS, 2, |z| {
+            z.iter()
+                .zip(LABELS)
+                .map(|(&z, y)| {
+                    let s = 1.0 / (1.0 + (-z).exp());
+                    let y = f64::from(y);
+                    -(y * s.ln() + (1.0 - y) * (1.0 - s).ln())
+                })
+                .sum::<f64>()
+                / 6.0
+        });
+        // Samples (0.3, -1.7 | 1, 0): right; (2.5, 0.0 | 1, 0): right (0 is not positive);
+        // (4.0, -0.2 | 0.25, 1): both wrong.
+        assert_eq!(
+            BinaryCrossEntropyWithLogits::correct(&LOGITS, &LABELS, 2),
+            Some(2)
+        );
+        assert_eq!(
+            BinaryCrossEntropyWithLogits::correct(&LOGITS, &LABELS, 1),
+            Some(4)
+        );
+    }
+
+    #[test]
+    fn large_logits_stay_finite() {
+        let z = [80.0, -80.0, 80.0, -80.0, 1e30, -1e30];
+        let y = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        let mut g = [f32::NAN; 6];
+        let l = BinaryCrossEntropyWithLogits::loss_and_grad(&z, &y, &mut g, 1);
+        // 0 + 0 + 80 + 80 + 0 + 1e30, averaged.
+        assert!(
+            (f64::from(l) - (160.0 + 1e30) / 6.0).abs() / 1e30 < 1e-6,
+            "{l}"
+        );
+        let expected = [0.0, 0.0, 1.0 / 6.0, -1.0 / 6.0, 0.0, -1.0 / 6.0];
+        for (a, b) in g.iter().zip(expected) {
+            assert!((a - b).abs() < 1e-7, "{g:?}");
+        }
+
+        let z = [80.0, -80.0, 0.0, -80.0, 80.0, 79.0];
+        let mut g = [f32::NAN; 6];
+        let l = SoftmaxCrossEntropy::loss_and_grad(&z, &[1, 2], &mut g, 3);
+        // Row 0: logsumexp = 80, minus -80 = 160. Row 1: logsumexp = 80 + ln(1 + e^-1), minus 79.
+        let row1 = 1.0 + (1.0 + (-1.0f64).exp()).ln();
+        assert!((f64::from(l) - (160.0 + row1) / 2.0).abs() < 1e-5, "{l}");
+        assert!(g.iter().all(|v| v.is_finite()));
+        assert!((g[1] + 0.5).abs() < 1e-7 && (g[0] - 0.5).abs() < 1e-7);
+    }
+
+    #[test]
+    fn softmax_cross_entropy() {
+        let labels = [2u32, 0];
+        check_grad::<SoftmaxCrossEntropy>(&LOGITS, &labels, 3, |z| {
+            z.chunks(3)
+                .zip([2usize, 0])
+                .map(|(r, c)| r.iter().map(|v| v.exp()).sum::<f64>().ln() - r[c])
+                .sum::<f64>()
+                / 2.0
+        });
+        // Row 0's largest logit is class 2 (right); row 1's is class 1, labelled 0 (wrong).
+        assert_eq!(SoftmaxCrossEntropy::correct(&LOGITS, &labels, 3), Some(1));
+        // Ties go to the first class.
+        assert_eq!(SoftmaxCrossEntropy::correct(&[1.0, 1.0], &[0], 2), Some(1));
+        assert_eq!(SoftmaxCrossEntropy::targets_per_sample(10), 1);
+        assert_eq!(SoftmaxCrossEntropy::loss(&[], &[], 10), 0.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "class 3 of 3")]
+    fn class_out_of_range_panics() {
+        SoftmaxCrossEntropy::loss(&[0.0; 3], &[3], 3);
+    }
+}

@@ -35,10 +35,20 @@
 
 extern crate self as fusegraph;
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
 pub mod optim;
+pub mod prelude;
+
+pub use fusegraph_runtime::layers;
+pub use fusegraph_runtime::loss;
+pub use fusegraph_runtime::rng::{Rng, Seed};
+pub use fusegraph_runtime::train::{Bytes, Model, NamedTensor, View};
+#[cfg(feature = "alloc")]
+pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 
 /// Compiles an element-wise optimizer rule into a typed optimizer.
 ///
@@ -114,13 +124,46 @@ pub mod optim;
 /// hyper-parameter that is not `f32`, an `update` that never assigns `p`.
 pub use fusegraph_macros::optimizer;
 
+/// Declares a model: a struct of layers becomes a type that owns one flat parameter buffer,
+/// with generated forward and backward passes for [`TrainStep`].
+///
+/// See the [crate documentation](crate#models).
+pub use fusegraph_macros::model;
+
 /// What generated code names; not a stable API.
 #[doc(hidden)]
 pub mod __private {
     pub use fusegraph_runtime::f32x8;
     pub use fusegraph_runtime::lane;
+    pub use fusegraph_runtime::layers;
+    pub use fusegraph_runtime::layers::{Activation, Ctx, Grad, Layer};
     pub use fusegraph_runtime::math;
     pub use fusegraph_runtime::optim::Rule;
+    pub use fusegraph_runtime::rng::Seed;
+    pub use fusegraph_runtime::train::{init_params, push_tensors, Model, NamedTensor, View};
+
+    /// Element-wise graph operations.
+    pub mod graph {
+        pub use fusegraph_runtime::train::{add, concat, concat_grad, mul, product_grad};
+    }
+
+    #[cfg(feature = "alloc")]
+    pub use alloc::boxed::Box;
+
+    /// A zeroed buffer, allocated on the heap without passing through the stack.
+    #[cfg(feature = "alloc")]
+    pub fn zeros(n: usize) -> Box<[f32]> {
+        alloc::vec![0.0; n].into_boxed_slice()
+    }
+
+    /// The larger of two sizes.
+    pub const fn max(a: usize, b: usize) -> usize {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
 }
 
 /// The README's examples, compiled and run as doc tests.

@@ -1,8 +1,13 @@
 //! A train step allocates nothing: a counting global allocator sees no allocation during
-//! optimizer steps, whatever options are folded into the pass, serial or across rayon.
+//! optimizer steps and model train steps, whatever options are folded into the pass, with every
+//! layer kind, serial or across rayon.
 
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
+};
+use fusegraph::prelude::{
+    model, AvgPool2d, BatchNorm, Conv2d, Dense, Dropout, Flatten, LayerNorm, MaxPool2d, Relu, Same,
+    Seed, SoftmaxCrossEntropy, TrainStep,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,7 +50,13 @@ fn allocations_during_steps<R: Rule>(rule: R, lens: &[usize], config: Config) ->
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
+/// One test, so that no other test allocates while this one counts.
 #[test]
+fn steps_do_not_allocate() {
+    optimizer_steps_do_not_allocate();
+    train_steps_do_not_allocate();
+}
+
 fn optimizer_steps_do_not_allocate() {
     let full = Config::default()
         .clip_value(1.0)
@@ -97,4 +108,68 @@ fn optimizer_steps_do_not_allocate() {
     for (name, count) in &cases {
         assert_eq!(*count, 0, "{name}: {count} allocations in 5 steps");
     }
+}
+
+/// Every layer kind in one model, trained with dropout and batch statistics.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct Everything {
+    conv: Conv2d<8, 8, 2, 4, 3, 3, 1, Same, Relu>,
+    pool: MaxPool2d<8, 8, 4, 2>,
+    avg: AvgPool2d<4, 4, 4, 2>,
+    flat: Flatten<16>,
+    norm: BatchNorm<16>,
+    fc1: Dense<16, 32, Relu>,
+    drop: Dropout<32, 250>,
+    ln: LayerNorm<32>,
+    fc2: Dense<32, 10>,
+}
+
+/// A wide MLP whose matrix products are split across the pool.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct WideMlp {
+    fc1: Dense<784, 256, Relu>,
+    fc2: Dense<256, 10>,
+}
+
+fn allocations_during_train_steps<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy>,
+    const B: usize,
+>(
+    mut model: M,
+) -> usize {
+    let x: Vec<f32> = (0..B * M::IN)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    let mut step = TrainStep::<M, keras::Adam, B>::with_config(
+        &model,
+        keras::Adam::default(),
+        Config::default().clip_norm(NormClip::Global(1.0)),
+    );
+    step.run(&mut model, &x, &y);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        step.run(&mut model, &x, &y);
+        step.run(&mut model, &x[..M::IN], &y[..1]);
+        std::hint::black_box(step.input_gradient(&model, &x));
+        std::hint::black_box(step.predict(&model, &x));
+    }
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+fn train_steps_do_not_allocate() {
+    let serial = allocations_during_train_steps::<_, 8>(Everything::init(Seed(1)));
+    assert_eq!(
+        serial, 0,
+        "{serial} allocations in train steps of every layer kind"
+    );
+    let parallel = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap()
+        .install(|| allocations_during_train_steps::<_, 64>(WideMlp::init(Seed(2))));
+    assert_eq!(
+        parallel, 0,
+        "{parallel} allocations in parallel train steps"
+    );
 }

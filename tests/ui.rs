@@ -5,3 +5,9 @@ fn optimizer_mistakes() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/optimizer/*.rs");
 }
+
+#[test]
+fn model_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/model/*.rs");
+}

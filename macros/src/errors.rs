@@ -18,6 +18,10 @@ impl Errors {
         self.push(Error::new(span, msg));
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
     /// All errors as one `syn::Error` (each keeps its span), or `Ok` when there are none.
     pub fn finish(self) -> Result<(), Error> {
         let mut it = self.errors.into_iter();

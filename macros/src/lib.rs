@@ -3,6 +3,7 @@
 
 mod errors;
 mod expr;
+mod model;
 mod optimizer;
 
 use proc_macro::TokenStream;
@@ -14,4 +15,14 @@ use proc_macro::TokenStream;
 #[proc_macro]
 pub fn optimizer(input: TokenStream) -> TokenStream {
     optimizer::expand(input.into()).into()
+}
+
+/// Compiles a struct of layers into a model with one flat parameter buffer and generated,
+/// allocation-free forward and backward passes.
+///
+/// The language and what it generates are documented where the `fusegraph` crate re-exports
+/// this macro (`fusegraph::model`).
+#[proc_macro_attribute]
+pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
+    model::expand(attr.into(), item.into()).into()
 }

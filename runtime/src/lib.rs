@@ -11,8 +11,13 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod kernels;
+pub mod layers;
+pub mod loss;
 pub mod math;
 pub mod optim;
+pub mod rng;
+pub mod train;
 
 pub use wide::f32x8;
 

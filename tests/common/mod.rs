@@ -1,4 +1,5 @@
-//! Helpers shared by integration tests.
+//! Helpers shared by integration tests (each test uses some of them).
+#![allow(dead_code)]
 
 /// A small deterministic generator (xorshift64*), so tests need no extra crate.
 pub struct Rng(u64);

@@ -1,0 +1,451 @@
+//! Wiring of a model: the forward graph as nodes (a sequential model is a chain), every width
+//! inferred, every mismatch a spanned error (or, where sizes are not literals, a const
+//! assertion at the user's token).
+
+use super::parse::Def;
+use super::shapes;
+use crate::errors::Errors;
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+/// Where a node reads from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Src {
+    X,
+    Node(usize),
+}
+
+/// What a node computes.
+pub enum Op {
+    /// Field `field`'s layer.
+    Layer(usize),
+    /// An element-wise activation of the runtime (`Relu`, ...).
+    Act(TokenStream),
+    Add,
+    Mul,
+    Concat,
+}
+
+/// A per-sample width: tokens of a constant expression, and its value when the macro knows it.
+#[derive(Clone)]
+pub struct Width {
+    pub tokens: TokenStream,
+    pub value: Option<usize>,
+}
+
+pub struct Node {
+    pub op: Op,
+    pub inputs: Vec<Src>,
+    pub width: Width,
+}
+
+/// A width equality the macro could not decide: checked by a const assertion at `span`.
+pub struct Assertion {
+    pub span: Span,
+    pub left: TokenStream,
+    pub right: TokenStream,
+    pub message: String,
+}
+
+pub struct Net {
+    pub nodes: Vec<Node>,
+    pub input: Width,
+    pub assertions: Vec<Assertion>,
+}
+
+fn layer_trait() -> TokenStream {
+    quote!(::fusegraph::__private::Layer)
+}
+
+fn layer_width(def: &Def, field: usize, end: &str) -> Width {
+    let ty = &def.fields[field].ty;
+    let l = layer_trait();
+    let end_ident = syn::Ident::new(end, Span::call_site());
+    let dims = shapes::dims(ty);
+    Width {
+        tokens: quote!(<#ty as #l>::#end_ident),
+        value: dims.map(|(i, o)| if end == "IN" { i } else { o }),
+    }
+}
+
+struct Builder<'a> {
+    def: &'a Def,
+    errs: Errors,
+    nodes: Vec<Node>,
+    input: Option<Width>,
+    assertions: Vec<Assertion>,
+    used_fields: Vec<Option<Span>>,
+}
+
+impl Builder<'_> {
+    fn width_of(&self, s: Src) -> Option<Width> {
+        match s {
+            Src::X => self.input.clone(),
+            Src::Node(k) => Some(self.nodes[k].width.clone()),
+        }
+    }
+
+    /// Requires `have == want`: an error now when both are known, else a const assertion.
+    fn require(
+        &mut self,
+        span: Span,
+        have: &Width,
+        want: &Width,
+        message: impl Fn(usize, usize) -> String,
+        generic: String,
+    ) {
+        match (have.value, want.value) {
+            (Some(h), Some(w)) if h != w => self.errs.at(span, message(h, w)),
+            (Some(_), Some(_)) => {}
+            _ => self.assertions.push(Assertion {
+                span,
+                left: have.tokens.clone(),
+                right: want.tokens.clone(),
+                message: generic,
+            }),
+        }
+    }
+
+    fn layer(&mut self, field: usize, input: Src, what_in: &str, span: Span) -> usize {
+        let fname = self.def.fields[field].name.to_string();
+        let want = layer_width(self.def, field, "IN");
+        match self.width_of(input) {
+            None => self.input = Some(want),
+            Some(have) => self.require(
+                span,
+                &have,
+                &want,
+                |h, w| format!("`{fname}` takes {w} inputs per sample but {what_in} gives {h}; make its input size {h} or change {what_in}"),
+                format!("`{fname}` takes a different number of inputs than {what_in} gives"),
+            ),
+        }
+        if self.used_fields[field].is_some() {
+            self.errs.at(span, format!("layer `{fname}` is used twice; declare a second field for a second layer (weights are not shared)"));
+        }
+        self.used_fields[field] = Some(span);
+        self.nodes.push(Node {
+            op: Op::Layer(field),
+            inputs: vec![input],
+            width: layer_width(self.def, field, "OUT"),
+        });
+        self.nodes.len() - 1
+    }
+}
+
+fn activation(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "relu" => "Relu",
+        "leaky_relu" => "LeakyRelu",
+        "elu" => "Elu",
+        "sigmoid" => "Sigmoid",
+        "tanh" => "Tanh",
+        "gelu" => "Gelu",
+        "swish" => "Swish",
+        "softmax" => "Softmax",
+        _ => return None,
+    })
+}
+
+pub fn check(def: &Def) -> Result<Net, syn::Error> {
+    let mut b = Builder {
+        def,
+        errs: Errors::default(),
+        nodes: Vec::new(),
+        input: None,
+        assertions: Vec::new(),
+        used_fields: vec![None; def.fields.len()],
+    };
+    if def.fields.is_empty() {
+        b.errs.at(
+            def.name.span(),
+            "a model needs at least one layer field, such as `fc1: Dense<784, 128, Relu>`",
+        );
+    }
+    for f in &def.fields {
+        if !matches!(f.ty, syn::Type::Path(_)) {
+            b.errs.at(f.ty.span(), format!("`{}` is not a layer type; a field is a layer such as `Dense<784, 128, Relu>` or `Conv2d<28, 28, 1, 8, 3, 3>`", quote::ToTokens::to_token_stream(&f.ty)));
+        }
+    }
+    if !b.errs.is_empty() {
+        return Err(std::mem::take(&mut b.errs)
+            .finish()
+            .expect_err("errors were collected"));
+    }
+    match &def.graph {
+        None => {
+            let mut prev = Src::X;
+            for (i, f) in def.fields.iter().enumerate() {
+                let what = match prev {
+                    Src::X => "the input".to_string(),
+                    Src::Node(_) => format!("`{}`", def.fields[i - 1].name),
+                };
+                let k = b.layer(i, prev, &what, f.ty.span());
+                prev = Src::Node(k);
+            }
+        }
+        Some((kw, assigns)) => graph(&mut b, kw, assigns),
+    }
+    match &def.loss {
+        None => b.errs.at(def.name.span(), "a model needs a loss: `#[model(loss = SoftmaxCrossEntropy)]` (or Mse, Mae, Huber, BinaryCrossEntropyWithLogits)"),
+        Some(loss) => {
+            let out = b.nodes.last().map(|n| n.width.value);
+            if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") {
+                if let Some(Some(n)) = out {
+                    if n < 2 {
+                        b.errs.at(loss.span(), format!("SoftmaxCrossEntropy needs at least 2 outputs (one per class) but the model gives {n}; use BinaryCrossEntropyWithLogits for one logit"));
+                    }
+                }
+            }
+        }
+    }
+    let errs = b.errs;
+    errs.finish()?;
+    Ok(Net {
+        input: b.input.unwrap_or(Width {
+            tokens: quote!(0),
+            value: Some(0),
+        }),
+        nodes: b.nodes,
+        assertions: b.assertions,
+    })
+}
+
+fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign]) {
+    let mut names: Vec<(String, usize, Span)> = Vec::new();
+    let all: Vec<String> = assigns.iter().map(|a| a.name.to_string()).collect();
+    let mut consumed: Vec<bool> = Vec::new();
+    let mut x_used = false;
+    for a in assigns {
+        let name = a.name.to_string();
+        if name == "x" || names.iter().any(|(n, ..)| *n == name) {
+            b.errs.at(
+                a.name.span(),
+                format!("node `{name}` is defined twice; give the second one another name"),
+            );
+            continue;
+        }
+        let Some(k) = node(b, &a.expr, &names, &all, &mut consumed, &mut x_used) else {
+            continue;
+        };
+        names.push((name, k, a.name.span()));
+    }
+    if assigns.is_empty() {
+        b.errs.at(
+            kw.span(),
+            "a graph needs at least one node: `graph(y = fc1(x))`",
+        );
+        return;
+    }
+    if !x_used {
+        b.errs.at(kw.span(), "the graph never reads its input `x`");
+    }
+    let last = names.last().map(|(_, k, _)| *k);
+    for (name, k, span) in &names {
+        if Some(*k) != last && !consumed.get(*k).copied().unwrap_or(false) {
+            b.errs.at(*span, format!("node `{name}` is never used; the output is the last node, so use `{name}` in a later node or remove it"));
+        }
+    }
+    for (i, f) in b.def.fields.iter().enumerate() {
+        if b.used_fields[i].is_none() {
+            b.errs.at(f.name.span(), format!("layer `{}` is not used by the graph; call it as `{}(node)` or remove the field", f.name, f.name));
+        }
+    }
+}
+
+fn node(
+    b: &mut Builder<'_>,
+    e: &syn::Expr,
+    names: &[(String, usize, Span)],
+    all: &[String],
+    consumed: &mut Vec<bool>,
+    x_used: &mut bool,
+) -> Option<usize> {
+    let src = operand(b, e, names, all, consumed, x_used)?;
+    match src {
+        Src::Node(k) => Some(k),
+        Src::X => {
+            b.errs.at(
+                e.span(),
+                "a node must compute something, such as `fc1(x)`; `x` itself is the input",
+            );
+            None
+        }
+    }
+}
+
+fn mark(consumed: &mut Vec<bool>, s: Src) {
+    if let Src::Node(k) = s {
+        if consumed.len() <= k {
+            consumed.resize(k + 1, false);
+        }
+        consumed[k] = true;
+    }
+}
+
+fn operand(
+    b: &mut Builder<'_>,
+    e: &syn::Expr,
+    names: &[(String, usize, Span)],
+    all: &[String],
+    consumed: &mut Vec<bool>,
+    x_used: &mut bool,
+) -> Option<Src> {
+    let unsupported = "a graph node is `layer(node)`, `node.relu()` (or another activation), `a + b`, `a * b` or `concat(a, b)`";
+    match e {
+        syn::Expr::Paren(p) => operand(b, &p.expr, names, all, consumed, x_used),
+        syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+            let id = p.path.get_ident()?;
+            let name = id.to_string();
+            if name == "x" {
+                *x_used = true;
+                return Some(Src::X);
+            }
+            match names.iter().rev().find(|(n, ..)| *n == name) {
+                Some((_, k, _)) => Some(Src::Node(*k)),
+                None if all.contains(&name) => {
+                    b.errs.at(id.span(), format!("node `{name}` is used before it is defined; move its definition above this one"));
+                    None
+                }
+                None => {
+                    let known: Vec<String> = core::iter::once("x".to_string())
+                        .chain(names.iter().map(|(n, ..)| n.clone()))
+                        .collect();
+                    b.errs.at(
+                        id.span(),
+                        format!(
+                            "unknown node `{name}`; the nodes defined so far are {}",
+                            known.join(", ")
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+        syn::Expr::Call(c) => {
+            let syn::Expr::Path(f) = &*c.func else {
+                b.errs.at(c.func.span(), unsupported);
+                return None;
+            };
+            let Some(fid) = f.path.get_ident() else {
+                b.errs.at(f.span(), unsupported);
+                return None;
+            };
+            let fname = fid.to_string();
+            let args: Vec<Option<Src>> = c
+                .args
+                .iter()
+                .map(|a| operand(b, a, names, all, consumed, x_used))
+                .collect();
+            if fname == "concat" {
+                if args.len() != 2 {
+                    b.errs
+                        .at(fid.span(), "`concat` joins two nodes: `concat(a, b)`");
+                    return None;
+                }
+                let (a0, a1) = (args[0]?, args[1]?);
+                mark(consumed, a0);
+                mark(consumed, a1);
+                let (wa, wb) = (b.width_of(a0)?, b.width_of(a1)?);
+                let (ta, tb) = (wa.tokens.clone(), wb.tokens.clone());
+                b.nodes.push(Node {
+                    op: Op::Concat,
+                    inputs: vec![a0, a1],
+                    width: Width {
+                        tokens: quote!((#ta + #tb)),
+                        value: wa.value.zip(wb.value).map(|(x, y)| x + y),
+                    },
+                });
+                return Some(Src::Node(b.nodes.len() - 1));
+            }
+            let Some(field) = b.def.fields.iter().position(|f| f.name == *fid) else {
+                let layers: Vec<String> = b
+                    .def
+                    .fields
+                    .iter()
+                    .map(|f| format!("`{}`", f.name))
+                    .collect();
+                b.errs.at(
+                    fid.span(),
+                    format!(
+                        "`{fname}` is not a layer of this model; the layers are {}",
+                        layers.join(", ")
+                    ),
+                );
+                return None;
+            };
+            if args.len() != 1 {
+                b.errs
+                    .at(fid.span(), format!("a layer takes one node: `{fname}(h)`"));
+                return None;
+            }
+            let Some(input) = args[0] else {
+                // Counted as used, so that the one mistake inside is the only error.
+                b.used_fields[field].get_or_insert(c.span());
+                return None;
+            };
+            mark(consumed, input);
+            let what = match input {
+                Src::X => "the input `x`".to_string(),
+                Src::Node(_) => format!("`{}`", quote::ToTokens::to_token_stream(&c.args[0])),
+            };
+            Some(Src::Node(b.layer(field, input, &what, c.span())))
+        }
+        syn::Expr::MethodCall(m) => {
+            let name = m.method.to_string();
+            let Some(act) = activation(&name) else {
+                b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax"));
+                return None;
+            };
+            if !m.args.is_empty() {
+                b.errs
+                    .at(m.method.span(), format!("`.{name}()` takes no arguments"));
+                return None;
+            }
+            let input = operand(b, &m.receiver, names, all, consumed, x_used)?;
+            mark(consumed, input);
+            let width = b.width_of(input)?;
+            let ty = syn::Ident::new(act, m.method.span());
+            b.nodes.push(Node {
+                op: Op::Act(quote_spanned!(m.method.span()=> ::fusegraph::__private::layers::#ty)),
+                inputs: vec![input],
+                width,
+            });
+            Some(Src::Node(b.nodes.len() - 1))
+        }
+        syn::Expr::Binary(bin) => {
+            let op = match bin.op {
+                syn::BinOp::Add(_) => Op::Add,
+                syn::BinOp::Mul(_) => Op::Mul,
+                _ => {
+                    b.errs.at(bin.op.span(), unsupported);
+                    return None;
+                }
+            };
+            let l = operand(b, &bin.left, names, all, consumed, x_used);
+            let r = operand(b, &bin.right, names, all, consumed, x_used);
+            let (l, r) = (l?, r?);
+            mark(consumed, l);
+            mark(consumed, r);
+            let (wl, wr) = (b.width_of(l)?, b.width_of(r)?);
+            let sym = if matches!(op, Op::Add) { "+" } else { "*" };
+            b.require(
+                bin.span(),
+                &wr,
+                &wl,
+                |h, w| format!("`{sym}` needs equal widths, but the left side has {w} values per sample and the right side {h}"),
+                format!("`{sym}` needs equal widths on both sides"),
+            );
+            b.nodes.push(Node {
+                op,
+                inputs: vec![l, r],
+                width: wl,
+            });
+            Some(Src::Node(b.nodes.len() - 1))
+        }
+        _ => {
+            b.errs.at(e.span(), unsupported);
+            None
+        }
+    }
+}

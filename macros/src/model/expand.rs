@@ -1,0 +1,419 @@
+//! Code generation: the owning struct (flat parameter and state buffers), its constructor and
+//! per-layer views, and the `Model` implementation whose forward and backward are flat,
+//! one statement per node, so that generated code grows linearly with the model.
+
+use super::check::{Net, Op, Src};
+use super::parse::Def;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+
+fn p() -> TokenStream {
+    quote!(::fusegraph::__private)
+}
+
+/// The struct alone, so that a model with a mistake still names a type (one error, not fifty).
+fn header(def: &Def) -> TokenStream {
+    let (attrs, vis, name) = (&def.attrs, &def.vis, &def.name);
+    let p = p();
+    quote! {
+        #(#attrs)*
+        #vis struct #name {
+            __params: #p::Box<[f32]>,
+            __state: #p::Box<[f32]>,
+        }
+    }
+}
+
+pub fn fallback(def: &Def) -> TokenStream {
+    let p = p();
+    let (name, vis) = (&def.name, &def.vis);
+    let head = header(def);
+    let tys = def.fields.iter().map(|f| &f.ty);
+    let loss = def.loss.iter();
+    quote! {
+        #head
+        const _: ::core::marker::PhantomData<(#(#tys,)* #(#loss,)*)> = ::core::marker::PhantomData;
+        impl #name {
+            /// Not available: the model definition has errors.
+            #[allow(dead_code)]
+            #vis fn init(_: #p::Seed) -> Self {
+                ::core::unreachable!()
+            }
+        }
+    }
+}
+
+fn sum(items: impl Iterator<Item = TokenStream>) -> TokenStream {
+    let items: Vec<TokenStream> = items.collect();
+    if items.is_empty() {
+        quote!(0usize)
+    } else {
+        quote!(0usize #(+ #items)*)
+    }
+}
+
+pub fn model(def: &Def, net: &Net) -> TokenStream {
+    let p = p();
+    let l = quote!(#p::Layer);
+    let name = &def.name;
+    let head = header(def);
+    let tys: Vec<&syn::Type> = def.fields.iter().map(|f| &f.ty).collect();
+    let nf = tys.len();
+
+    // Parameter and state offsets, per field, in declaration order.
+    let o: Vec<syn::Ident> = (0..=nf).map(|i| format_ident!("__O{}", i)).collect();
+    let st: Vec<syn::Ident> = (0..=nf).map(|i| format_ident!("__ST{}", i)).collect();
+    let offsets = (0..nf).map(|i| {
+        let (o0, o1, s0, s1, ty) = (&o[i], &o[i + 1], &st[i], &st[i + 1], tys[i]);
+        quote! {
+            const #o1: usize = #o0 + <#ty as #l>::PARAMS;
+            const #s1: usize = #s0 + <#ty as #l>::STATE;
+        }
+    });
+    let (o0, st0, o_end, st_end) = (&o[0], &st[0], &o[nf], &st[nf]);
+
+    // Every layer type is a Layer, checked at the user's type.
+    let layer_checks = tys.iter().map(|ty| {
+        quote_spanned!(syn::spanned::Spanned::span(ty)=> const _: usize = <#ty as ::fusegraph::__private::Layer>::OUT;)
+    });
+    let assertions = net.assertions.iter().map(|a| {
+        let (left, right, msg) = (&a.left, &a.right, &a.message);
+        quote_spanned!(a.span=> const _: () = ::core::assert!(#left == #right, #msg);)
+    });
+    let loss = def.loss.as_ref().expect("checked");
+
+    // Per-node activation, saved and gradient offsets (per sample).
+    let nodes = &net.nodes;
+    let saved_of = |k: usize| match nodes[k].op {
+        Op::Layer(f) => {
+            let ty = tys[f];
+            quote!(<#ty as #l>::SAVED)
+        }
+        _ => quote!(0usize),
+    };
+    let width = |k: usize| nodes[k].width.tokens.clone();
+    let a: Vec<syn::Ident> = (0..nodes.len())
+        .map(|k| format_ident!("__A{}", k))
+        .collect();
+    let g: Vec<syn::Ident> = (0..nodes.len())
+        .map(|k| format_ident!("__G{}", k))
+        .collect();
+    let node_offsets = (0..nodes.len()).map(|k| {
+        let (ak, gk) = (&a[k], &g[k]);
+        let (aprev, gprev) = if k == 0 {
+            (quote!(0usize), quote!(0usize))
+        } else {
+            let (ap, gp, w, s) = (&a[k - 1], &g[k - 1], width(k - 1), saved_of(k - 1));
+            (quote!(#ap + #w + #s), quote!(#gp + #w))
+        };
+        quote! {
+            const #ak: usize = #aprev;
+            const #gk: usize = #gprev;
+        }
+    });
+    let last = nodes.len() - 1;
+    let (a_last, g_last, w_last, s_last) = (&a[last], &g[last], width(last), saved_of(last));
+    let input_width = &net.input.tokens;
+
+    // Splitting the activation and gradient buffers into one slice per node.
+    let y: Vec<syn::Ident> = (0..nodes.len())
+        .map(|k| format_ident!("__y{}", k))
+        .collect();
+    let s: Vec<syn::Ident> = (0..nodes.len())
+        .map(|k| format_ident!("__s{}", k))
+        .collect();
+    let d: Vec<syn::Ident> = (0..nodes.len())
+        .map(|k| format_ident!("__d{}", k))
+        .collect();
+    let split_acts = |mutable: bool| {
+        let stmts = (0..nodes.len()).map(|k| {
+            let (yk, sk, w, sv) = (&y[k], &s[k], width(k), saved_of(k));
+            if mutable {
+                quote! {
+                    let (#yk, __rest) = __rest.split_at_mut(#w * batch);
+                    let (#sk, __rest) = __rest.split_at_mut(#sv * batch);
+                }
+            } else {
+                quote! {
+                    let (#yk, __rest) = __rest.split_at(#w * batch);
+                    let (#sk, __rest) = __rest.split_at(#sv * batch);
+                }
+            }
+        });
+        quote!(#(#stmts)*)
+    };
+    let src_ref = |src: Src| match src {
+        Src::X => quote!(x),
+        Src::Node(j) => {
+            let yj = &y[j];
+            quote!(&*#yj)
+        }
+    };
+
+    // Forward: one statement per node.
+    let forward = (0..nodes.len()).map(|k| {
+        let (yk, sk) = (&y[k], &s[k]);
+        let n = &nodes[k];
+        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
+        match &n.op {
+            Op::Layer(f) => {
+                let (ty, of, of1, sf, sf1, input) = (tys[*f], &o[*f], &o[*f + 1], &st[*f], &st[*f + 1], &ins[0]);
+                quote!(<#ty as #l>::forward(ctx, &params[#of..#of1], &mut state[#sf..#sf1], #input, #yk, #sk, batch);)
+            }
+            Op::Act(act) => {
+                let (input, w) = (&ins[0], width(k));
+                quote!(<#act as #p::Activation>::forward(#input, #yk, #w);)
+            }
+            Op::Add => {
+                let (x0, x1) = (&ins[0], &ins[1]);
+                quote!(#p::graph::add(#x0, #x1, #yk);)
+            }
+            Op::Mul => {
+                let (x0, x1) = (&ins[0], &ins[1]);
+                quote!(#p::graph::mul(#x0, #x1, #yk);)
+            }
+            Op::Concat => {
+                let (x0, x1) = (&ins[0], &ins[1]);
+                let (wa, wb) = (src_width(net, n.inputs[0]), src_width(net, n.inputs[1]));
+                quote!(#p::graph::concat(#x0, #wa, #x1, #wb, #yk);)
+            }
+        }
+    });
+
+    // Backward: nodes in reverse; the first contribution to a gradient sets it, later ones add.
+    let mut given = vec![false; nodes.len()];
+    let mut x_given = false;
+    let mut backward = Vec::new();
+    for k in (0..nodes.len()).rev() {
+        let n = &nodes[k];
+        let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
+        let mut grad = |src: Src| match src {
+            Src::X => {
+                let first = !x_given;
+                x_given = true;
+                if first {
+                    quote!(dx.reborrow())
+                } else {
+                    quote!(dx.adding())
+                }
+            }
+            Src::Node(j) => {
+                let dj = &d[j];
+                let first = !given[j];
+                given[j] = true;
+                if first {
+                    quote!(#p::Grad::Set(&mut #dj[..]))
+                } else {
+                    quote!(#p::Grad::Add(&mut #dj[..]))
+                }
+            }
+        };
+        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
+        backward.push(match &n.op {
+            Op::Layer(f) => {
+                let (ty, of, of1, input) = (tys[*f], &o[*f], &o[*f + 1], &ins[0]);
+                let gi = grad(n.inputs[0]);
+                quote!(<#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut grads[#of..#of1], batch);)
+            }
+            Op::Act(act) => {
+                let (input, w) = (&ins[0], width(k));
+                let gi = grad(n.inputs[0]);
+                quote! {
+                    <#act as #p::Activation>::backward(#input, &*#yk, &mut #dk[..], #w);
+                    #gi.give(&#dk[..]);
+                }
+            }
+            Op::Add => {
+                let (g0, g1) = (grad(n.inputs[0]), grad(n.inputs[1]));
+                quote! {
+                    #g0.give(&#dk[..]);
+                    #g1.give(&#dk[..]);
+                }
+            }
+            Op::Mul => {
+                let (x0, x1) = (&ins[0], &ins[1]);
+                let (g0, g1) = (grad(n.inputs[0]), grad(n.inputs[1]));
+                quote! {
+                    #p::graph::product_grad(#g0, &#dk[..], #x1);
+                    #p::graph::product_grad(#g1, &#dk[..], #x0);
+                }
+            }
+            Op::Concat => {
+                let (wa, wb) = (src_width(net, n.inputs[0]), src_width(net, n.inputs[1]));
+                let (g0, g1) = (grad(n.inputs[0]), grad(n.inputs[1]));
+                quote! {
+                    #p::graph::concat_grad(&#dk[..], #wa, #wb, 0, #g0);
+                    #p::graph::concat_grad(&#dk[..], #wa, #wb, 1, #g1);
+                }
+            }
+        });
+    }
+    let split_grads = (0..nodes.len()).map(|k| {
+        let (dk, w) = (&d[k], width(k));
+        quote!(let (#dk, __rest) = __rest.split_at_mut(#w * batch);)
+    });
+    let split_fwd = split_acts(true);
+    let split_bwd = split_acts(false);
+
+    // Tensor table.
+    let names: Vec<String> = def.fields.iter().map(|f| f.name.to_string()).collect();
+    let tensor_count = sum(tys.iter().map(|ty| quote!(<#ty as #l>::TENSORS.len())));
+    let pushes = (0..nf).map(|i| {
+        let (ty, nm, oi) = (tys[i], &names[i], &o[i]);
+        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::TENSORS, #oi);)
+    });
+    let scratch = tys
+        .iter()
+        .map(|ty| quote!(__m = #p::max(__m, <#ty as #l>::scratch_len(batch));));
+    let gemm = tys
+        .iter()
+        .map(|ty| quote!(__m = #p::max(__m, <#ty as #l>::gemm_len(batch));));
+    let init_state = (0..nf).map(|i| {
+        let (ty, s0, s1) = (tys[i], &st[i], &st[i + 1]);
+        quote!(<#ty as #l>::init_state(&mut __state[#s0..#s1]);)
+    });
+    let views = def.fields.iter().enumerate().map(|(i, f)| {
+        let (fname, ty, vis, attrs, oi, oi1) = (&f.name, &f.ty, &f.vis, &f.attrs, &o[i], &o[i + 1]);
+        let doc = format!("The parameters of layer `{fname}`.");
+        quote! {
+            #(#attrs)*
+            #[doc = #doc]
+            #[allow(dead_code)]
+            #vis fn #fname(&self) -> #p::View<'_, #ty> {
+                #p::View::new(&self.__params[#oi..#oi1])
+            }
+        }
+    });
+    let vis = &def.vis;
+
+    quote! {
+        #head
+
+        const _: () = {
+            #(#layer_checks)*
+            #(#assertions)*
+
+            const #o0: usize = 0;
+            const #st0: usize = 0;
+            #(#offsets)*
+            #(#node_offsets)*
+            const __TENSOR_COUNT: usize = #tensor_count;
+            const __TENSORS: [#p::NamedTensor; __TENSOR_COUNT] = {
+                let __out = [#p::NamedTensor::EMPTY; __TENSOR_COUNT];
+                let __at = 0usize;
+                #(#pushes)*
+                let _ = __at;
+                __out
+            };
+
+            impl #name {
+                /// A model with parameters drawn from each layer's initializer, reproducibly from
+                /// `seed`. Allocates the parameter and state buffers once, on the heap.
+                #[allow(dead_code)]
+                #vis fn init(seed: #p::Seed) -> Self {
+                    let mut __params = #p::zeros(#o_end);
+                    let mut __state = #p::zeros(#st_end);
+                    #p::init_params(&__TENSORS, &mut __params, seed);
+                    #(#init_state)*
+                    #name { __params, __state }
+                }
+
+                /// The flat parameter buffer, every tensor in declaration order.
+                #[allow(dead_code)]
+                #vis fn params(&self) -> &[f32] {
+                    &self.__params
+                }
+
+                /// The flat parameter buffer, writable (to load weights).
+                #[allow(dead_code)]
+                #vis fn params_mut(&mut self) -> &mut [f32] {
+                    &mut self.__params
+                }
+
+                #(#views)*
+            }
+
+            #[allow(clippy::all)]
+            impl #p::Model for #name {
+                const IN: usize = #input_width;
+                const OUT: usize = #w_last;
+                const PARAMS: usize = #o_end;
+                const STATE: usize = #st_end;
+                const ACTIVATIONS: usize = #a_last + #w_last + #s_last;
+                const OUTPUT_OFFSET: usize = #a_last;
+                const NODE_GRADS: usize = #g_last + #w_last;
+                const OUTPUT_GRAD_OFFSET: usize = #g_last;
+                const TENSORS: &'static [#p::NamedTensor] = &__TENSORS;
+                type Loss = #loss;
+
+                fn scratch_len(batch: usize) -> usize {
+                    let mut __m = 0usize;
+                    #(#scratch)*
+                    __m
+                }
+
+                fn gemm_len(batch: usize) -> usize {
+                    let mut __m = 0usize;
+                    #(#gemm)*
+                    __m
+                }
+
+                fn params(&self) -> &[f32] {
+                    &self.__params
+                }
+
+                fn params_mut(&mut self) -> &mut [f32] {
+                    &mut self.__params
+                }
+
+                fn state(&self) -> &[f32] {
+                    &self.__state
+                }
+
+                fn split_mut(&mut self) -> (&[f32], &mut [f32]) {
+                    (&self.__params, &mut self.__state)
+                }
+
+                fn forward(
+                    ctx: &mut #p::Ctx<'_>,
+                    params: &[f32],
+                    state: &mut [f32],
+                    x: &[f32],
+                    acts: &mut [f32],
+                    batch: usize,
+                ) {
+                    let __rest = acts;
+                    #split_fwd
+                    let _ = __rest;
+                    #(#forward)*
+                }
+
+                fn backward(
+                    ctx: &mut #p::Ctx<'_>,
+                    params: &[f32],
+                    x: &[f32],
+                    acts: &[f32],
+                    node_grads: &mut [f32],
+                    grads: &mut [f32],
+                    mut dx: #p::Grad<'_>,
+                    batch: usize,
+                ) {
+                    let __rest = acts;
+                    #split_bwd
+                    let _ = __rest;
+                    let __rest = node_grads;
+                    #(#split_grads)*
+                    let _ = __rest;
+                    #(#backward)*
+                }
+            }
+        };
+    }
+}
+
+fn src_width(net: &Net, s: Src) -> TokenStream {
+    match s {
+        Src::X => net.input.tokens.clone(),
+        Src::Node(k) => net.nodes[k].width.tokens.clone(),
+    }
+}

@@ -1,0 +1,120 @@
+//! Shapes of the built-in layer types, read from literal const generics, so that wiring
+//! mistakes are reported with both sizes at the user's field. Types whose generics are not
+//! literals (or layers from other crates) are checked by const assertions instead.
+
+use syn::{GenericArgument, PathArguments, Type};
+
+/// The last path segment's name and its generic arguments.
+fn segments(ty: &Type) -> Option<(String, Vec<&GenericArgument>)> {
+    let Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let args = match &last.arguments {
+        PathArguments::AngleBracketed(a) => a.args.iter().collect(),
+        PathArguments::None => Vec::new(),
+        PathArguments::Parenthesized(_) => return None,
+    };
+    Some((last.ident.to_string(), args))
+}
+
+fn lit(arg: Option<&&GenericArgument>) -> Option<usize> {
+    match arg? {
+        GenericArgument::Const(syn::Expr::Lit(l)) => match &l.lit {
+            syn::Lit::Int(i) => i.base10_parse().ok(),
+            _ => None,
+        },
+        GenericArgument::Const(syn::Expr::Block(b)) => match b.block.stmts.as_slice() {
+            [syn::Stmt::Expr(syn::Expr::Lit(l), None)] => match &l.lit {
+                syn::Lit::Int(i) => i.base10_parse().ok(),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn type_name(arg: Option<&&GenericArgument>) -> Option<String> {
+    match arg? {
+        GenericArgument::Type(Type::Path(p)) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn conv_out(n: usize, k: usize, stride: usize, same: bool) -> Option<usize> {
+    if stride == 0 {
+        return None;
+    }
+    if same {
+        Some(n.div_ceil(stride))
+    } else {
+        n.checked_sub(k).map(|d| d / stride + 1)
+    }
+}
+
+/// Per-sample input and output sizes of a built-in layer type written with literals.
+pub fn dims(ty: &Type) -> Option<(usize, usize)> {
+    let (name, a) = segments(ty)?;
+    let n = |i: usize| lit(a.get(i));
+    match name.as_str() {
+        "Dense" => Some((n(0)?, n(1)?)),
+        "Conv2d" => {
+            let (h, w, c, f, kh, kw) = (n(0)?, n(1)?, n(2)?, n(3)?, n(4)?, n(5)?);
+            let stride = if a.len() > 6 { n(6)? } else { 1 };
+            let same = match a.len() > 7 {
+                true => match type_name(a.get(7))?.as_str() {
+                    "Same" => true,
+                    "Valid" => false,
+                    _ => return None,
+                },
+                false => false,
+            };
+            let oh = conv_out(h, kh, stride, same)?;
+            let ow = conv_out(w, kw, stride, same)?;
+            Some((h * w * c, oh * ow * f))
+        }
+        "MaxPool2d" | "AvgPool2d" => {
+            let (h, w, c, pool) = (n(0)?, n(1)?, n(2)?, n(3)?);
+            let stride = if a.len() > 4 { n(4)? } else { pool };
+            Some((
+                h * w * c,
+                conv_out(h, pool, stride, false)? * conv_out(w, pool, stride, false)? * c,
+            ))
+        }
+        "Flatten" | "Dropout" | "LayerNorm" => Some((n(0)?, n(0)?)),
+        "BatchNorm" => {
+            let spatial = if a.len() > 1 { n(1)? } else { 1 };
+            Some((n(0)? * spatial, n(0)? * spatial))
+        }
+        _ => None,
+    }
+}
+
+/// The loss's name, for loss-specific checks.
+pub fn loss_name(ty: &Type) -> Option<String> {
+    segments(ty).map(|(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Option<(usize, usize)> {
+        dims(&syn::parse_str(s).unwrap())
+    }
+
+    #[test]
+    fn built_in_shapes() {
+        assert_eq!(d("Dense<784, 128, Relu>"), Some((784, 128)));
+        assert_eq!(d("fusegraph::layers::Dense<4, 2>"), Some((4, 2)));
+        assert_eq!(d("Conv2d<8, 8, 1, 4, 3, 3>"), Some((64, 6 * 6 * 4)));
+        assert_eq!(
+            d("Conv2d<8, 8, 3, 2, 3, 3, 2, Same>"),
+            Some((192, 4 * 4 * 2))
+        );
+        assert_eq!(d("Conv2d<7, 7, 1, 1, 3, 3, 2, Valid>"), Some((49, 9)));
+        assert_eq!(d("MaxPool2d<6, 6, 4, 2>"), Some((144, 36)));
+        assert_eq!(d("BatchNorm<16>"), Some((16, 16)));
+        assert_eq!(d("Dense<N, 4>"), None);
+        assert_eq!(d("MyLayer<3>"), None);
+    }
+}

@@ -1,0 +1,751 @@
+//! Strided single-precision matrix multiply, `C = alpha * A·B + beta * C`, without allocation.
+//!
+//! Dense layers and convolutions (through im2col) need `X·W`, `Xᵀ·dY` and `dY·Wᵀ` inside a
+//! train step that must not allocate and must give the same bits for any number of threads.
+//! Each operand is a [`MatRef`] (or [`MatMut`] for `C`) with a row stride and a column stride,
+//! so a transposed operand is the same slice with its strides swapped ([`MatRef::t`]); the
+//! packing buffers come from the caller, sized once with [`workspace_len`].
+//!
+//! ```
+//! use fusegraph_runtime::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+//!
+//! // X (2x3) · W (3x2), written into Y (2x2).
+//! let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+//! let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+//! let mut y = [f32::NAN; 4]; // beta = 0 overwrites whatever C holds
+//! let mut ws = [0.0; 64];
+//! assert!(workspace_len(2, 3, 2) <= ws.len());
+//! gemm(
+//!     1.0,
+//!     MatRef::row_major(&x, 2, 3),
+//!     MatRef::row_major(&w, 3, 2),
+//!     0.0,
+//!     MatMut::row_major(&mut y, 2, 2),
+//!     &mut ws,
+//! );
+//! assert_eq!(y, [4.0, 5.0, 10.0, 11.0]);
+//!
+//! // Xᵀ (3x2) · Y (2x2): the transpose is a view, nothing is copied.
+//! let mut g = [0.0; 6];
+//! gemm(
+//!     1.0,
+//!     MatRef::row_major(&x, 2, 3).t(),
+//!     MatRef::row_major(&y, 2, 2),
+//!     0.0,
+//!     MatMut::row_major(&mut g, 3, 2),
+//!     &mut ws,
+//! );
+//! assert_eq!(g, [44.0, 49.0, 58.0, 65.0, 72.0, 81.0]);
+//! ```
+//!
+//! # How it computes
+//!
+//! BLIS-style: for each block of [`NC`] columns of `C` and each block of at most [`KC`] of the
+//! `k` dimension, `B` is packed into `NR`-column micro-panels; for each block of [`MC`] rows,
+//! `A` is packed into `MR`-row micro-panels; a register-blocked microkernel then computes each
+//! `MR`x`NR` tile of `C` with `MR * NR / 8` [`f32x8`] accumulators and `mul_add`. Panels are
+//! zero-padded to full tiles, so edge tiles run the same microkernel and only their valid part
+//! is written back.
+//!
+//! # Determinism
+//!
+//! Every element of `C` is computed by the same sequence of lane operations, whatever its
+//! position, the blocking of `m` and `n`, the path or the number of threads: the `k`
+//! dimension is cut into blocks by a rule that depends on `k` alone ([`KC`]), in each block the
+//! element's accumulator starts at zero and takes one `mul_add(a[i][p], b[p][j], acc)` per `p`
+//! in increasing order, and then `C` becomes `alpha * acc + beta * C` for the first block
+//! (`alpha * acc` if `beta == 0`) and `alpha * acc + C` for the following ones. `k` is never
+//! split across threads. Multiplication being commutative, this also holds when the problem is
+//! computed transposed (`Cᵀ = Bᵀ·Aᵀ`, chosen when it wastes fewer padded lanes) or on the
+//! unpacked path for small shapes. So results are bit-identical for 1 and N threads; they do
+//! depend on the build (`-C target-cpu`: `f32x8::mul_add` fuses only with FMA enabled).
+//!
+//! # Parallelism
+//!
+//! With the `parallel` feature, a product of at least [`PARALLEL_FLOPS`] floating-point
+//! operations is split along the outer dimension of `C` (the rows of a row-major `C`) into as
+//! many pieces as the rayon pool has threads and the workspace has room for, by recursive
+//! `rayon::join` (which does not allocate). Each piece packs its own panels in its own part of
+//! the workspace. Smaller products never touch the pool.
+//!
+//! # Performance
+//!
+//! `wide` picks its instructions when it is compiled: build with `-C target-cpu=native` (see
+//! `examples/bench_gemm.rs`, which compares this kernel with `matrixmultiply` and `gemm`).
+//! The tile shape follows the target: `MR`x`NR` = 8x16 with AVX-512 (32 vector registers), 6x16
+//! with AVX (16 registers), 4x8 otherwise.
+
+mod micro;
+#[cfg(test)]
+mod tests;
+
+use wide::f32x8;
+
+/// Rows of a microkernel tile (the height of a packed `A` micro-panel).
+#[cfg(target_feature = "avx")]
+pub const MR: usize = 6;
+/// Rows of a microkernel tile (the height of a packed `A` micro-panel).
+#[cfg(not(target_feature = "avx"))]
+pub const MR: usize = 4;
+
+/// [`f32x8`] vectors across a microkernel tile.
+#[cfg(target_feature = "avx")]
+const NV: usize = 2;
+/// [`f32x8`] vectors across a microkernel tile.
+#[cfg(not(target_feature = "avx"))]
+const NV: usize = 1;
+
+/// Columns of a microkernel tile (the width of a packed `B` micro-panel).
+pub const NR: usize = 8 * NV;
+
+/// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
+/// equal length, in order. The blocks depend on `k` only, never on threads or on the other
+/// dimensions, so the rounding of a result does not either.
+pub const KC: usize = 256;
+
+/// Rows of `A` packed at once (a multiple of [`MR`]): `MC`x`KC` floats stay in L2.
+pub const MC: usize = MR * 32;
+
+/// Columns of `B` packed at once (a multiple of [`NR`]): `KC`x`NC` floats stay in L2/L3.
+pub const NC: usize = NR * 64;
+
+/// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
+/// the rayon pool (feature `parallel`); smaller ones never touch it.
+pub const PARALLEL_FLOPS: usize = 1 << 22;
+
+/// Rows of `C` per tile on the small path ([`NR`] or fewer columns, `k <= KC`).
+pub const SMALL_MR: usize = 4;
+
+/// `A` is packed only when `B` (in the orientation computed) spans at least this many
+/// `NR`-column panels, each of which reuses every packed `A` panel; below, the microkernel
+/// reads `A` where it is, which skips the packing cost of skinny and tiny products.
+pub const PACK_A_MIN_PANELS: usize = 3;
+
+/// Span of a `rows`x`cols` view in its slice: one more than the offset of its last element.
+fn span(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        return 0;
+    }
+    (rows - 1)
+        .checked_mul(row_stride)
+        .and_then(|r| {
+            (cols - 1)
+                .checked_mul(col_stride)
+                .and_then(|c| r.checked_add(c))
+        })
+        .and_then(|s| s.checked_add(1))
+        .unwrap_or(usize::MAX)
+}
+
+/// A read-only strided view of an `f32` matrix: element `(i, j)` is
+/// `data[i * row_stride + j * col_stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A `rows`x`cols` view of `data` with the given strides.
+    ///
+    /// # Panics
+    /// If the view reaches past the end of `data` (a bug in the caller).
+    pub fn new(
+        data: &'a [f32],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Self {
+        assert!(
+            span(rows, cols, row_stride, col_stride) <= data.len(),
+            "MatRef: a {rows}x{cols} view with strides ({row_stride}, {col_stride}) does not fit \
+             in a slice of {} elements",
+            data.len()
+        );
+        MatRef {
+            data,
+            rows,
+            cols,
+            rs: row_stride,
+            cs: col_stride,
+        }
+    }
+
+    /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
+    pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self::new(data, rows, cols, cols, 1)
+    }
+
+    /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
+    pub fn col_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self::new(data, rows, cols, 1, rows)
+    }
+
+    /// The transpose: the same elements with rows and columns (and their strides) swapped.
+    pub fn t(self) -> Self {
+        MatRef {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Distance in the slice between `(i, j)` and `(i + 1, j)`.
+    pub fn row_stride(&self) -> usize {
+        self.rs
+    }
+
+    /// Distance in the slice between `(i, j)` and `(i, j + 1)`.
+    pub fn col_stride(&self) -> usize {
+        self.cs
+    }
+
+    /// Element `(i, j)`.
+    ///
+    /// # Panics
+    /// If `(i, j)` is outside the view.
+    pub fn at(&self, i: usize, j: usize) -> f32 {
+        assert!(i < self.rows && j < self.cols, "MatRef::at out of bounds");
+        self.data[i * self.rs + j * self.cs]
+    }
+
+    /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
+    fn sub(self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatRef<'a> {
+        debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
+        let data = if rows == 0 || cols == 0 {
+            &self.data[..0]
+        } else {
+            &self.data[r0 * self.rs + c0 * self.cs..]
+        };
+        MatRef {
+            data,
+            rows,
+            cols,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+}
+
+/// A mutable strided view of an `f32` matrix whose elements are distinct: element `(i, j)` is
+/// `data[i * row_stride + j * col_stride]`.
+#[derive(Debug)]
+pub struct MatMut<'a> {
+    data: &'a mut [f32],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> MatMut<'a> {
+    /// A `rows`x`cols` view of `data` with the given strides.
+    ///
+    /// # Panics
+    /// If the view reaches past the end of `data`, or if two elements could share a place in
+    /// the slice: with more than one row and column, the larger stride must exceed the span of
+    /// the other dimension (`row_stride >= (cols - 1) * col_stride + 1` for a row-major-like
+    /// view), and a dimension longer than one needs a non-zero stride. Both are bugs in the
+    /// caller.
+    pub fn new(
+        data: &'a mut [f32],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Self {
+        assert!(
+            span(rows, cols, row_stride, col_stride) <= data.len(),
+            "MatMut: a {rows}x{cols} view with strides ({row_stride}, {col_stride}) does not fit \
+             in a slice of {} elements",
+            data.len()
+        );
+        let empty = rows == 0 || cols == 0;
+        assert!(
+            empty || ((rows == 1 || row_stride > 0) && (cols == 1 || col_stride > 0)),
+            "MatMut: a zero stride would make elements share a place"
+        );
+        if rows > 1 && cols > 1 {
+            let (inner, outer) = if row_stride >= col_stride {
+                (span(1, cols, 0, col_stride), row_stride)
+            } else {
+                (span(rows, 1, row_stride, 0), col_stride)
+            };
+            assert!(
+                outer >= inner,
+                "MatMut: strides ({row_stride}, {col_stride}) make rows and columns overlap"
+            );
+        }
+        MatMut {
+            data,
+            rows,
+            cols,
+            rs: row_stride,
+            cs: col_stride,
+        }
+    }
+
+    /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
+    pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
+        Self::new(data, rows, cols, cols, 1)
+    }
+
+    /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
+    pub fn col_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
+        Self::new(data, rows, cols, 1, rows)
+    }
+
+    /// The transpose: the same elements with rows and columns (and their strides) swapped.
+    pub fn t(self) -> Self {
+        MatMut {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// A shorter-lived view of the same elements.
+    pub fn rb(&mut self) -> MatMut<'_> {
+        MatMut {
+            data: self.data,
+            rows: self.rows,
+            cols: self.cols,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+
+    /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
+    fn sub(&mut self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatMut<'_> {
+        debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
+        let data = if rows == 0 || cols == 0 {
+            &mut self.data[..0]
+        } else {
+            &mut self.data[r0 * self.rs + c0 * self.cs..]
+        };
+        MatMut {
+            data,
+            rows,
+            cols,
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
+
+    /// Whether rows are the outer dimension: then the first `r` rows lie in `data[..r * rs]`
+    /// (otherwise the first `c` columns lie in `data[..c * cs]`).
+    fn rows_outer(&self) -> bool {
+        self.cols <= 1 || (self.rows > 1 && self.rs >= self.cs)
+    }
+
+    /// Splits into the rows `..mid` and `mid..` (rows must be the outer dimension).
+    fn split_rows(self, mid: usize) -> (MatMut<'a>, MatMut<'a>) {
+        debug_assert!(self.rows_outer() && 0 < mid && mid < self.rows);
+        let (top, bottom) = self.data.split_at_mut(mid * self.rs);
+        let (rows, cols, rs, cs) = (self.rows, self.cols, self.rs, self.cs);
+        (
+            MatMut {
+                data: top,
+                rows: mid,
+                cols,
+                rs,
+                cs,
+            },
+            MatMut {
+                data: bottom,
+                rows: rows - mid,
+                cols,
+                rs,
+                cs,
+            },
+        )
+    }
+
+    /// Splits into the columns `..mid` and `mid..` (columns must be the outer dimension).
+    fn split_cols(self, mid: usize) -> (MatMut<'a>, MatMut<'a>) {
+        let (l, r) = self.t().split_rows(mid);
+        (l.t(), r.t())
+    }
+}
+
+/// Cache blocking of `m` and `n` (multiples of the tile). It changes speed, never bits.
+#[derive(Clone, Copy, Debug)]
+struct Blocking {
+    mc: usize,
+    nc: usize,
+}
+
+const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
+
+/// The length of the longest block of `k` (see [`KC`]).
+fn kc_max(k: usize) -> usize {
+    if k == 0 {
+        0
+    } else {
+        k.div_ceil(k.div_ceil(KC))
+    }
+}
+
+/// The blocks of `k`, in order, as `(start, len)`: `ceil(k / KC)` blocks whose lengths differ
+/// by at most one.
+fn k_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    let nb = k.div_ceil(KC);
+    let (base, rem) = k.checked_div(nb).zip(k.checked_rem(nb)).unwrap_or((0, 0));
+    (0..nb).map(move |i| (i * base + i.min(rem), base + usize::from(i < rem)))
+}
+
+/// How a product of a given shape is computed. The choice depends on the shape (and the
+/// layout of `C`) only, and changes no bits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Plan {
+    /// Compute `Cᵀ = Bᵀ·Aᵀ` instead.
+    transpose: bool,
+    /// How the product (in the orientation computed) runs.
+    path: Path,
+}
+
+/// How a product runs, in the orientation computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// `n <= NR` and `k <= KC`: one packed `B` panel, `A` read where it is, [`SMALL_MR`] rows
+    /// at a time ([`micro::small`]).
+    Small,
+    /// The blocked, packed product ([`micro::packed`]); `A` is packed or read where it is.
+    Packed {
+        /// Pack `A` (see [`PACK_A_MIN_PANELS`]).
+        pack_a: bool,
+    },
+}
+
+/// Padded tile area of an `m`x`n` product computed as is.
+fn padded_area(m: usize, n: usize) -> usize {
+    m.div_ceil(MR) * MR * n.div_ceil(NR) * NR
+}
+
+/// The path of an `m`x`k`x`n` product computed as is.
+fn path(k: usize, n: usize) -> Path {
+    if n <= NR && k <= KC {
+        Path::Small
+    } else {
+        Path::Packed {
+            pack_a: n.div_ceil(NR) >= PACK_A_MIN_PANELS,
+        }
+    }
+}
+
+impl Plan {
+    /// Computes `Cᵀ` when that wastes fewer padded lanes (on a tie, when `C` is not
+    /// row-major).
+    fn new(m: usize, k: usize, n: usize, c_row_major: bool) -> Plan {
+        let (straight, swapped) = (padded_area(m, n), padded_area(n, m));
+        let transpose = swapped < straight || (swapped == straight && !c_row_major);
+        let n = if transpose { m } else { n };
+        Plan {
+            transpose,
+            path: path(k, n),
+        }
+    }
+}
+
+/// Workspace of one piece of an `m`x`k`x`n` product computed as is, along `path`.
+fn piece_len(m: usize, k: usize, n: usize, path: Path, blk: Blocking) -> usize {
+    match path {
+        Path::Small => k * NR,
+        Path::Packed { pack_a } => {
+            let a = if pack_a {
+                m.min(blk.mc).div_ceil(MR) * MR
+            } else {
+                0
+            };
+            (a + n.min(blk.nc).div_ceil(NR) * NR) * kc_max(k)
+        }
+    }
+}
+
+/// Workspace of one piece, whichever way the product is computed.
+fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
+    let blk = DEFAULT_BLOCKING;
+    piece_len(m, k, n, path(k, n), blk).max(piece_len(n, k, m, path(k, m), blk))
+}
+
+/// Whether a product is large enough to split across threads.
+fn wants_threads(m: usize, k: usize, n: usize) -> bool {
+    2usize.saturating_mul(m).saturating_mul(k).saturating_mul(n) >= PARALLEL_FLOPS
+}
+
+/// Threads of the current rayon pool (1 without the `parallel` feature).
+fn pool_threads() -> usize {
+    #[cfg(feature = "parallel")]
+    {
+        rayon::current_num_threads()
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        1
+    }
+}
+
+/// Length of the workspace [`gemm`] needs for an `m`x`k` by `k`x`n` product, using up to
+/// `threads` threads (products below [`PARALLEL_FLOPS`] use one whatever `threads` says).
+///
+/// A workspace with room for fewer pieces than the pool has threads is not an error: the
+/// product is then split into as many pieces as fit.
+pub fn workspace_len_threads(m: usize, k: usize, n: usize, threads: usize) -> usize {
+    let pieces = if wants_threads(m, k, n) {
+        threads.max(1)
+    } else {
+        1
+    };
+    piece_len_any(m, k, n) * pieces
+}
+
+/// Length of the workspace [`gemm`] needs for an `m`x`k` by `k`x`n` product: enough to use
+/// every thread of the current rayon pool (feature `parallel`), one thread otherwise. Allocate
+/// it once, beside the buffers the product reads and writes.
+pub fn workspace_len(m: usize, k: usize, n: usize) -> usize {
+    workspace_len_threads(m, k, n, pool_threads())
+}
+
+/// `C = alpha * A·B + beta * C` for an `m`x`k` matrix `A`, a `k`x`n` matrix `B` and an
+/// `m`x`n` matrix `C`.
+///
+/// With `beta == 0`, `C` is overwritten without being read (NaN in `C` does not propagate);
+/// with `alpha == 0` or `k == 0`, `A` and `B` are not read and `C` becomes `beta * C`. The
+/// result is bit-identical for any number of threads (see the [module docs](self)).
+///
+/// `workspace` holds the packed panels: [`workspace_len`]`(m, k, n)` is enough; a longer one
+/// is fine. The call does not allocate.
+///
+/// # Panics
+/// If the shapes disagree (`A.cols != B.rows`, or `C` is not `A.rows`x`B.cols`) or the
+/// workspace is shorter than [`workspace_len_threads`]`(m, k, n, 1)`: both are bugs in the
+/// caller, who sizes everything once at construction.
+pub fn gemm(
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    workspace: &mut [f32],
+) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    assert_eq!(b.rows, k, "gemm: A is {m}x{k} but B has {} rows", b.rows);
+    assert!(
+        c.rows == m && c.cols == n,
+        "gemm: A·B is {m}x{n} but C is {}x{}",
+        c.rows,
+        c.cols
+    );
+    let need = piece_len_any(m, k, n);
+    assert!(
+        workspace.len() >= need,
+        "gemm: the workspace holds {} floats, a {m}x{k}x{n} product needs {need} \
+         (size it with workspace_len)",
+        workspace.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 || alpha == 0.0 {
+        micro::scale(beta, c);
+        return;
+    }
+    let plan = Plan::new(m, k, n, c.cs == 1);
+    let (a, b, c) = if plan.transpose {
+        (b.t(), a.t(), c.t())
+    } else {
+        (a, b, c)
+    };
+    let (m, n) = (a.rows, b.cols);
+    let outer = if c.rows_outer() { m } else { n };
+    let pieces = if wants_threads(m, k, n) {
+        let fit = workspace.len() / need.max(1);
+        pool_threads().min(fit).min(outer.div_ceil(NR)).max(1)
+    } else {
+        1
+    };
+    let run = Run {
+        piece_len: need,
+        par: true,
+        blk: DEFAULT_BLOCKING,
+        path: plan.path,
+    };
+    split::<MR, NV>(alpha, a, b, beta, c, workspace, pieces, run);
+}
+
+/// How the pieces of a product run.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Workspace of one piece.
+    piece_len: usize,
+    /// Run the halves of each split under `rayon::join`.
+    par: bool,
+    /// Cache blocking of the packed path.
+    blk: Blocking,
+    /// The path of every piece.
+    path: Path,
+}
+
+/// Runs `pieces` products, each on its own part of `C` (split along the outer dimension of `C`
+/// at multiples of 16 rows or columns) and its own `run.piece_len` floats of workspace.
+#[allow(clippy::too_many_arguments)]
+fn split<const R: usize, const V: usize>(
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    workspace: &mut [f32],
+    pieces: usize,
+    run: Run,
+) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let left = pieces / 2;
+    let rows = c.rows_outer();
+    let extent = if rows { m } else { n };
+    // Split between tiles: rows at a multiple of both row counts in use, columns of `8V`.
+    let step = if rows { lcm(R, SMALL_MR) } else { 8 * V };
+    let mid = (extent.div_ceil(step) * left / pieces.max(1)) * step;
+    if pieces <= 1 || mid == 0 || mid >= extent {
+        leaf::<R, V>(alpha, a, b, beta, c, workspace, run);
+        return;
+    }
+    let (w0, w1) = workspace.split_at_mut(run.piece_len * left);
+    let right = pieces - left;
+    if rows {
+        let (c0, c1) = c.split_rows(mid);
+        let (a0, a1) = (a.sub(0, 0, mid, k), a.sub(mid, 0, m - mid, k));
+        join(
+            run.par,
+            || split::<R, V>(alpha, a0, b, beta, c0, w0, left, run),
+            || split::<R, V>(alpha, a1, b, beta, c1, w1, right, run),
+        );
+    } else {
+        let (c0, c1) = c.split_cols(mid);
+        let (b0, b1) = (b.sub(0, 0, k, mid), b.sub(0, mid, k, n - mid));
+        join(
+            run.par,
+            || split::<R, V>(alpha, a, b0, beta, c0, w0, left, run),
+            || split::<R, V>(alpha, a, b1, beta, c1, w1, right, run),
+        );
+    }
+}
+
+/// Least common multiple.
+fn lcm(x: usize, y: usize) -> usize {
+    let (mut a, mut b) = (x, y);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    x / a * y
+}
+
+/// Runs one piece on one thread.
+fn leaf<const R: usize, const V: usize>(
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    workspace: &mut [f32],
+    run: Run,
+) {
+    match run.path {
+        Path::Small if b.cols <= 8 => {
+            micro::small::<SMALL_MR, 1>(alpha, a, b, beta, c, workspace);
+        }
+        Path::Small => micro::small::<SMALL_MR, V>(alpha, a, b, beta, c, workspace),
+        Path::Packed { pack_a } => {
+            micro::packed::<R, V>(alpha, a, b, beta, c, workspace, run.blk, pack_a);
+        }
+    }
+}
+
+/// `rayon::join(a, b)` with `par` and the `parallel` feature, else `a(); b()`.
+fn join(par: bool, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+    #[cfg(feature = "parallel")]
+    if par {
+        rayon::join(a, b);
+        return;
+    }
+    let _ = par;
+    a();
+    b();
+}
+
+/// Loads 8 floats from the start of `s` into a vector.
+#[inline(always)]
+fn load8(s: &[f32]) -> f32x8 {
+    let arr: [f32; 8] = s[..8].try_into().expect("8 floats");
+    f32x8::from(arr)
+}
+
+/// Stores a vector into the first 8 floats of `s`.
+#[inline(always)]
+fn store8(s: &mut [f32], v: f32x8) {
+    s[..8].copy_from_slice(v.as_array());
+}
+
+#[doc(hidden)]
+#[allow(missing_docs, clippy::too_many_arguments)]
+pub fn __experiment<const R: usize, const V: usize>(
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    workspace: &mut [f32],
+    mc: usize,
+    nc: usize,
+    pack_a: bool,
+) {
+    if mc == 0 {
+        if b.cols <= 8 {
+            micro::small::<R, 1>(alpha, a, b, beta, c, workspace);
+        } else {
+            micro::small::<R, 2>(alpha, a, b, beta, c, workspace);
+        }
+        return;
+    }
+    micro::packed::<R, V>(alpha, a, b, beta, c, workspace, Blocking { mc, nc }, pack_a);
+}
+
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub fn __tile<const R: usize, const V: usize>(a: &[f32], b: &[f32], out: &mut [f32]) {
+    let acc = micro::__tile::<R, V>(a, b);
+    for (o, v) in out.chunks_exact_mut(8).zip(acc.iter().flatten()) {
+        store8(o, o_add(v, o));
+    }
+    fn o_add(v: &f32x8, o: &[f32]) -> f32x8 {
+        *v + load8(o)
+    }
+}

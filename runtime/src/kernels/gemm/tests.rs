@@ -1,0 +1,583 @@
+//! `gemm` against a naive `f64` reference, and bit-identity across paths, tile shapes, cache
+//! blockings, orientations and thread counts.
+//!
+//! The sweeps over small shapes use fixed-size buffers, so they run without `alloc`; the large
+//! shapes need `alloc`, the thread pools `parallel`.
+
+use super::micro::{packed, small};
+use super::*;
+
+/// A deterministic value in `±[0.1, 1.1)`.
+fn value(i: usize, salt: u64) -> f32 {
+    let mut x =
+        (i as u64 ^ salt.wrapping_mul(0x2545_F491_4F6C_DD1D)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 32;
+    let u = (x >> 40) as f32 / (1u64 << 24) as f32;
+    if x & 1 == 0 {
+        0.1 + u
+    } else {
+        -0.1 - u
+    }
+}
+
+/// How a test matrix is laid out in its buffer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// Row-major, rows padded by 3.
+    Row,
+    /// Column-major.
+    Col,
+    /// Neither stride is 1.
+    Strided,
+}
+
+const LAYOUTS: [Layout; 3] = [Layout::Row, Layout::Col, Layout::Strided];
+
+/// `(row_stride, col_stride)` of a `rows`x`cols` matrix.
+fn strides(l: Layout, rows: usize, cols: usize) -> (usize, usize) {
+    match l {
+        Layout::Row => (cols + 3, 1),
+        Layout::Col => (1, rows),
+        Layout::Strided => (2 * cols + 1, 2),
+    }
+}
+
+/// What is outside a view: NaN in operands (reading it would show in the result), a sentinel
+/// in `C` (writing it would show).
+const SENTINEL: f32 = 12345.0;
+
+/// Fills `buf` with a `rows`x`cols` matrix laid out as `l`, `fill` elsewhere; returns strides.
+fn fill(
+    buf: &mut [f32],
+    rows: usize,
+    cols: usize,
+    l: Layout,
+    salt: u64,
+    outside: f32,
+) -> (usize, usize) {
+    let (rs, cs) = strides(l, rows, cols);
+    buf.fill(outside);
+    for i in 0..rows {
+        for j in 0..cols {
+            buf[i * rs + j * cs] = value(i * cols + j, salt);
+        }
+    }
+    (rs, cs)
+}
+
+/// The scalars tried, in turn: `(alpha, beta)`.
+const SCALARS: [(f32, f32); 5] = [(1.0, 0.0), (1.0, 1.0), (0.5, -2.0), (-1.5, 0.0), (0.0, 0.5)];
+
+/// Checks `got` (the result) against `alpha * A·B + beta * c0` in `f64`, with a tolerance of
+/// `(k + 2) * eps` times the sum of magnitudes, and that nothing outside `C` changed.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c0: MatRef<'_>,
+    got: MatRef<'_>,
+    got_buf: &[f32],
+    what: &dyn core::fmt::Debug,
+) {
+    let (m, k, n) = (a.rows(), a.cols(), b.cols());
+    for i in 0..m {
+        for j in 0..n {
+            let (mut dot, mut mag) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let x = f64::from(a.at(i, p)) * f64::from(b.at(p, j));
+                dot += x;
+                mag += x.abs();
+            }
+            let old = if beta == 0.0 {
+                0.0
+            } else {
+                f64::from(c0.at(i, j))
+            };
+            let want = f64::from(alpha) * dot + f64::from(beta) * old;
+            let scale = f64::from(alpha).abs() * mag + (f64::from(beta) * old).abs();
+            let tol = (k as f64 + 2.0) * f64::from(f32::EPSILON) * scale + 1e-30;
+            let g = f64::from(got.at(i, j));
+            assert!(
+                (g - want).abs() <= tol,
+                "{what:?} ({i}, {j}): got {g}, want {want} (tolerance {tol})"
+            );
+        }
+    }
+    let (rs, cs) = (got.row_stride(), got.col_stride());
+    let inside = |idx: usize| (0..m).any(|i| (0..n).any(|j| i * rs + j * cs == idx));
+    for (idx, &x) in got_buf.iter().enumerate() {
+        if x.to_bits() != SENTINEL.to_bits() {
+            assert!(inside(idx), "{what:?}: wrote outside C at {idx}");
+        }
+    }
+}
+
+const SMALL: usize = 640;
+const SMALL_WS: usize = 4096;
+
+/// One product of small shape with the given layouts and scalars, checked against the
+/// reference; `c_init` is what `C` holds before (NaN tests that `beta == 0` does not read it).
+fn run_small(
+    m: usize,
+    k: usize,
+    n: usize,
+    la: Layout,
+    lb: Layout,
+    lc: Layout,
+    s: usize,
+    c_nan: bool,
+) {
+    let (alpha, beta) = SCALARS[s % SCALARS.len()];
+    let mut a_buf = [0.0; SMALL];
+    let mut b_buf = [0.0; SMALL];
+    let mut c_buf = [0.0; SMALL];
+    let mut c0_buf = [0.0; SMALL];
+    let (ars, acs) = fill(&mut a_buf, m, k, la, 1, f32::NAN);
+    let (brs, bcs) = fill(&mut b_buf, k, n, lb, 2, f32::NAN);
+    let (crs, ccs) = fill(&mut c0_buf, m, n, lc, 3, SENTINEL);
+    if c_nan && beta == 0.0 {
+        for i in 0..m {
+            for j in 0..n {
+                c0_buf[i * crs + j * ccs] = f32::NAN;
+            }
+        }
+    }
+    c_buf.copy_from_slice(&c0_buf);
+    let a = MatRef::new(&a_buf, m, k, ars, acs);
+    let b = MatRef::new(&b_buf, k, n, brs, bcs);
+    let mut ws = [f32::NAN; SMALL_WS];
+    let need = workspace_len_threads(m, k, n, 1);
+    assert!(need <= SMALL_WS, "{m}x{k}x{n} needs {need}");
+    gemm(
+        alpha,
+        a,
+        b,
+        beta,
+        MatMut::new(&mut c_buf, m, n, crs, ccs),
+        &mut ws[..need],
+    );
+    check(
+        alpha,
+        a,
+        b,
+        beta,
+        MatRef::new(&c0_buf, m, n, crs, ccs),
+        MatRef::new(&c_buf, m, n, crs, ccs),
+        &c_buf,
+        &(m, k, n, la, lb, lc, alpha, beta),
+    );
+}
+
+#[test]
+fn every_small_shape_matches_reference() {
+    let mut s = 0;
+    for m in 0..=17 {
+        for k in 0..=17 {
+            for n in 0..=17 {
+                // Three layout combinations per shape, rotating so the sweep covers all 27.
+                for t in 0..3 {
+                    let idx = (m * 7 + k * 3 + n + t * 9) % 27;
+                    let (la, lb, lc) = (LAYOUTS[idx % 3], LAYOUTS[idx / 3 % 3], LAYOUTS[idx / 9]);
+                    run_small(m, k, n, la, lb, lc, s, s % 2 == 0);
+                    s += 1;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_layout_and_scalar_on_edge_shapes() {
+    for (m, k, n) in [
+        (1, 1, 1),
+        (5, 7, 3),
+        (6, 16, 16),
+        (7, 17, 17),
+        (13, 1, 9),
+        (17, 3, 16),
+    ] {
+        for la in LAYOUTS {
+            for lb in LAYOUTS {
+                for lc in LAYOUTS {
+                    for s in 0..SCALARS.len() {
+                        run_small(m, k, n, la, lb, lc, s, true);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn beta_zero_overwrites_nan_and_alpha_zero_reads_nothing() {
+    let a_buf = [f32::NAN; 12];
+    let b_buf = [f32::INFINITY; 12];
+    let mut c = [f32::NAN; 9];
+    let mut ws = [0.0; 256];
+    // alpha = 0: C = beta * C, the NaN operands are not read; beta = 0 overwrites NaN.
+    gemm(
+        0.0,
+        MatRef::row_major(&a_buf, 3, 4),
+        MatRef::row_major(&b_buf, 4, 3),
+        0.0,
+        MatMut::row_major(&mut c, 3, 3),
+        &mut ws,
+    );
+    assert_eq!(c, [0.0; 9]);
+    c = [2.0; 9];
+    gemm(
+        0.0,
+        MatRef::row_major(&a_buf, 3, 4),
+        MatRef::row_major(&b_buf, 4, 3),
+        0.5,
+        MatMut::row_major(&mut c, 3, 3),
+        &mut ws,
+    );
+    assert_eq!(c, [1.0; 9]);
+    // k = 0: C = beta * C.
+    gemm(
+        1.0,
+        MatRef::row_major(&[], 3, 0),
+        MatRef::row_major(&[], 0, 3),
+        3.0,
+        MatMut::row_major(&mut c, 3, 3),
+        &mut ws,
+    );
+    assert_eq!(c, [3.0; 9]);
+}
+
+/// Shapes that take every path, both orientations, and `k` in one or several blocks.
+const BIT_SHAPES: [(usize, usize, usize); 9] = [
+    (1, 1, 1),
+    (8, 8, 16),
+    (16, 8, 4),
+    (13, 40, 16),
+    (37, 29, 45),
+    (50, 300, 7),
+    (23, 600, 20),
+    (64, 9, 130),
+    (70, 120, 33),
+];
+
+/// Length of each buffer of the bit-identity tests: enough for [`BIT_SHAPES`] and
+/// [`SPLIT_SHAPES`] (`A` row-major, `B` column-major, `C` row-major, each padded as
+/// [`strides`] says).
+const BIT_LEN: usize = 16_384;
+
+/// The buffers of one product, on the stack (256 KiB).
+struct Bufs {
+    a: [f32; BIT_LEN],
+    b: [f32; BIT_LEN],
+    c: [f32; BIT_LEN],
+    ws: [f32; BIT_LEN],
+}
+
+/// `C` after `f` ran on fresh operands (`A` row-major, `B` column-major, `C` row-major).
+fn result(
+    m: usize,
+    k: usize,
+    n: usize,
+    f: impl FnOnce(MatRef<'_>, MatRef<'_>, MatMut<'_>, &mut [f32]),
+) -> [f32; BIT_LEN] {
+    let mut o = Bufs {
+        a: [0.0; BIT_LEN],
+        b: [0.0; BIT_LEN],
+        c: [0.0; BIT_LEN],
+        ws: [f32::NAN; BIT_LEN],
+    };
+    let (ars, acs) = fill(&mut o.a, m, k, Layout::Row, 11, f32::NAN);
+    let (brs, bcs) = fill(&mut o.b, k, n, Layout::Col, 12, f32::NAN);
+    let (crs, ccs) = fill(&mut o.c, m, n, Layout::Row, 13, SENTINEL);
+    f(
+        MatRef::new(&o.a, m, k, ars, acs),
+        MatRef::new(&o.b, k, n, brs, bcs),
+        MatMut::new(&mut o.c, m, n, crs, ccs),
+        &mut o.ws,
+    );
+    o.c
+}
+
+fn assert_same_bits(x: &[f32; BIT_LEN], y: &[f32; BIT_LEN], what: &dyn core::fmt::Debug) {
+    for (i, (p, q)) in x.iter().zip(y.iter()).enumerate() {
+        assert_eq!(
+            p.to_bits(),
+            q.to_bits(),
+            "{what:?}: differs at {i}: {p} vs {q}"
+        );
+    }
+}
+
+/// A packed product with some tile shape.
+type Tiles = fn(f32, MatRef<'_>, MatRef<'_>, f32, MatMut<'_>, &mut [f32], Blocking);
+
+#[test]
+fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
+    for (m, k, n) in BIT_SHAPES {
+        for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
+            let want = result(m, k, n, |a, b, c, ws| gemm(alpha, a, b, beta, c, ws));
+            let what = (m, k, n, alpha, beta);
+            let blockings = [
+                Blocking { mc: MR, nc: NR },
+                Blocking {
+                    mc: 2 * MR,
+                    nc: 3 * NR,
+                },
+                Blocking { mc: 5 * MR, nc: NR },
+                DEFAULT_BLOCKING,
+            ];
+            for blk in blockings {
+                for pack_a in [false, true] {
+                    let got = result(m, k, n, |a, b, c, ws| {
+                        packed::<MR, NV>(alpha, a, b, beta, c, ws, blk, pack_a);
+                    });
+                    assert_same_bits(&want, &got, &(what, blk, pack_a));
+                    let got = result(m, k, n, |a, b, c, ws| {
+                        packed::<MR, NV>(alpha, b.t(), a.t(), beta, c.t(), ws, blk, pack_a);
+                    });
+                    assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
+                }
+            }
+            // Other tile shapes give the same bits too.
+            let blk = Blocking { mc: 24, nc: 48 };
+            let tiles: [(&str, Tiles); 4] = [
+                ("4x8", |al, a, b, be, c, w, blk| {
+                    packed::<4, 1>(al, a, b, be, c, w, blk, true)
+                }),
+                ("8x16", |al, a, b, be, c, w, blk| {
+                    packed::<8, 2>(al, a, b, be, c, w, blk, true)
+                }),
+                ("3x24", |al, a, b, be, c, w, blk| {
+                    packed::<3, 3>(al, a, b, be, c, w, blk, false)
+                }),
+                ("12x8", |al, a, b, be, c, w, blk| {
+                    packed::<12, 1>(al, a, b, be, c, w, blk, true)
+                }),
+            ];
+            for (name, f) in tiles {
+                let got = result(m, k, n, |a, b, c, ws| f(alpha, a, b, beta, c, ws, blk));
+                assert_same_bits(&want, &got, &(what, name));
+            }
+            // The small path, where it applies (one `k` block, at most 16 columns).
+            if k <= KC && n <= 16 {
+                let got = result(m, k, n, |a, b, c, ws| {
+                    small::<SMALL_MR, 2>(alpha, a, b, beta, c, ws);
+                });
+                assert_same_bits(&want, &got, &(what, "small"));
+                let got = result(m, k, n, |a, b, c, ws| {
+                    small::<3, 2>(alpha, a, b, beta, c, ws);
+                });
+                assert_same_bits(&want, &got, &(what, "small, 3 rows"));
+            }
+        }
+    }
+}
+
+/// The product split into `pieces`, the halves run one after the other (`par == false`) or
+/// under `rayon::join`.
+fn run_split(m: usize, k: usize, n: usize, pieces: usize, par: bool) -> [f32; BIT_LEN] {
+    result(m, k, n, |a, b, c, ws| {
+        let path = path(k, n);
+        let piece_len = piece_len(m, k, n, path, DEFAULT_BLOCKING);
+        assert!(piece_len * pieces <= ws.len());
+        let run = Run {
+            piece_len,
+            par,
+            blk: DEFAULT_BLOCKING,
+            path,
+        };
+        split::<MR, NV>(0.5, a, b, 2.0, c, ws, pieces, run);
+    })
+}
+
+/// Shapes for the split tests, which split the rows of `C`.
+const SPLIT_SHAPES: [(usize, usize, usize); 4] =
+    [(120, 30, 40), (50, 300, 12), (150, 64, 8), (60, 20, 60)];
+
+#[test]
+fn bits_do_not_depend_on_the_split() {
+    for (m, k, n) in SPLIT_SHAPES {
+        let want = run_split(m, k, n, 1, false);
+        for pieces in [2, 3] {
+            assert_same_bits(
+                &want,
+                &run_split(m, k, n, pieces, false),
+                &(m, k, n, pieces),
+            );
+        }
+    }
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn bits_do_not_depend_on_threads() {
+    let pool = |t| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .expect("pool")
+    };
+    let (one, two) = (pool(1), pool(2));
+    for (m, k, n) in SPLIT_SHAPES {
+        let want = run_split(m, k, n, 1, false);
+        for pieces in [2, 3] {
+            let got1 = one.install(|| run_split(m, k, n, pieces, true));
+            let got2 = two.install(|| run_split(m, k, n, pieces, true));
+            assert_same_bits(&want, &got1, &(m, k, n, pieces, 1));
+            assert_same_bits(&want, &got2, &(m, k, n, pieces, 2));
+        }
+    }
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn public_gemm_splits_above_threshold_with_the_same_bits() {
+    extern crate alloc;
+    use alloc::vec;
+    let (m, k, n) = (300, 200, 100);
+    assert!(wants_threads(m, k, n));
+    let a: alloc::vec::Vec<f32> = (0..m * k).map(|i| value(i, 21)).collect();
+    let b: alloc::vec::Vec<f32> = (0..k * n).map(|i| value(i, 22)).collect();
+    let run = |threads: usize, ws_threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        pool.install(|| {
+            let mut c = vec![f32::NAN; m * n];
+            let mut ws = vec![0.0; workspace_len_threads(m, k, n, ws_threads)];
+            gemm(
+                1.0,
+                MatRef::row_major(&a, m, k),
+                MatRef::row_major(&b, k, n),
+                0.0,
+                MatMut::row_major(&mut c, m, n),
+                &mut ws,
+            );
+            c
+        })
+    };
+    let serial = run(1, 1);
+    for (threads, ws_threads) in [(2, 2), (2, 1), (3, 3), (1, 2)] {
+        let got = run(threads, ws_threads);
+        assert!(
+            serial
+                .iter()
+                .zip(&got)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{threads} threads, workspace for {ws_threads}"
+        );
+    }
+}
+
+#[cfg(feature = "alloc")]
+#[test]
+fn large_and_odd_shapes_match_reference() {
+    extern crate alloc;
+    use alloc::vec;
+    let shapes = [
+        (33, 65, 129, false, false),
+        (256, 784, 128, false, false),
+        (784, 256, 128, true, false),
+        (256, 128, 784, false, true),
+        (256, 128, 10, false, false),
+        (128, 256, 10, true, false),
+        (256, 10, 128, false, true),
+        (7, 1000, 9, false, true),
+        (130, 513, 66, true, true),
+    ];
+    for (i, &(m, k, n, ta, tb)) in shapes.iter().enumerate() {
+        let (alpha, beta) = SCALARS[i % SCALARS.len()];
+        let a_buf: alloc::vec::Vec<f32> = (0..m * k).map(|i| value(i, 31)).collect();
+        let b_buf: alloc::vec::Vec<f32> = (0..k * n).map(|i| value(i, 32)).collect();
+        let c0: alloc::vec::Vec<f32> = (0..m * n).map(|i| value(i, 33)).collect();
+        let a = if ta {
+            MatRef::row_major(&a_buf, k, m).t()
+        } else {
+            MatRef::row_major(&a_buf, m, k)
+        };
+        let b = if tb {
+            MatRef::row_major(&b_buf, n, k).t()
+        } else {
+            MatRef::row_major(&b_buf, k, n)
+        };
+        let mut c = c0.clone();
+        let mut ws = vec![0.0; workspace_len(m, k, n)];
+        gemm(alpha, a, b, beta, MatMut::row_major(&mut c, m, n), &mut ws);
+        let c0_view = MatRef::row_major(&c0, m, n);
+        // No sentinel around C here: every element is inside.
+        let mut marked = c.clone();
+        marked.iter_mut().for_each(|x| *x = SENTINEL);
+        check(
+            alpha,
+            a,
+            b,
+            beta,
+            c0_view,
+            MatRef::row_major(&c, m, n),
+            &marked,
+            &(m, k, n, ta, tb),
+        );
+    }
+}
+
+#[test]
+fn k_blocks_cover_k_in_order() {
+    for k in [0, 1, KC - 1, KC, KC + 1, 784, 3 * KC + 17] {
+        let mut next = 0;
+        let mut longest = 0;
+        for (start, len) in k_blocks(k) {
+            assert_eq!(start, next);
+            assert!(len > 0 && len <= KC);
+            longest = longest.max(len);
+            next += len;
+        }
+        assert_eq!(next, k);
+        assert_eq!(longest, kc_max(k));
+    }
+}
+
+#[test]
+#[should_panic(expected = "B has 4 rows")]
+fn mismatched_shapes_panic() {
+    let x = [0.0; 12];
+    let mut c = [0.0; 9];
+    gemm(
+        1.0,
+        MatRef::row_major(&x, 3, 3),
+        MatRef::row_major(&x, 4, 3),
+        0.0,
+        MatMut::row_major(&mut c, 3, 3),
+        &mut [0.0; 256],
+    );
+}
+
+#[test]
+#[should_panic(expected = "size it with workspace_len")]
+fn short_workspace_panics() {
+    let x = [0.0; 400];
+    let mut c = [0.0; 400];
+    gemm(
+        1.0,
+        MatRef::row_major(&x, 20, 20),
+        MatRef::row_major(&x, 20, 20),
+        0.0,
+        MatMut::row_major(&mut c, 20, 20),
+        &mut [0.0; 16],
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not fit")]
+fn view_past_the_end_panics() {
+    let _ = MatRef::row_major(&[0.0; 5], 2, 3);
+}
+
+#[test]
+#[should_panic(expected = "overlap")]
+fn overlapping_output_panics() {
+    let _ = MatMut::new(&mut [0.0; 16], 3, 3, 2, 1);
+}

@@ -1,0 +1,196 @@
+//! The contract between `#[model]` and the runtime.
+
+use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor};
+use crate::loss::Loss;
+use crate::rng::{Rng, Seed};
+use core::marker::PhantomData;
+
+/// One parameter tensor of a model, in its flat parameter buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedTensor {
+    /// The layer's field name (`fc1`).
+    pub layer: &'static str,
+    /// The tensor within the layer, with its shape and initializer.
+    pub tensor: Tensor,
+    /// Offset of its first value in the flat parameter buffer.
+    pub offset: usize,
+}
+
+impl NamedTensor {
+    /// A placeholder, for building tables in constants.
+    pub const EMPTY: NamedTensor = NamedTensor {
+        layer: "",
+        tensor: Tensor {
+            name: "",
+            shape: &[],
+            fans: (0, 0),
+            init: Init::Zeros,
+        },
+        offset: 0,
+    };
+}
+
+/// Appends the tensors of layer `layer` (parameters starting at `offset`) to a table being
+/// built in a constant; returns the table and the next free index. Used by `#[model]`.
+pub const fn push_tensors<const N: usize>(
+    mut out: [NamedTensor; N],
+    mut at: usize,
+    layer: &'static str,
+    tensors: &'static [Tensor],
+    offset: usize,
+) -> ([NamedTensor; N], usize) {
+    let mut i = 0;
+    let mut off = offset;
+    while i < tensors.len() {
+        out[at] = NamedTensor {
+            layer,
+            tensor: tensors[i],
+            offset: off,
+        };
+        off += tensors[i].len();
+        at += 1;
+        i += 1;
+    }
+    (out, at)
+}
+
+/// Initializes every tensor of `params` with its initializer, tensor `i` from its own random
+/// stream of `seed`, so that adding a layer does not change the others' initial values.
+pub fn init_params(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
+    for (i, t) in tensors.iter().enumerate() {
+        let mut rng = Rng::with_stream(seed, i as u64);
+        let dst = &mut params[t.offset..t.offset + t.tensor.len()];
+        init_tensor(&t.tensor, t.tensor.init, dst, &mut rng);
+    }
+}
+
+/// Sizes in bytes of everything a train step owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes {
+    /// Parameters (and non-trainable state).
+    pub params: usize,
+    /// Gradients, one per parameter.
+    pub grads: usize,
+    /// Activations and their gradients, scratch and GEMM workspace, for the maximum batch.
+    pub activations: usize,
+    /// Optimizer slots.
+    pub slots: usize,
+}
+
+impl Bytes {
+    /// Everything together.
+    pub const fn total(&self) -> usize {
+        self.params + self.grads + self.activations + self.slots
+    }
+}
+
+/// A model whose shapes are constants. Implemented by `#[fusegraph::model]`.
+///
+/// Buffers are laid out per sample: for a batch of `batch` samples, node `i` of the forward
+/// pass owns `[offset_i * batch, (offset_i + width_i) * batch)` of the activation buffer, so
+/// any batch up to the maximum uses a prefix of buffers sized for the maximum.
+pub trait Model: Sized {
+    /// Input values per sample.
+    const IN: usize;
+    /// Output values per sample.
+    const OUT: usize;
+    /// Trainable parameters.
+    const PARAMS: usize;
+    /// Non-trainable state (normalization statistics).
+    const STATE: usize;
+    /// Activation values per sample: every node's output and what its layer saves.
+    const ACTIVATIONS: usize;
+    /// Per-sample offset of the output node in the activation buffer.
+    const OUTPUT_OFFSET: usize;
+    /// Gradient values per sample: one per node output.
+    const NODE_GRADS: usize;
+    /// Per-sample offset of the output's gradient in the node-gradient buffer.
+    const OUTPUT_GRAD_OFFSET: usize;
+    /// Every parameter tensor, in buffer order.
+    const TENSORS: &'static [NamedTensor];
+    /// The loss the model trains with.
+    type Loss: Loss;
+
+    /// Scratch one forward or backward call needs for `batch` samples.
+    fn scratch_len(batch: usize) -> usize;
+    /// GEMM workspace one call needs for `batch` samples.
+    fn gemm_len(batch: usize) -> usize;
+
+    /// The flat parameter buffer.
+    fn params(&self) -> &[f32];
+    /// The flat parameter buffer, writable.
+    fn params_mut(&mut self) -> &mut [f32];
+    /// The non-trainable state.
+    fn state(&self) -> &[f32];
+    /// Parameters (read) and state (written) together, for a forward pass.
+    fn split_mut(&mut self) -> (&[f32], &mut [f32]);
+
+    /// The forward pass over `batch` samples of `x`, writing `acts`.
+    fn forward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        state: &mut [f32],
+        x: &[f32],
+        acts: &mut [f32],
+        batch: usize,
+    );
+
+    /// The backward pass: `node_grads` holds d loss / d output at the output's place; writes
+    /// d loss / d params into `grads` and d loss / d x into `dx`.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        acts: &[f32],
+        node_grads: &mut [f32],
+        grads: &mut [f32],
+        dx: Grad<'_>,
+        batch: usize,
+    );
+}
+
+/// A read-only view of one layer's parameters, from a model's accessor (`model.fc1()`).
+pub struct View<'a, L> {
+    data: &'a [f32],
+    layer: PhantomData<L>,
+}
+
+impl<'a, L> View<'a, L> {
+    /// The view over a layer's parameter slice.
+    pub fn new(data: &'a [f32]) -> Self {
+        View {
+            data,
+            layer: PhantomData,
+        }
+    }
+}
+
+impl<'a, L: Layer> View<'a, L> {
+    /// Tensor `name` (`weight`, `bias`, `gamma`, ...), if the layer has it.
+    pub fn tensor(&self, name: &str) -> Option<&'a [f32]> {
+        let mut offset = 0;
+        for t in L::TENSORS {
+            if t.name == name {
+                return Some(&self.data[offset..offset + t.len()]);
+            }
+            offset += t.len();
+        }
+        None
+    }
+
+    /// The `weight` tensor (empty for a layer without one).
+    pub fn weight(&self) -> &'a [f32] {
+        self.tensor("weight").unwrap_or_default()
+    }
+
+    /// The `bias` tensor (empty for a layer without one).
+    pub fn bias(&self) -> &'a [f32] {
+        self.tensor("bias").unwrap_or_default()
+    }
+
+    /// All of the layer's parameters.
+    pub fn all(&self) -> &'a [f32] {
+        self.data
+    }
+}

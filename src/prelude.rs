@@ -1,0 +1,8 @@
+//! Everything a training program usually names: `use fusegraph::prelude::*;`.
+
+pub use crate::layers::*;
+pub use crate::loss::*;
+pub use crate::optim::{Config, Optimizer, Rule};
+pub use crate::{model, optimizer, Model, Seed};
+#[cfg(feature = "alloc")]
+pub use crate::{Evaluation, TrainStep};

@@ -43,6 +43,7 @@ extern crate std;
 pub mod optim;
 pub mod prelude;
 
+pub use fusegraph_runtime::kernels;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;
 pub use fusegraph_runtime::rng::{Rng, Seed};

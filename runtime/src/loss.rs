@@ -225,10 +225,19 @@ impl Loss for SoftmaxCrossEntropy {
         let inv = inv_count(target.len());
         let mut total = 0.0f64;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
-            let (max, sum) = Self::max_and_sum(row);
+            let max = row
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &z| math::max(m, f64::from(z)));
+            // One exponential per logit: kept in `g` until the sum is known.
+            let mut sum = 0.0f64;
+            for (gj, &z) in g.iter_mut().zip(row) {
+                let e = math::exp(f64::from(z) - max);
+                sum += e;
+                *gj = e as f32;
+            }
             total += max + math::ln(sum) - f64::from(row[class]);
-            for (j, (gj, &z)) in g.iter_mut().zip(row).enumerate() {
-                let p = math::exp(f64::from(z) - max) / sum;
+            for (j, gj) in g.iter_mut().enumerate() {
+                let p = f64::from(*gj) / sum;
                 let onehot = if j == class { 1.0 } else { 0.0 };
                 *gj = ((p - onehot) * inv) as f32;
             }

@@ -13,8 +13,14 @@ pub(crate) fn load(s: &[f32], pad: f32) -> f32x8 {
         let a: [f32; LANES] = s[..LANES].try_into().expect("eight floats");
         f32x8::from(a)
     } else {
+        // A guarded loop of constant length, not `copy_from_slice`: a copy of unknown length
+        // becomes a call to `memmove`, which costs more than the lane itself.
         let mut a = [pad; LANES];
-        a[..s.len()].copy_from_slice(s);
+        for (j, d) in a.iter_mut().enumerate() {
+            if j < s.len() {
+                *d = s[j];
+            }
+        }
         f32x8::from(a)
     }
 }
@@ -22,8 +28,16 @@ pub(crate) fn load(s: &[f32], pad: f32) -> f32x8 {
 /// Stores the first `min(s.len(), 8)` lanes of `v` into `s`.
 #[inline(always)]
 pub(crate) fn store(s: &mut [f32], v: f32x8) {
-    let n = s.len().min(LANES);
-    s[..n].copy_from_slice(&v.as_array()[..n]);
+    if s.len() >= LANES {
+        s[..LANES].copy_from_slice(v.as_array());
+    } else {
+        let v = v.as_array();
+        for j in 0..LANES {
+            if j < s.len() {
+                s[j] = v[j];
+            }
+        }
+    }
 }
 
 /// Start and length of each lane-sized piece of `0..len`, in order.

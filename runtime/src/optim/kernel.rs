@@ -320,12 +320,25 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
     }
     if full < n {
         let t = n - full;
+        // Guarded loops of constant length rather than `copy_from_slice`, which would call
+        // `memmove` for a copy of unknown length.
         let pad = |x: &[f32]| {
             let mut a = [0.0f32; LANES];
-            a[..t].copy_from_slice(&x[full..]);
+            for (j, d) in a.iter_mut().enumerate() {
+                if j < t {
+                    *d = x[full + j];
+                }
+            }
             f32x8::from(a)
         };
-        let unpad = |x: &mut [f32], v: f32x8| x[full..].copy_from_slice(&v.to_array()[..t]);
+        let unpad = |x: &mut [f32], v: f32x8| {
+            let v = v.to_array();
+            for (j, &vj) in v.iter().enumerate() {
+                if j < t {
+                    x[full + j] = vj;
+                }
+            }
+        };
         let mut pl = pad(p);
         let gl = pad(g);
         for j in 0..ns {

@@ -348,6 +348,7 @@ impl<R: Rule> Optimizer<R> {
 
         self.segments.clear();
         let mut start = 0;
+        let mut last_shared = false;
         for (k, &end) in self.ends.iter().enumerate() {
             let (rule_k, step) = match self.rule_overrides[k] {
                 Some(mut r) => {
@@ -372,13 +373,22 @@ impl<R: Rule> Optimizer<R> {
                 WeightDecay::L2(wd) => (self.decay_overrides[k].unwrap_or(wd), 0.0),
                 WeightDecay::Decoupled(wd) => (0.0, self.decay_overrides[k].unwrap_or(wd) * lr),
             };
-            self.segments.push(Segment {
-                end,
-                step,
-                grad_scale: sign * tensor_scale,
-                l2,
-                decay,
-            });
+            let shared = self.rule_overrides[k].is_none()
+                && self.decay_overrides[k].is_none()
+                && !matches!(self.config.clip_norm, Some(NormClip::PerTensor(_)));
+            match self.segments.last_mut() {
+                // Tensors with the same per-step values form one run of the pass: fewer, longer
+                // pieces (the update is element-wise, so the bits do not change).
+                Some(last) if shared && last_shared => last.end = end,
+                _ => self.segments.push(Segment {
+                    end,
+                    step,
+                    grad_scale: sign * tensor_scale,
+                    l2,
+                    decay,
+                }),
+            }
+            last_shared = shared;
             start = end;
         }
         let pass = Pass {

@@ -3,6 +3,6 @@
 pub use crate::layers::*;
 pub use crate::loss::*;
 pub use crate::optim::{Config, Optimizer, Rule};
-pub use crate::{model, optimizer, Model, Seed};
+pub use crate::{model, optimizer, Model, Rng, Seed};
 #[cfg(feature = "alloc")]
 pub use crate::{Evaluation, TrainStep};

@@ -31,6 +31,51 @@
 //! assert!(params[0].abs() < 1.0);
 //! assert_eq!(opt.slot("v").unwrap().len(), 10);
 //! ```
+//!
+//! # Models
+//!
+//! [`macro@model`] turns a struct of layers into a model that owns one flat parameter buffer; its
+//! shapes are constants of the layer types, so a layer that does not fit the previous one is a
+//! compile error at its field. [`TrainStep`] owns everything else a step needs (gradients,
+//! activations for batches up to `B`, the optimizer's state), allocated once; `run` does the
+//! forward pass, the loss, the backward pass and the optimizer's fused update, allocating
+//! nothing.
+//!
+//! ```
+//! use fusegraph::optim::keras::Adam;
+//! use fusegraph::prelude::*;
+//!
+//! /// Four classes from eight features.
+//! #[fusegraph::model(loss = SoftmaxCrossEntropy)]
+//! pub struct Mlp {
+//!     fc1: Dense<8, 16, Relu>,
+//!     fc2: Dense<16, 4>,
+//! }
+//!
+//! /// The same with a residual connection, as a graph.
+//! #[fusegraph::model(loss = SoftmaxCrossEntropy, graph(h = fc1(x).relu(), r = fc2(h).tanh() + h, y = head(r)))]
+//! pub struct ResMlp {
+//!     fc1: Dense<8, 16>,
+//!     fc2: Dense<16, 16>,
+//!     head: Dense<16, 4>,
+//! }
+//!
+//! let mut model = Mlp::init(Seed(7));
+//! let mut step = TrainStep::<_, _, 32>::new(&model, Adam::default().with_lr(0.01));
+//! let x: Vec<f32> = (0..4 * 8).map(|i| (i % 8) as f32 / 8.0).collect();
+//! let y = [0, 1, 2, 3];
+//! let first = step.run(&mut model, &x, &y);
+//! for _ in 0..50 {
+//!     step.run(&mut model, &x, &y);
+//! }
+//! assert!(step.evaluate(&model, &x, &y).loss < first);
+//! let dx = step.input_gradient(&model, &x); // d sum(output) / d x, from the current weights
+//! assert_eq!(dx.len(), x.len());
+//! assert_eq!(model.fc1().weight().len(), 8 * 16);
+//! let bytes = TrainStep::<Mlp, Adam, 32>::BYTES; // parameters, gradients, activations, slots
+//! assert_eq!(bytes.slots, 2 * bytes.grads);
+//! # let _ = ResMlp::init(Seed(1));
+//! ```
 #![no_std]
 
 extern crate self as fusegraph;

@@ -2,7 +2,9 @@
 
 pub use crate::layers::*;
 pub use crate::loss::*;
-pub use crate::optim::{Config, Optimizer, Rule};
+#[cfg(feature = "alloc")]
+pub use crate::optim::Optimizer;
+pub use crate::optim::{Config, Rule};
 pub use crate::{model, optimizer, Model, Rng, Seed};
 #[cfg(feature = "alloc")]
 pub use crate::{Evaluation, TrainStep};

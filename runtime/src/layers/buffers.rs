@@ -4,7 +4,10 @@
 use super::{Grad, Layer};
 use core::any::type_name;
 
-fn expect(layer: &str, what: &str, len: usize, expected: usize) {
+/// Panics, naming `layer` and the buffer `what`, unless `len == expected`. Inlined, so that a
+/// second check of the same length folds into the first.
+#[inline]
+pub(crate) fn expect(layer: &str, what: &str, len: usize, expected: usize) {
     assert!(
         len == expected,
         "{layer}: `{what}` holds {len} values, expected {expected}"

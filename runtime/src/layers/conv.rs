@@ -1,8 +1,11 @@
-//! Two-dimensional convolution over NHWC images, by im2col and GEMM.
+//! Two-dimensional convolution over NHWC images, by im2col and GEMM: [`Conv2d`], whose sizes
+//! are constants, over [`conv_forward`] and [`conv_backward`], which take them at run time
+//! ([`ConvDims`]).
 
 use super::lanes::add_rows;
 use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor};
 use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+use crate::LANES;
 use core::marker::PhantomData;
 
 /// How a convolution pads its input: [`Valid`] or [`Same`].
@@ -29,6 +32,7 @@ impl Padding for Same {
 }
 
 /// Output length along one dimension.
+#[inline(always)]
 const fn out_len(input: usize, k: usize, stride: usize, same: bool) -> usize {
     assert!(stride > 0, "Conv2d: STRIDE must be at least 1");
     assert!(k > 0, "Conv2d: the kernel must be at least 1x1");
@@ -44,12 +48,346 @@ const fn out_len(input: usize, k: usize, stride: usize, same: bool) -> usize {
 }
 
 /// Zeros of padding before the input along one dimension.
+#[inline(always)]
 const fn pad_before(input: usize, k: usize, stride: usize, same: bool) -> usize {
     let need = (out_len(input, k, stride, same) - 1) * stride + k;
     if same && need > input {
         (need - input) / 2
     } else {
         0
+    }
+}
+
+/// The sizes of a convolution, for [`conv_forward`] and [`conv_backward`]: a model whose
+/// shapes are known only at run time builds it; [`Conv2d`] passes its constants.
+///
+/// The output sizes follow Keras: see [`Valid`] and [`Same`]. The methods that derive them
+/// panic on a stride or kernel of 0, and on a kernel larger than the input with `Valid`
+/// padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvDims {
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Filters: output channels.
+    pub f: usize,
+    /// Kernel height.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Step between receptive fields, along both dimensions.
+    pub stride: usize,
+    /// [`Same`] padding when `true`, [`Valid`] when `false`.
+    pub same: bool,
+    /// Whether the parameters hold a bias after the weight.
+    pub bias: bool,
+}
+
+impl ConvDims {
+    /// Output height.
+    #[inline(always)]
+    pub const fn out_h(&self) -> usize {
+        out_len(self.h, self.kh, self.stride, self.same)
+    }
+
+    /// Output width.
+    #[inline(always)]
+    pub const fn out_w(&self) -> usize {
+        out_len(self.w, self.kw, self.stride, self.same)
+    }
+
+    /// Rows of zero padding above the image.
+    #[inline(always)]
+    pub const fn pad_top(&self) -> usize {
+        pad_before(self.h, self.kh, self.stride, self.same)
+    }
+
+    /// Columns of zero padding left of the image.
+    #[inline(always)]
+    pub const fn pad_left(&self) -> usize {
+        pad_before(self.w, self.kw, self.stride, self.same)
+    }
+
+    /// Values in one receptive field, `kh * kw * c`: the length of a patch.
+    #[inline(always)]
+    pub const fn patch(&self) -> usize {
+        self.kh * self.kw * self.c
+    }
+
+    /// Input values per sample, `h * w * c`.
+    #[inline(always)]
+    pub const fn inputs(&self) -> usize {
+        self.h * self.w * self.c
+    }
+
+    /// Output values per sample, `out_h * out_w * f`.
+    #[inline(always)]
+    pub const fn outputs(&self) -> usize {
+        self.out_h() * self.out_w() * self.f
+    }
+
+    /// Parameters: the weight, `[kh, kw, c, f]` (HWIO), then the bias, `[f]`, when
+    /// [`bias`](Self::bias).
+    #[inline(always)]
+    pub const fn params(&self) -> usize {
+        self.patch() * self.f + if self.bias { self.f } else { 0 }
+    }
+
+    /// Values per sample that [`conv_forward`] saves for [`conv_backward`] with activation
+    /// `A`: the pre-activation when `A` needs it, else nothing.
+    #[inline(always)]
+    pub const fn saved<A: Activation>(&self) -> usize {
+        if A::NEEDS_Z {
+            self.outputs()
+        } else {
+            0
+        }
+    }
+
+    /// Whether the image is its own patch matrix (1x1 kernel, stride 1).
+    #[inline(always)]
+    const fn direct(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.stride == 1
+    }
+
+    /// Rows of the patch matrix for `batch` samples: one per output position.
+    #[inline(always)]
+    const fn positions(&self, batch: usize) -> usize {
+        batch * self.out_h() * self.out_w()
+    }
+}
+
+/// Scratch one [`conv_forward`] or [`conv_backward`] call needs for `batch` samples: the patch
+/// matrix, `batch * out_h * out_w` rows of [`patch`](ConvDims::patch) values (none for a 1x1
+/// kernel with stride 1).
+#[inline]
+pub fn conv_scratch_len(dims: ConvDims, batch: usize) -> usize {
+    if dims.direct() {
+        0
+    } else {
+        dims.positions(batch) * dims.patch()
+    }
+}
+
+/// GEMM workspace one [`conv_forward`] or [`conv_backward`] call needs for `batch` samples.
+#[inline]
+pub fn conv_gemm_len(dims: ConvDims, batch: usize) -> usize {
+    let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
+    workspace_len(r, k, f)
+        .max(workspace_len(k, r, f))
+        .max(workspace_len(r, f, k))
+}
+
+/// Runs `$body` for every receptive field of `$batch` images, in order, with `$k` the offset of
+/// its `c` values in the patch matrix and `$i` the offset of the `c` values they come from in
+/// the images (`None` in the padding). A macro rather than a function taking a closure: the
+/// slices the body touches stay the caller's own arguments, so that the compiler keeps
+/// knowing they do not overlap.
+macro_rules! for_each_field {
+    ($dims:expr, $batch:expr, |$k:ident, $i:ident| $body:expr) => {{
+        let ConvDims {
+            h,
+            w,
+            c,
+            kh,
+            kw,
+            stride,
+            ..
+        } = $dims;
+        let (oh_n, ow_n) = ($dims.out_h(), $dims.out_w());
+        let (top, left) = ($dims.pad_top(), $dims.pad_left());
+        let mut $k = 0;
+        for n in 0..$batch {
+            let image = n * h * w * c;
+            for oh in 0..oh_n {
+                for ow in 0..ow_n {
+                    for dh in 0..kh {
+                        let ih = (oh * stride + dh).checked_sub(top).filter(|&v| v < h);
+                        for dw in 0..kw {
+                            let iw = (ow * stride + dw).checked_sub(left).filter(|&v| v < w);
+                            let $i = ih.zip(iw).map(|(ih, iw)| image + (ih * w + iw) * c);
+                            $body;
+                            $k += c;
+                        }
+                    }
+                }
+            }
+        }
+    }};
+}
+
+/// The patch matrix of `x` into `cols`.
+#[inline(always)]
+fn im2col(dims: ConvDims, x: &[f32], cols: &mut [f32], batch: usize) {
+    let c = dims.c;
+    for_each_field!(dims, batch, |k, i| match i {
+        Some(i) => cols[k..k + c].copy_from_slice(&x[i..i + c]),
+        None => cols[k..k + c].fill(0.0),
+    });
+}
+
+/// Adds each patch value of `dcols` to the image value it was copied from, in order.
+#[inline(always)]
+fn col2im(dims: ConvDims, dcols: &[f32], dx: &mut [f32], batch: usize) {
+    let c = dims.c;
+    for_each_field!(dims, batch, |k, i| if let Some(i) = i {
+        add_to(&mut dx[i..i + c], &dcols[k..k + c]);
+    });
+}
+
+/// `d[j] += s[j]`. From a lane's worth of values on, a lane at a time through a local copy of
+/// `s`, so that the compiler sees the loads apart from the stores and vectorizes (`c` is a
+/// constant there).
+#[inline(always)]
+fn add_to(d: &mut [f32], s: &[f32]) {
+    if d.len() < LANES {
+        for (d, &s) in d.iter_mut().zip(s) {
+            *d += s;
+        }
+        return;
+    }
+    for (d, s) in d.chunks_mut(LANES).zip(s.chunks(LANES)) {
+        let mut t = [0.0f32; LANES];
+        t[..s.len()].copy_from_slice(s);
+        for (d, &t) in d.iter_mut().zip(&t) {
+            *d += t;
+        }
+    }
+}
+
+/// `y = A(conv(x, W) + b)` for `batch` NHWC images of `dims.h`x`dims.w`x`dims.c`, writing
+/// `batch` images of `out_h`x`out_w`x`f`: each receptive field is copied into a row of a patch
+/// matrix in `ctx.scratch` (im2col, [`conv_scratch_len`]), multiplied by the weight seen as a
+/// `(kh * kw * c)`x`f` matrix in one GEMM; then one pass adds the bias, writes the
+/// pre-activation into `saved` if `A` needs it ([`ConvDims::saved`] values per sample) and
+/// applies `A`. A 1x1 kernel with stride 1 uses the image itself as its patch matrix.
+///
+/// `params` is the weight, `[kh, kw, c, f]` (HWIO), followed by the bias when `dims.bias`.
+/// Always inlined, so that [`Conv2d`], which passes constants, compiles as if its sizes were
+/// written into the body (the copies of `c` values become moves).
+///
+/// # Panics
+/// If a buffer's length does not follow from `dims` and `batch`, or `ctx.scratch` or
+/// `ctx.gemm` is shorter than [`conv_scratch_len`] or [`conv_gemm_len`].
+#[inline(always)]
+pub fn conv_forward<A: Activation>(
+    ctx: &mut Ctx<'_>,
+    dims: ConvDims,
+    params: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+    saved: &mut [f32],
+    batch: usize,
+) {
+    let name = "conv_forward";
+    buffers::expect(name, "params", params.len(), dims.params());
+    buffers::expect(name, "x", x.len(), batch * dims.inputs());
+    buffers::expect(name, "y", y.len(), batch * dims.outputs());
+    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
+    let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
+    let (w, b) = params.split_at(k * f);
+    let cols: &[f32] = if dims.direct() {
+        x
+    } else {
+        let cols = &mut ctx.scratch[..r * k];
+        im2col(dims, x, cols, batch);
+        cols
+    };
+    gemm(
+        1.0,
+        MatRef::row_major(cols, r, k),
+        MatRef::row_major(w, k, f),
+        0.0,
+        MatMut::row_major(y, r, f),
+        ctx.gemm,
+    );
+    A::forward_bias(y, b, saved, f);
+}
+
+/// The backward pass of [`conv_forward`]: given `dy` (d loss / d y, overwritten with
+/// d loss / d pre-activation), writes d loss / d params into `dparams` (overwriting it; laid
+/// out as `params`) and d loss / d x into `dx`. `x`, `y` and `saved` are what
+/// [`conv_forward`] saw and wrote.
+///
+/// The bias gradient sums the rows of the pre-activation gradient in order; the patches are
+/// rebuilt for `dW = patchesᵀ·dz`, and `dz·Wᵀ` is scattered back onto the image positions in
+/// a fixed order. Always inlined, as [`conv_forward`].
+///
+/// # Panics
+/// As [`conv_forward`], also for `dy`, `dparams` and `dx`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn conv_backward<A: Activation>(
+    ctx: &mut Ctx<'_>,
+    dims: ConvDims,
+    params: &[f32],
+    x: &[f32],
+    y: &[f32],
+    saved: &[f32],
+    dy: &mut [f32],
+    dx: Grad<'_>,
+    dparams: &mut [f32],
+    batch: usize,
+) {
+    let name = "conv_backward";
+    buffers::expect(name, "params", params.len(), dims.params());
+    buffers::expect(name, "dparams", dparams.len(), dims.params());
+    buffers::expect(name, "x", x.len(), batch * dims.inputs());
+    buffers::expect(name, "y", y.len(), batch * dims.outputs());
+    buffers::expect(name, "dy", dy.len(), batch * dims.outputs());
+    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
+    if let Grad::Set(d) | Grad::Add(d) = &dx {
+        buffers::expect(name, "dx", d.len(), batch * dims.inputs());
+    }
+    let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
+    A::backward(saved, y, dy, f);
+    let dz = &*dy;
+    let (dw, db) = dparams.split_at_mut(k * f);
+    db.fill(0.0);
+    add_rows(db, dz);
+    let w = &params[..k * f];
+    let scratch = &mut ctx.scratch[..conv_scratch_len(dims, batch)];
+    let direct = dims.direct();
+    let cols: &[f32] = if direct {
+        x
+    } else {
+        im2col(dims, x, scratch, batch);
+        scratch
+    };
+    gemm(
+        1.0,
+        MatRef::row_major(cols, r, k).t(),
+        MatRef::row_major(dz, r, f),
+        0.0,
+        MatMut::row_major(dw, k, f),
+        ctx.gemm,
+    );
+    let dz_wt = |beta: f32, out: &mut [f32], ws: &mut [f32]| {
+        gemm(
+            1.0,
+            MatRef::row_major(dz, r, f),
+            MatRef::row_major(w, k, f).t(),
+            beta,
+            MatMut::row_major(out, r, k),
+            ws,
+        );
+    };
+    match dx {
+        Grad::Skip => {}
+        Grad::Set(dx) if direct => dz_wt(0.0, dx, ctx.gemm),
+        Grad::Add(dx) if direct => dz_wt(1.0, dx, ctx.gemm),
+        Grad::Set(dx) => {
+            dz_wt(0.0, scratch, ctx.gemm);
+            dx.fill(0.0);
+            col2im(dims, scratch, dx, batch);
+        }
+        Grad::Add(dx) => {
+            dz_wt(0.0, scratch, ctx.gemm);
+            col2im(dims, scratch, dx, batch);
+        }
     }
 }
 
@@ -61,10 +399,10 @@ const fn pad_before(input: usize, k: usize, stride: usize, same: bool) -> usize 
 /// OIHW is its permutation), initialized with [`Init::GlorotUniform`] over fans
 /// `(KH * KW * C, KH * KW * F)`; `bias`, `[F]`, [`Init::Zeros`].
 ///
-/// Forward copies each receptive field into a row of a patch matrix in
-/// [`Ctx::scratch`] (im2col, [`scratch_len`](Layer::scratch_len)), multiplies it by the weight
-/// seen as a `(KH * KW * C)`x`F` matrix in one GEMM, then adds the bias and applies `A` in one
-/// pass. Backward rebuilds the patches for `dW = patchesᵀ·dz` and scatters `dz·Wᵀ` back onto
+/// Forward and backward are [`conv_forward`] and [`conv_backward`] with
+/// [`DIMS`](Self::DIMS): im2col into [`Ctx::scratch`] ([`scratch_len`](Layer::scratch_len)),
+/// one GEMM by the weight seen as a `(KH * KW * C)`x`F` matrix, and one pass for the bias and
+/// `A`; backward rebuilds the patches for `dW = patchesᵀ·dz` and scatters `dz·Wᵀ` back onto
 /// the image positions in a fixed order. A 1x1 convolution with stride 1 uses the image
 /// itself as its patch matrix and needs no scratch.
 pub struct Conv2d<
@@ -91,73 +429,32 @@ impl<
         A: Activation,
     > Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
+    /// The sizes, for [`conv_forward`] and [`conv_backward`].
+    pub const DIMS: ConvDims = ConvDims {
+        h: H,
+        w: W,
+        c: C,
+        f: F,
+        kh: KH,
+        kw: KW,
+        stride: STRIDE,
+        same: P::SAME,
+        bias: true,
+    };
     /// Output height.
-    pub const OH: usize = out_len(H, KH, STRIDE, P::SAME);
+    pub const OH: usize = Self::DIMS.out_h();
     /// Output width.
-    pub const OW: usize = out_len(W, KW, STRIDE, P::SAME);
+    pub const OW: usize = Self::DIMS.out_w();
     /// Rows of zero padding above the image.
-    pub const PAD_TOP: usize = pad_before(H, KH, STRIDE, P::SAME);
+    pub const PAD_TOP: usize = Self::DIMS.pad_top();
     /// Columns of zero padding left of the image.
-    pub const PAD_LEFT: usize = pad_before(W, KW, STRIDE, P::SAME);
+    pub const PAD_LEFT: usize = Self::DIMS.pad_left();
     /// Values in one receptive field, `KH * KW * C`: the length of a patch.
-    pub const PATCH: usize = KH * KW * C;
-    /// Whether the image is its own patch matrix (1x1 kernel, stride 1).
-    const DIRECT: bool = KH == 1 && KW == 1 && STRIDE == 1;
+    pub const PATCH: usize = Self::DIMS.patch();
 
     /// The layer (it holds no data: parameters live in the model's flat buffer).
     pub const fn new() -> Self {
         Conv2d(PhantomData)
-    }
-
-    /// Rows of the patch matrix for `batch` samples: one per output position.
-    const fn positions(batch: usize) -> usize {
-        batch * Self::OH * Self::OW
-    }
-
-    /// Visits every receptive field, in order: `f(k, Some(i))` for the `C` values starting
-    /// at `k` in the patch matrix that come from the `C` values starting at `i` in the images,
-    /// `f(k, None)` for those that fall in the padding.
-    fn for_each_field(batch: usize, mut f: impl FnMut(usize, Option<usize>)) {
-        let mut k = 0;
-        for n in 0..batch {
-            let image = n * H * W * C;
-            for oh in 0..Self::OH {
-                for ow in 0..Self::OW {
-                    for kh in 0..KH {
-                        let ih = (oh * STRIDE + kh)
-                            .checked_sub(Self::PAD_TOP)
-                            .filter(|&v| v < H);
-                        for kw in 0..KW {
-                            let iw = (ow * STRIDE + kw)
-                                .checked_sub(Self::PAD_LEFT)
-                                .filter(|&v| v < W);
-                            let i = ih.zip(iw).map(|(ih, iw)| image + (ih * W + iw) * C);
-                            f(k, i);
-                            k += C;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The patch matrix of `x` into `cols`.
-    fn im2col(x: &[f32], cols: &mut [f32], batch: usize) {
-        Self::for_each_field(batch, |k, i| match i {
-            Some(i) => cols[k..k + C].copy_from_slice(&x[i..i + C]),
-            None => cols[k..k + C].fill(0.0),
-        });
-    }
-
-    /// Adds each patch value of `dcols` to the image value it was copied from, in order.
-    fn col2im(dcols: &[f32], dx: &mut [f32], batch: usize) {
-        Self::for_each_field(batch, |k, i| {
-            if let Some(i) = i {
-                for (d, &s) in dx[i..i + C].iter_mut().zip(&dcols[k..k + C]) {
-                    *d += s;
-                }
-            }
-        });
     }
 }
 
@@ -245,11 +542,11 @@ impl<
         A: Activation,
     > Layer for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
-    const IN: usize = H * W * C;
-    const OUT: usize = Self::OH * Self::OW * F;
-    const PARAMS: usize = Self::PATCH * F + F;
+    const IN: usize = Self::DIMS.inputs();
+    const OUT: usize = Self::DIMS.outputs();
+    const PARAMS: usize = Self::DIMS.params();
     const STATE: usize = 0;
-    const SAVED: usize = if A::NEEDS_Z { Self::OUT } else { 0 };
+    const SAVED: usize = Self::DIMS.saved::<A>();
     const TENSORS: &'static [Tensor] = &[
         Tensor {
             name: "weight",
@@ -267,18 +564,11 @@ impl<
     ];
 
     fn scratch_len(batch: usize) -> usize {
-        if Self::DIRECT {
-            0
-        } else {
-            Self::positions(batch) * Self::PATCH
-        }
+        conv_scratch_len(Self::DIMS, batch)
     }
 
     fn gemm_len(batch: usize) -> usize {
-        let (r, k) = (Self::positions(batch), Self::PATCH);
-        workspace_len(r, k, F)
-            .max(workspace_len(k, r, F))
-            .max(workspace_len(r, F, k))
+        conv_gemm_len(Self::DIMS, batch)
     }
 
     fn init_state(_state: &mut [f32]) {}
@@ -293,24 +583,7 @@ impl<
         batch: usize,
     ) {
         buffers::forward::<Self>(params, state, x, y, saved, batch);
-        let (r, k) = (Self::positions(batch), Self::PATCH);
-        let (w, b) = params.split_at(k * F);
-        let cols: &[f32] = if Self::DIRECT {
-            x
-        } else {
-            let cols = &mut ctx.scratch[..r * k];
-            Self::im2col(x, cols, batch);
-            cols
-        };
-        gemm(
-            1.0,
-            MatRef::row_major(cols, r, k),
-            MatRef::row_major(w, k, F),
-            0.0,
-            MatMut::row_major(y, r, F),
-            ctx.gemm,
-        );
-        A::forward_bias(y, b, saved, F);
+        conv_forward::<A>(ctx, Self::DIMS, params, x, y, saved, batch);
     }
 
     fn backward(
@@ -325,52 +598,7 @@ impl<
         batch: usize,
     ) {
         buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        let (r, k) = (Self::positions(batch), Self::PATCH);
-        A::backward(saved, y, dy, F);
-        let dz = &*dy;
-        let (dw, db) = dparams.split_at_mut(k * F);
-        db.fill(0.0);
-        add_rows(db, dz);
-        let w = &params[..k * F];
-        let scratch = &mut ctx.scratch[..Self::scratch_len(batch)];
-        let cols: &[f32] = if Self::DIRECT {
-            x
-        } else {
-            Self::im2col(x, scratch, batch);
-            scratch
-        };
-        gemm(
-            1.0,
-            MatRef::row_major(cols, r, k).t(),
-            MatRef::row_major(dz, r, F),
-            0.0,
-            MatMut::row_major(dw, k, F),
-            ctx.gemm,
-        );
-        let dz_wt = |beta: f32, out: &mut [f32], ws: &mut [f32]| {
-            gemm(
-                1.0,
-                MatRef::row_major(dz, r, F),
-                MatRef::row_major(w, k, F).t(),
-                beta,
-                MatMut::row_major(out, r, k),
-                ws,
-            );
-        };
-        match dx {
-            Grad::Skip => {}
-            Grad::Set(dx) if Self::DIRECT => dz_wt(0.0, dx, ctx.gemm),
-            Grad::Add(dx) if Self::DIRECT => dz_wt(1.0, dx, ctx.gemm),
-            Grad::Set(dx) => {
-                dz_wt(0.0, scratch, ctx.gemm);
-                dx.fill(0.0);
-                Self::col2im(scratch, dx, batch);
-            }
-            Grad::Add(dx) => {
-                dz_wt(0.0, scratch, ctx.gemm);
-                Self::col2im(scratch, dx, batch);
-            }
-        }
+        conv_backward::<A>(ctx, Self::DIMS, params, x, y, saved, dy, dx, dparams, batch);
     }
 }
 
@@ -471,6 +699,58 @@ mod tests {
         // 1x1, stride 1: the image is its own patch matrix.
         check::<4, 3, 3, 5, 1, 1, 1, Valid, Tanh>(3);
         check::<2, 2, 9, 3, 1, 1, 1, Same, Identity>(2);
+    }
+
+    #[test]
+    fn without_bias_is_the_layer_with_a_zero_bias() {
+        use crate::layers::Mode;
+        use crate::rng::{Rng, Seed};
+        type L = Conv2d<5, 4, 2, 3, 3, 2, 2, Same, Tanh>;
+        let dims = ConvDims {
+            bias: false,
+            ..L::DIMS
+        };
+        let batch = 2;
+        let mut rng = Rng::new(Seed(3));
+        let mut uniform =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect() };
+        let mut params = uniform(L::PARAMS);
+        params[dims.params()..].fill(0.0);
+        let x = uniform(L::IN * batch);
+        let dy = uniform(L::OUT * batch);
+        let run = |dims: ConvDims, params: &[f32]| {
+            let mut gemm = std::vec![0.0; conv_gemm_len(dims, batch)];
+            let mut scratch = std::vec![0.0; conv_scratch_len(dims, batch)];
+            let mut rng = Rng::new(Seed(0));
+            let mut ctx = Ctx {
+                gemm: &mut gemm,
+                scratch: &mut scratch,
+                rng: &mut rng,
+                mode: Mode::Train,
+            };
+            let mut y = std::vec![0.0; dims.outputs() * batch];
+            let mut saved = std::vec![0.0; dims.saved::<Tanh>() * batch];
+            conv_forward::<Tanh>(&mut ctx, dims, params, &x, &mut y, &mut saved, batch);
+            let (mut d, mut dx) = (dy.clone(), std::vec![0.0; dims.inputs() * batch]);
+            let mut dparams = std::vec![0.0; dims.params()];
+            conv_backward::<Tanh>(
+                &mut ctx,
+                dims,
+                params,
+                &x,
+                &y,
+                &saved,
+                &mut d,
+                Grad::Set(&mut dx),
+                &mut dparams,
+                batch,
+            );
+            (y, dx, dparams)
+        };
+        let (y, dx, dp) = run(L::DIMS, &params);
+        let (y0, dx0, dp0) = run(dims, &params[..dims.params()]);
+        assert_eq!((y0, dx0), (y, dx));
+        assert_eq!(dp0, dp[..dims.params()]);
     }
 
     #[test]

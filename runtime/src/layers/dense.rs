@@ -1,9 +1,159 @@
-//! The fully connected layer, `y = f(x·W + b)`.
+//! The fully connected layer, `y = f(x·W + b)`: [`Dense`], whose sizes are constants, over
+//! [`dense_forward`] and [`dense_backward`], which take them at run time ([`DenseDims`]).
 
 use super::lanes::add_rows;
 use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor};
 use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use core::marker::PhantomData;
+
+/// The sizes of a fully connected layer, for [`dense_forward`] and [`dense_backward`]: a
+/// model whose shapes are known only at run time builds it; [`Dense`] passes its constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseDims {
+    /// Input values per sample.
+    pub inputs: usize,
+    /// Output values per sample.
+    pub outputs: usize,
+    /// Whether the parameters hold a bias after the weight.
+    pub bias: bool,
+}
+
+impl DenseDims {
+    /// Parameters: the weight, `[inputs, outputs]` row-major, then the bias, `[outputs]`,
+    /// when [`bias`](Self::bias).
+    #[inline]
+    pub const fn params(&self) -> usize {
+        self.inputs * self.outputs + if self.bias { self.outputs } else { 0 }
+    }
+
+    /// Values per sample that [`dense_forward`] saves for [`dense_backward`] with activation
+    /// `A`: the pre-activation when `A` needs it, else nothing.
+    #[inline]
+    pub const fn saved<A: Activation>(&self) -> usize {
+        if A::NEEDS_Z {
+            self.outputs
+        } else {
+            0
+        }
+    }
+}
+
+/// GEMM workspace one [`dense_forward`] or [`dense_backward`] call needs for `batch` samples.
+#[inline]
+pub fn dense_gemm_len(dims: DenseDims, batch: usize) -> usize {
+    let DenseDims {
+        inputs, outputs, ..
+    } = dims;
+    workspace_len(batch, inputs, outputs)
+        .max(workspace_len(inputs, batch, outputs))
+        .max(workspace_len(batch, outputs, inputs))
+}
+
+/// `y = A(x·W + b)` for `batch` samples of `dims.inputs` values: one GEMM, then one pass over
+/// `y` that adds the bias, writes the pre-activation into `saved` if `A` needs it
+/// ([`DenseDims::saved`] values per sample) and applies `A`.
+///
+/// `params` is the weight, `[inputs, outputs]` row-major, followed by the bias when
+/// `dims.bias`. Always inlined, so that [`Dense`], which passes constants, compiles as if its
+/// sizes were written into the body.
+///
+/// # Panics
+/// If a buffer's length does not follow from `dims` and `batch`, or `ctx.gemm` is shorter than
+/// [`dense_gemm_len`].
+#[inline(always)]
+pub fn dense_forward<A: Activation>(
+    ctx: &mut Ctx<'_>,
+    dims: DenseDims,
+    params: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+    saved: &mut [f32],
+    batch: usize,
+) {
+    let DenseDims {
+        inputs, outputs, ..
+    } = dims;
+    let name = "dense_forward";
+    buffers::expect(name, "params", params.len(), dims.params());
+    buffers::expect(name, "x", x.len(), batch * inputs);
+    buffers::expect(name, "y", y.len(), batch * outputs);
+    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
+    let (w, b) = params.split_at(inputs * outputs);
+    gemm(
+        1.0,
+        MatRef::row_major(x, batch, inputs),
+        MatRef::row_major(w, inputs, outputs),
+        0.0,
+        MatMut::row_major(y, batch, outputs),
+        ctx.gemm,
+    );
+    A::forward_bias(y, b, saved, outputs);
+}
+
+/// The backward pass of [`dense_forward`]: given `dy` (d loss / d y, overwritten with
+/// d loss / d pre-activation), writes d loss / d params into `dparams` (overwriting it; laid
+/// out as `params`) and d loss / d x into `dx`. `x`, `y` and `saved` are what
+/// [`dense_forward`] saw and wrote.
+///
+/// The bias gradient sums the rows of the pre-activation gradient in order; the weight and
+/// input gradients are one GEMM each. Always inlined, as [`dense_forward`].
+///
+/// # Panics
+/// As [`dense_forward`], also for `dy`, `dparams` and `dx`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn dense_backward<A: Activation>(
+    ctx: &mut Ctx<'_>,
+    dims: DenseDims,
+    params: &[f32],
+    x: &[f32],
+    y: &[f32],
+    saved: &[f32],
+    dy: &mut [f32],
+    dx: Grad<'_>,
+    dparams: &mut [f32],
+    batch: usize,
+) {
+    let DenseDims {
+        inputs, outputs, ..
+    } = dims;
+    let name = "dense_backward";
+    buffers::expect(name, "params", params.len(), dims.params());
+    buffers::expect(name, "dparams", dparams.len(), dims.params());
+    buffers::expect(name, "x", x.len(), batch * inputs);
+    buffers::expect(name, "y", y.len(), batch * outputs);
+    buffers::expect(name, "dy", dy.len(), batch * outputs);
+    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
+    if let Grad::Set(d) | Grad::Add(d) = &dx {
+        buffers::expect(name, "dx", d.len(), batch * inputs);
+    }
+    A::backward(saved, y, dy, outputs);
+    let dz = &*dy;
+    let (dw, db) = dparams.split_at_mut(inputs * outputs);
+    db.fill(0.0);
+    add_rows(db, dz);
+    gemm(
+        1.0,
+        MatRef::row_major(x, batch, inputs).t(),
+        MatRef::row_major(dz, batch, outputs),
+        0.0,
+        MatMut::row_major(dw, inputs, outputs),
+        ctx.gemm,
+    );
+    let (dx, beta) = match dx {
+        Grad::Skip => return,
+        Grad::Set(dx) => (dx, 0.0),
+        Grad::Add(dx) => (dx, 1.0),
+    };
+    gemm(
+        1.0,
+        MatRef::row_major(dz, batch, outputs),
+        MatRef::row_major(&params[..inputs * outputs], inputs, outputs).t(),
+        beta,
+        MatMut::row_major(dx, batch, inputs),
+        ctx.gemm,
+    );
+}
 
 /// A fully connected layer from `IN` to `OUT` values per sample: `y = A(x·W + b)`.
 ///
@@ -11,7 +161,8 @@ use core::marker::PhantomData;
 /// its transpose), initialized with [`Init::GlorotUniform`] over fans `(IN, OUT)`; and, when
 /// `BIAS`, `bias`, `[OUT]`, initialized with [`Init::Zeros`]. Forward is one GEMM and one
 /// pass over `y` that adds the bias, keeps the pre-activation if `A` needs it
-/// ([`SAVED`](Layer::SAVED) is then `OUT`, else 0) and applies `A`.
+/// ([`SAVED`](Layer::SAVED) is then `OUT`, else 0) and applies `A`: [`dense_forward`] and
+/// [`dense_backward`] with [`DIMS`](Self::DIMS).
 ///
 /// ```
 /// use fusegraph_runtime::layers::{Ctx, Dense, Layer, Mode, Relu};
@@ -36,6 +187,13 @@ pub struct Dense<
 >(PhantomData<fn() -> A>);
 
 impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Dense<IN, OUT, A, BIAS> {
+    /// The sizes, for [`dense_forward`] and [`dense_backward`].
+    pub const DIMS: DenseDims = DenseDims {
+        inputs: IN,
+        outputs: OUT,
+        bias: BIAS,
+    };
+
     /// The layer (it holds no data: parameters live in the model's flat buffer).
     pub const fn new() -> Self {
         Dense(PhantomData)
@@ -76,9 +234,9 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
 {
     const IN: usize = IN;
     const OUT: usize = OUT;
-    const PARAMS: usize = IN * OUT + if BIAS { OUT } else { 0 };
+    const PARAMS: usize = Self::DIMS.params();
     const STATE: usize = 0;
-    const SAVED: usize = if A::NEEDS_Z { OUT } else { 0 };
+    const SAVED: usize = Self::DIMS.saved::<A>();
     const TENSORS: &'static [Tensor] = if BIAS {
         &[
             Tensor {
@@ -109,9 +267,7 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
     }
 
     fn gemm_len(batch: usize) -> usize {
-        workspace_len(batch, IN, OUT)
-            .max(workspace_len(IN, batch, OUT))
-            .max(workspace_len(batch, OUT, IN))
+        dense_gemm_len(Self::DIMS, batch)
     }
 
     fn init_state(_state: &mut [f32]) {}
@@ -126,16 +282,7 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
         batch: usize,
     ) {
         buffers::forward::<Self>(params, state, x, y, saved, batch);
-        let (w, b) = params.split_at(IN * OUT);
-        gemm(
-            1.0,
-            MatRef::row_major(x, batch, IN),
-            MatRef::row_major(w, IN, OUT),
-            0.0,
-            MatMut::row_major(y, batch, OUT),
-            ctx.gemm,
-        );
-        A::forward_bias(y, b, saved, OUT);
+        dense_forward::<A>(ctx, Self::DIMS, params, x, y, saved, batch);
     }
 
     fn backward(
@@ -150,32 +297,7 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
         batch: usize,
     ) {
         buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        A::backward(saved, y, dy, OUT);
-        let dz = &*dy;
-        let (dw, db) = dparams.split_at_mut(IN * OUT);
-        db.fill(0.0);
-        add_rows(db, dz);
-        gemm(
-            1.0,
-            MatRef::row_major(x, batch, IN).t(),
-            MatRef::row_major(dz, batch, OUT),
-            0.0,
-            MatMut::row_major(dw, IN, OUT),
-            ctx.gemm,
-        );
-        let (dx, beta) = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => (dx, 0.0),
-            Grad::Add(dx) => (dx, 1.0),
-        };
-        gemm(
-            1.0,
-            MatRef::row_major(dz, batch, OUT),
-            MatRef::row_major(&params[..IN * OUT], IN, OUT).t(),
-            beta,
-            MatMut::row_major(dx, batch, IN),
-            ctx.gemm,
-        );
+        dense_backward::<A>(ctx, Self::DIMS, params, x, y, saved, dy, dx, dparams, batch);
     }
 }
 

@@ -193,8 +193,11 @@ pub mod reshape;
 pub use activation::{
     Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh,
 };
-pub use conv::{Conv2d, Padding, Same, Valid};
-pub use dense::Dense;
+pub use conv::{
+    conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, Conv2d, ConvDims, Padding, Same,
+    Valid,
+};
+pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
 pub use init::init_tensor;
 pub use norm::{BatchNorm, LayerNorm};

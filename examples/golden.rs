@@ -1,13 +1,14 @@
-//! Runs fusegraph's built-in optimizers on golden reference files and writes the results in the
-//! form `check.py` reads:
+//! Runs fusegraph on golden reference files (optimizer cases with the built-in optimizers,
+//! model cases with models built from their layers) and writes the results in the form
+//! `check.py` reads:
 //!
 //! ```text
-//! cargo run --release --example golden -- tests/data/reference/optimizers_keras.json > got.json
-//! python3 tests/data/reference/check.py tests/data/reference/optimizers_keras.json got.json
+//! cargo run --release --example golden -- tests/data/reference/models_keras.json > got.json
+//! python3 tests/data/reference/check.py tests/data/reference/models_keras.json got.json
 //! ```
 //!
-//! Several files may be given; their cases go into one output. Skipped cases (model cases,
-//! unsupported arguments) are named on stderr.
+//! Several files may be given; their cases go into one output. Skipped cases (unsupported
+//! arguments, layers, activations or losses) are named on stderr.
 
 use serde_json::{json, Value};
 use std::process::ExitCode;

@@ -2,18 +2,13 @@
 //! step, and the save point of a save/load case, laid out as fusegraph takes them (every tensor
 //! concatenated into one flat buffer).
 
-use crate::tensor::Tensor;
-use serde_json::{Map, Value};
-use std::ops::Range;
+use crate::tensor::{tensor_of, Layout};
+use serde_json::Value;
 
 /// The parsed inputs of one optimizer case.
 pub(crate) struct Inputs {
-    /// Parameter names, in the order they are handed to the optimizer.
-    pub names: Vec<String>,
-    /// Shape of each parameter.
-    pub shapes: Vec<Vec<usize>>,
-    /// Where each parameter lies in the flat buffer.
-    pub ranges: Vec<Range<usize>>,
+    /// The parameters, in the order they are handed to the optimizer.
+    pub layout: Layout,
     /// Initial parameters, concatenated.
     pub params: Vec<f32>,
     /// Gradients of step `t` at index `t - 1`, concatenated like the parameters.
@@ -37,14 +32,12 @@ impl Inputs {
             .get("params")
             .and_then(Value::as_object)
             .ok_or("inputs.params is missing")?;
-        let mut shapes = Vec::with_capacity(names.len());
-        let mut ranges = Vec::with_capacity(names.len());
+        let mut layout = Layout::default();
         let mut flat = Vec::new();
-        for name in &names {
-            let t = tensor_of(params, name, "inputs.params")?;
-            ranges.push(flat.len()..flat.len() + t.data.len());
+        for name in names {
+            let t = tensor_of(params, &name, "inputs.params")?;
             flat.extend_from_slice(&t.data);
-            shapes.push(t.shape);
+            layout.push(name, t.shape);
         }
         let grads = inputs
             .get("grads")
@@ -57,7 +50,7 @@ impl Inputs {
                     .as_object()
                     .ok_or_else(|| format!("inputs.grads[{i}] is not an object"))?;
                 let mut g = Vec::with_capacity(flat.len());
-                for (name, shape) in names.iter().zip(&shapes) {
+                for (name, shape) in layout.names.iter().zip(&layout.shapes) {
                     let t = tensor_of(step, name, &format!("inputs.grads[{i}]"))?;
                     if &t.shape != shape {
                         return Err(format!(
@@ -95,39 +88,12 @@ impl Inputs {
             None
         };
         Ok(Inputs {
-            names,
-            shapes,
-            ranges,
+            layout,
             params: flat,
             grads,
             save_after,
         })
     }
-
-    /// Number of elements of each parameter tensor.
-    pub fn lens(&self) -> Vec<usize> {
-        self.ranges.iter().map(|r| r.len()).collect()
-    }
-
-    /// `{name: f(index)}` over the parameters, in `param_order`.
-    pub fn per_param(
-        &self,
-        mut f: impl FnMut(usize) -> Result<Value, String>,
-    ) -> Result<Value, String> {
-        let mut out = Map::new();
-        for (i, name) in self.names.iter().enumerate() {
-            out.insert(name.clone(), f(i)?);
-        }
-        Ok(Value::Object(out))
-    }
-}
-
-/// The tensor `name` of the object `within` (named `what` in messages).
-fn tensor_of(within: &Map<String, Value>, name: &str, what: &str) -> Result<Tensor, String> {
-    let v = within
-        .get(name)
-        .ok_or_else(|| format!("{what} has no tensor `{name}`"))?;
-    Tensor::parse(v, &format!("{what}.{name}"))
 }
 
 #[cfg(test)]
@@ -152,8 +118,8 @@ mod tests {
         let i = Inputs::parse(&inputs(), true).unwrap();
         assert_eq!(i.params, [3.0, 1.0, 2.0]);
         assert_eq!(i.grads, [vec![0.3, 0.1, 0.2]]);
-        assert_eq!(i.lens(), [1, 2]);
-        assert_eq!(i.ranges, [0..1, 1..3]);
+        assert_eq!(i.layout.names, ["b", "a"]);
+        assert_eq!(i.layout.ranges, [0..1, 1..3]);
         assert_eq!(i.save_after, Some(1));
         assert_eq!(Inputs::parse(&inputs(), false).unwrap().save_after, None);
     }

@@ -2,9 +2,8 @@
 //! `keras.optimizers.schedules` learning rate, mapped onto `fusegraph::optim::keras`.
 
 use crate::args::Args;
-use crate::inputs::Inputs;
-use crate::plan::Plan;
-use crate::run::Framework;
+use crate::plan::{Plan, WithRule};
+use crate::state::Framework;
 use fusegraph::optim::keras;
 use fusegraph::optim::{Config, Decay, Ema, NormClip, Schedule, WeightDecay};
 use serde_json::Value;
@@ -29,8 +28,9 @@ const SGD: &[(&str, &str)] = &[("velocity", "momentum")];
 /// See [`SGD`].
 const RMS: &[(&str, &str)] = &[("momentum_buffer", "momentum")];
 
-/// Runs a Keras case; `optimizer` is the case's `optimizer` object.
-pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
+/// Maps a Keras case's `optimizer` object onto a rule and a [`Config`], and runs `with` on
+/// them.
+pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, String> {
     let class = optimizer["class"].as_str().unwrap_or_default();
     let name = class.strip_prefix("keras.optimizers.").unwrap_or(class);
     let own: &[&str] = match name {
@@ -91,27 +91,25 @@ pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
         framework: Framework::Keras,
     };
     match name {
-        "SGD" if !momentum => plan.run(keras::Sgd::default(), inputs),
-        "SGD" if nesterov => plan.run_renamed(keras::SgdNesterov::default(), SGD, inputs),
-        "SGD" => plan.run_renamed(keras::SgdMomentum::default(), SGD, inputs),
-        "Adagrad" => plan.run(keras::Adagrad::default(), inputs),
+        "SGD" if !momentum => plan.run(keras::Sgd::default(), with),
+        "SGD" if nesterov => plan.run_renamed(keras::SgdNesterov::default(), SGD, with),
+        "SGD" => plan.run_renamed(keras::SgdMomentum::default(), SGD, with),
+        "Adagrad" => plan.run(keras::Adagrad::default(), with),
         "RMSprop" => match (centered, momentum) {
-            (false, false) => plan.run(keras::RmsProp::default(), inputs),
-            (false, true) => plan.run_renamed(keras::RmsPropMomentum::default(), RMS, inputs),
-            (true, false) => plan.run(keras::RmsPropCentered::default(), inputs),
-            (true, true) => {
-                plan.run_renamed(keras::RmsPropCenteredMomentum::default(), RMS, inputs)
-            }
+            (false, false) => plan.run(keras::RmsProp::default(), with),
+            (false, true) => plan.run_renamed(keras::RmsPropMomentum::default(), RMS, with),
+            (true, false) => plan.run(keras::RmsPropCentered::default(), with),
+            (true, true) => plan.run_renamed(keras::RmsPropCenteredMomentum::default(), RMS, with),
         },
         // AdamW with amsgrad: the AMSGrad rule, its decoupled decay in the Config.
-        "Adam" | "AdamW" if amsgrad => plan.run(keras::AdamAmsgrad::default(), inputs),
-        "Adam" => plan.run(keras::Adam::default(), inputs),
-        "AdamW" => plan.run(keras::AdamW::default(), inputs),
-        "Adamax" => plan.run(keras::Adamax::default(), inputs),
-        "Nadam" => plan.run(keras::Nadam::default(), inputs),
-        "Adadelta" => plan.run(keras::Adadelta::default(), inputs),
-        "Lion" => plan.run(keras::Lion::default(), inputs),
-        _ => plan.run(keras::Ftrl::default(), inputs),
+        "Adam" | "AdamW" if amsgrad => plan.run(keras::AdamAmsgrad::default(), with),
+        "Adam" => plan.run(keras::Adam::default(), with),
+        "AdamW" => plan.run(keras::AdamW::default(), with),
+        "Adamax" => plan.run(keras::Adamax::default(), with),
+        "Nadam" => plan.run(keras::Nadam::default(), with),
+        "Adadelta" => plan.run(keras::Adadelta::default(), with),
+        "Lion" => plan.run(keras::Lion::default(), with),
+        _ => plan.run(keras::Ftrl::default(), with),
     }
 }
 
@@ -165,6 +163,7 @@ fn schedule(s: &Value) -> Result<Schedule, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::tests::Unreachable;
     use serde_json::json;
 
     #[test]
@@ -193,12 +192,7 @@ mod tests {
         let opt = json!({"class": "keras.optimizers.Adam",
                          "args": {"learning_rate": 0.1, "loss_scale_factor": 128.0},
                          "defaults": {"loss_scale_factor": null}});
-        let inputs = Inputs::parse(
-            &json!({"param_order": [], "params": {}, "grads": []}),
-            false,
-        )
-        .unwrap();
-        let e = run(&opt, &inputs).unwrap_err();
+        let e = map(&opt, Unreachable).unwrap_err();
         assert!(e.contains("`loss_scale_factor`"), "{e}");
     }
 }

@@ -1,17 +1,26 @@
-//! Runs fusegraph's built-in optimizers against the golden Keras 3 and PyTorch reference files
-//! (schema: `tests/data/reference/README.md`) and compares the results as the files' own
-//! `check.py` does.
+//! Runs fusegraph against the golden Keras 3 and PyTorch reference files (schema:
+//! `tests/data/reference/README.md`) and compares the results as the files' own `check.py`
+//! does.
 //!
-//! [`run_file`] reads any golden document of that schema. Every optimizer case
-//! (`optimizer_trajectory`, `optimizer_save_load`) is mapped from its `optimizer.class`,
-//! `optimizer.args` over `optimizer.defaults`, the Keras `schedule`, the PyTorch `scheduler`
-//! and `clip` onto a rule of [`fusegraph::optim::keras`] or [`fusegraph::optim::torch`] and a
-//! [`fusegraph::optim::Config`]; the steps are run with the given gradients, and the result is
-//! written in the shape of the case's `expected`. A case the harness cannot map (an argument
-//! fusegraph does not support, a model case) is skipped with the reason.
+//! [`run_file`] reads any golden document of that schema. Every case's `optimizer` is mapped
+//! from its `class`, `args` over `defaults`, the Keras `schedule`, the PyTorch `scheduler` and
+//! `clip` onto a rule of [`fusegraph::optim::keras`] or [`fusegraph::optim::torch`] and a
+//! [`fusegraph::optim::Config`], by one mapping for every kind of case:
+//!
+//! - optimizer cases (`optimizer_trajectory`, `optimizer_save_load`) run the steps with the
+//!   given gradients;
+//! - model cases (`model_training`) build the sequential model of `model.layers` at run time
+//!   (Dense, Conv2D, Flatten; softmax cross-entropy or MSE), run with the runtime's layer
+//!   functions ([`fusegraph::layers::dense_forward`], [`fusegraph::layers::conv_forward`]...)
+//!   and trained on the given batches. [`run_typed_case`] runs the same case on a
+//!   `#[fusegraph::model]` type instead.
+//!
+//! The result is written in the shape of the case's `expected`. A case the harness cannot map
+//! (an argument, layer, activation or loss fusegraph does not support) is skipped with the
+//! reason.
 //!
 //! ```no_run
-//! let text = std::fs::read_to_string("tests/data/reference/optimizers_keras.json").unwrap();
+//! let text = std::fs::read_to_string("tests/data/reference/models_keras.json").unwrap();
 //! let reference: serde_json::Value = serde_json::from_str(&text).unwrap();
 //! let report = fusegraph_golden::run_file(&reference);
 //! for result in fusegraph_golden::compare(&reference, &report.got, 1e-5, 1e-6) {
@@ -23,21 +32,27 @@ mod args;
 mod compare;
 mod inputs;
 mod keras;
+mod model;
 mod plan;
 mod run;
+mod state;
 mod tensor;
 mod torch;
 
 pub use compare::{compare, CaseResult, Worst, OPTIONAL_KEYS};
 
+use fusegraph::optim::Rule;
+use fusegraph::Model;
 use inputs::Inputs;
+use plan::map_optimizer;
+use run::Trajectory;
 use serde_json::{json, Value};
 
 /// What [`run_file`] produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     /// `{"cases": [{"id", "got"}]}`, one entry per case that ran, for `check.py` or
-    /// [`compare`].
+    /// [`compare()`].
     pub got: Value,
     /// The cases that did not run.
     pub skipped: Vec<Skipped>,
@@ -48,8 +63,8 @@ pub struct Report {
 pub struct Skipped {
     /// Case id.
     pub id: String,
-    /// Why: an unsupported class, argument or schedule (named), a model case, or malformed
-    /// input.
+    /// Why: an unsupported class, argument, schedule, layer, activation or loss (named), or
+    /// malformed input.
     pub reason: String,
 }
 
@@ -74,20 +89,39 @@ pub fn run_file(doc: &Value) -> Report {
 
 /// Runs one case and returns its `got` object, or why it cannot run.
 pub fn run_case(case: &Value) -> Result<Value, String> {
-    let kind = case["kind"].as_str().unwrap_or_default();
-    let save_load = match kind {
+    let save_load = match case["kind"].as_str().unwrap_or_default() {
         "optimizer_trajectory" => false,
         "optimizer_save_load" => true,
-        "model_training" => {
-            return Err("model_training cases are not run by the optimizer harness".into())
-        }
+        "model_training" => return model::run(case),
         other => return Err(format!("unknown case kind `{other}`")),
     };
     let inputs = Inputs::parse(&case["inputs"], save_load)?;
-    let optimizer = &case["optimizer"];
-    match case["framework"].as_str().unwrap_or_default() {
-        "keras" => keras::run(optimizer, &inputs),
-        "torch" => torch::run(optimizer, &inputs),
-        other => Err(format!("unknown framework `{other}`")),
+    map_optimizer(case, inputs.grads.len(), Trajectory(&inputs))
+}
+
+/// Runs a model case (`model_training`) on `model`, a `#[fusegraph::model]` type with the
+/// case's shapes (its tensors in the case's weight order, its loss the case's), trained by a
+/// `TrainStep<M, R, B>` with its weights replaced by the case's initial weights.
+///
+/// `R` must be the rule the case's optimizer maps to; its hyper-parameters and
+/// [`Config`](fusegraph::optim::Config) come from the case. The `got` object is recorded as
+/// [`run_case`] records the model it builds at run time, so the two can be compared bit for
+/// bit.
+///
+/// # Errors
+/// When the case is not a model case the harness can read, the model's shapes or loss differ
+/// from the case's, a batch exceeds `B`, or the case's optimizer maps to another rule.
+pub fn run_typed_case<M, R, const B: usize>(case: &Value, model: M) -> Result<Value, String>
+where
+    M: Model,
+    M::Loss: 'static,
+    R: Rule + 'static,
+{
+    if case["kind"] != "model_training" {
+        return Err(format!(
+            "case kind {} is not `model_training`",
+            case["kind"]
+        ));
     }
+    model::run_typed::<M, R, B>(case, model)
 }

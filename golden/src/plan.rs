@@ -1,11 +1,43 @@
 //! What every framework mapping ends in: a built-in rule whose hyper-parameters are filled from
-//! the case's arguments, a [`Config`], and how weight decay applies.
+//! the case's arguments, a [`Config`], and how weight decay applies; and [`WithRule`], what
+//! then runs with them (an optimizer trajectory, a model's training).
 
 use crate::args::Args;
-use crate::inputs::Inputs;
-use crate::run::{run, Framework};
+use crate::state::{Conventions, Framework};
+use crate::{keras, torch};
 use fusegraph::optim::{Config, Rule, WeightDecay};
 use serde_json::Value;
+
+/// Maps the `optimizer` of `case` (of its `framework`), for a run of `num_steps` steps, and
+/// runs `with` on the rule.
+pub(crate) fn map_optimizer<W: WithRule>(
+    case: &Value,
+    num_steps: usize,
+    with: W,
+) -> Result<W::Output, String> {
+    let optimizer = &case["optimizer"];
+    match case["framework"].as_str().unwrap_or_default() {
+        "keras" => keras::map(optimizer, with),
+        "torch" => torch::map(optimizer, num_steps, with),
+        other => Err(format!("unknown framework `{other}`")),
+    }
+}
+
+/// What runs once a case's optimizer is mapped. The rule's type is only known inside the
+/// mapping, so the mapping calls [`run`](Self::run) with it.
+pub(crate) trait WithRule {
+    /// What the run gives.
+    type Output;
+
+    /// Runs with `rule` (every hyper-parameter set), `config`, and the framework's
+    /// `conventions` for writing the optimizer's state.
+    fn run<R: Rule + 'static>(
+        self,
+        rule: R,
+        config: Config,
+        conventions: Conventions,
+    ) -> Result<Self::Output, String>;
+}
 
 /// A case mapped onto fusegraph, short of the rule type (which the framework module picks).
 pub(crate) struct Plan<'a> {
@@ -22,19 +54,23 @@ pub(crate) struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// Fills every hyper-parameter of `rule` from the arguments and runs the case with it.
-    pub fn run<R: Rule>(&self, rule: R, inputs: &Inputs) -> Result<Value, String> {
-        self.run_renamed(rule, &[], inputs)
+    /// Fills every hyper-parameter of `rule` from the arguments and runs `with` on it.
+    pub fn run<R: Rule + 'static, W: WithRule>(
+        &self,
+        rule: R,
+        with: W,
+    ) -> Result<W::Output, String> {
+        self.run_renamed(rule, &[], with)
     }
 
     /// [`run`](Self::run) for a rule whose slots are named otherwise than the framework's
     /// state: `renames` holds `(slot, framework name)` pairs.
-    pub fn run_renamed<R: Rule>(
+    pub fn run_renamed<R: Rule + 'static, W: WithRule>(
         &self,
         mut rule: R,
-        renames: &[(&str, &str)],
-        inputs: &Inputs,
-    ) -> Result<Value, String> {
+        renames: &'static [(&'static str, &'static str)],
+        with: W,
+    ) -> Result<W::Output, String> {
         for &hyper in R::HYPER {
             if hyper == "weight_decay" {
                 continue;
@@ -54,7 +90,11 @@ impl Plan<'_> {
                 config = config.weight_decay(wd);
             }
         }
-        run(rule, config, self.framework, renames, inputs)
+        let conventions = Conventions {
+            framework: self.framework,
+            renames,
+        };
+        with.run(rule, config, conventions)
     }
 
     /// The argument behind hyper-parameter `hyper`: Keras `learning_rate` is `lr`; PyTorch
@@ -75,5 +115,20 @@ fn set<R: Rule>(rule: &mut R, hyper: &str, v: f32) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{} refused hyper-parameter `{hyper}`", R::NAME))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// For mappings that must fail before running anything.
+    pub(crate) struct Unreachable;
+
+    impl WithRule for Unreachable {
+        type Output = ();
+        fn run<R: Rule + 'static>(self, _: R, _: Config, _: Conventions) -> Result<(), String> {
+            panic!("the mapping was expected to fail, but it ran {}", R::NAME)
+        }
     }
 }

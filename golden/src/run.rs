@@ -1,59 +1,54 @@
-//! Runs one fusegraph [`Optimizer`] through a case's steps and writes the `got` object that
-//! mirrors the case's `expected`: `initial_state`, `initial_scalars` and, per step, `step`,
-//! `lr`, `params`, `state` and `scalars`, with state named as the framework names it.
+//! Runs one fusegraph [`Optimizer`] through an optimizer case's steps and writes the `got`
+//! object that mirrors the case's `expected`: `initial_state`, `initial_scalars` and, per step,
+//! `step`, `lr`, `params`, `state` and `scalars`, with state named as the framework names it.
 
 use crate::inputs::Inputs;
-use crate::tensor::{scalar_json, to_json};
+use crate::plan::WithRule;
+use crate::state::{Conventions, Framework};
 use fusegraph::optim::{Config, Optimizer, Rule};
 use serde_json::{json, Map, Value};
 
-/// Which framework's conventions the output follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Framework {
-    /// Keras 3: state exists once the optimizer is built; an optimizer-level `iterations`
-    /// counter and carried scalars (Nadam `u_product`) are `scalars`; the EMA is slot `average`.
-    Keras,
-    /// PyTorch: carried scalars (NAdam `mu_product`) and, if `step_counter`, the step count are
-    /// per-parameter scalar tensors in the state; `scalars` is empty.
-    Torch {
-        /// The class keeps a per-parameter `step` tensor (every class but SGD).
-        step_counter: bool,
-        /// The class creates its state in the constructor (Adagrad) instead of at the first
-        /// step, so `initial_state` is not empty.
-        state_at_build: bool,
-    },
+/// An optimizer case's run: the steps of `inputs`, with the rule its optimizer maps to.
+pub(crate) struct Trajectory<'a>(pub &'a Inputs);
+
+impl WithRule for Trajectory<'_> {
+    type Output = Value;
+
+    fn run<R: Rule + 'static>(
+        self,
+        rule: R,
+        config: Config,
+        conventions: Conventions,
+    ) -> Result<Value, String> {
+        run(rule, config, conventions, self.0)
+    }
 }
 
-/// Runs `rule` with `config` over the steps of `inputs` and returns the `got` object. Slots
-/// are written under their own names except those renamed by `(slot, name)` pairs in `renames`.
+/// Runs `rule` with `config` over the steps of `inputs` and returns the `got` object, with the
+/// state written by `conventions`.
 ///
 /// In a save/load case the optimizer's state is serialized after step `save_after` and the
 /// remaining steps run on a new optimizer restored from that copy, with the parameters copied
 /// into a new buffer.
-pub(crate) fn run<R: Rule>(
+fn run<R: Rule>(
     rule: R,
     config: Config,
-    framework: Framework,
-    renames: &[(&str, &str)],
+    conventions: Conventions,
     inputs: &Inputs,
 ) -> Result<Value, String> {
-    let out = Output {
-        framework,
-        renames,
-        inputs,
-    };
-    let lens = inputs.lens();
+    let layout = &inputs.layout;
+    let lens = layout.lens();
     let mut opt = Optimizer::with_config(rule, &lens, config);
     let mut params = inputs.params.clone();
-    let initial_state = match framework {
+    let initial_state = match conventions.framework {
         Framework::Torch {
             state_at_build: false,
             ..
         } => json!({}),
-        _ => out.state(&opt)?,
+        _ => conventions.state(&opt, layout)?,
     };
     let mut steps = Vec::with_capacity(inputs.grads.len());
-    let initial_scalars = out.scalars(&opt);
+    let initial_scalars = conventions.scalars(&opt);
     for (i, grads) in inputs.grads.iter().enumerate() {
         let t = i + 1;
         let lr = opt.current_learning_rate();
@@ -63,15 +58,9 @@ pub(crate) fn run<R: Rule>(
         if let Some(lr) = lr {
             step.insert("lr".into(), f64::from(lr).into());
         }
-        let p = inputs.per_param(|k| {
-            Ok(to_json(
-                &inputs.shapes[k],
-                &params[inputs.ranges[k].clone()],
-            ))
-        })?;
-        step.insert("params".into(), p);
-        step.insert("state".into(), out.state(&opt)?);
-        step.insert("scalars".into(), out.scalars(&opt));
+        step.insert("params".into(), layout.tensors(&params));
+        step.insert("state".into(), conventions.state(&opt, layout)?);
+        step.insert("scalars".into(), conventions.scalars(&opt));
         steps.push(Value::Object(step));
         if inputs.save_after == Some(t) {
             let saved = save(&opt);
@@ -84,76 +73,6 @@ pub(crate) fn run<R: Rule>(
         "initial_scalars": initial_scalars,
         "steps": steps,
     }))
-}
-
-/// How state and scalars are written.
-struct Output<'a> {
-    framework: Framework,
-    renames: &'a [(&'a str, &'a str)],
-    inputs: &'a Inputs,
-}
-
-impl Output<'_> {
-    /// `{slot: {param: tensor}}`: every slot of the rule, plus the EMA (Keras `average`) or
-    /// the per-parameter scalars (PyTorch `step` and carried scalars).
-    fn state<R: Rule>(&self, opt: &Optimizer<R>) -> Result<Value, String> {
-        let inputs = self.inputs;
-        let mut out = Map::new();
-        for &slot in R::SLOTS {
-            let per_param = inputs.per_param(|k| {
-                let data = opt
-                    .slot_tensor(slot, k)
-                    .ok_or_else(|| format!("{}: no slot `{slot}` for tensor {k}", R::NAME))?;
-                Ok(to_json(&inputs.shapes[k], data))
-            })?;
-            let name = self
-                .renames
-                .iter()
-                .find(|(from, _)| *from == slot)
-                .map_or(slot, |(_, to)| *to);
-            out.insert(name.into(), per_param);
-        }
-        match self.framework {
-            Framework::Keras => {
-                if let Some(ema) = opt.ema() {
-                    let average = inputs.per_param(|k| {
-                        let data = ema
-                            .get(inputs.ranges[k].clone())
-                            .ok_or_else(|| format!("EMA buffer too short for tensor {k}"))?;
-                        Ok(to_json(&inputs.shapes[k], data))
-                    })?;
-                    out.insert("average".into(), average);
-                }
-            }
-            Framework::Torch { step_counter, .. } => {
-                if step_counter {
-                    let t = opt.iterations() as f32;
-                    out.insert("step".into(), inputs.per_param(|_| Ok(scalar_json(t)))?);
-                }
-                for &name in R::CARRIED {
-                    let v = opt
-                        .carried(name)
-                        .ok_or_else(|| format!("{}: no carried scalar `{name}`", R::NAME))?;
-                    out.insert(name.into(), inputs.per_param(|_| Ok(scalar_json(v)))?);
-                }
-            }
-        }
-        Ok(Value::Object(out))
-    }
-
-    /// Keras: `{"iterations": t}` and every carried scalar; PyTorch: `{}`.
-    fn scalars<R: Rule>(&self, opt: &Optimizer<R>) -> Value {
-        let mut out = Map::new();
-        if self.framework == Framework::Keras {
-            out.insert("iterations".into(), opt.iterations().into());
-            for &name in R::CARRIED {
-                if let Some(v) = opt.carried(name) {
-                    out.insert(name.into(), f64::from(v).into());
-                }
-            }
-        }
-        Value::Object(out)
-    }
 }
 
 /// The optimizer's state (`get_weights`, with `weight_names`) as JSON text.

@@ -1,7 +1,8 @@
 //! Tensors as the golden files write them: `{"shape": [d0, d1, ...], "data": [...]}`, with
 //! `data` the row-major flattening and a scalar written as `"shape": []` with one value.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use std::ops::Range;
 
 /// A float32 tensor read from a golden file.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +44,72 @@ impl Tensor {
     }
 }
 
+/// The tensor `name` of the object `within` (named `what` in messages).
+pub(crate) fn tensor_of(
+    within: &Map<String, Value>,
+    name: &str,
+    what: &str,
+) -> Result<Tensor, String> {
+    let v = within
+        .get(name)
+        .ok_or_else(|| format!("{what} has no tensor `{name}`"))?;
+    Tensor::parse(v, &format!("{what}.{name}"))
+}
+
+/// Named tensors laid end to end in one flat buffer, in order: the parameters of a case (and
+/// with them, their gradients and optimizer slots).
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    /// Tensor names, in buffer order.
+    pub names: Vec<String>,
+    /// Shape of each tensor.
+    pub shapes: Vec<Vec<usize>>,
+    /// Where each tensor lies in the flat buffer.
+    pub ranges: Vec<Range<usize>>,
+}
+
+impl Layout {
+    /// Appends a tensor after the others.
+    pub fn push(&mut self, name: String, shape: Vec<usize>) {
+        let start = self.len();
+        self.ranges
+            .push(start..start + shape.iter().product::<usize>());
+        self.names.push(name);
+        self.shapes.push(shape);
+    }
+
+    /// Values in the flat buffer.
+    pub fn len(&self) -> usize {
+        self.ranges.last().map_or(0, |r| r.end)
+    }
+
+    /// Number of values of each tensor.
+    pub fn lens(&self) -> Vec<usize> {
+        self.ranges.iter().map(|r| r.len()).collect()
+    }
+
+    /// `{name: f(index)}` over the tensors, in order.
+    pub fn per_param(
+        &self,
+        mut f: impl FnMut(usize) -> Result<Value, String>,
+    ) -> Result<Value, String> {
+        let mut out = Map::new();
+        for (i, name) in self.names.iter().enumerate() {
+            out.insert(name.clone(), f(i)?);
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// `{name: tensor}` of a flat buffer laid out as `self`.
+    pub fn tensors(&self, flat: &[f32]) -> Value {
+        let mut out = Map::new();
+        for ((name, shape), r) in self.names.iter().zip(&self.shapes).zip(&self.ranges) {
+            out.insert(name.clone(), to_json(shape, &flat[r.clone()]));
+        }
+        Value::Object(out)
+    }
+}
+
 /// `true` for an object with `shape` and `data` (what `check.py` takes for a tensor).
 pub(crate) fn is_tensor(v: &Value) -> bool {
     v.get("shape").is_some() && v.get("data").is_some()
@@ -79,6 +146,20 @@ mod tests {
         let t = Tensor::parse(&scalar_json(2.0), "s").unwrap();
         assert!(t.shape.is_empty());
         assert_eq!(t.data, [2.0]);
+    }
+
+    #[test]
+    fn layout_lays_tensors_end_to_end() {
+        let mut l = Layout::default();
+        l.push("w".into(), vec![2, 3]);
+        l.push("b".into(), vec![3]);
+        l.push("s".into(), vec![]);
+        assert_eq!(l.ranges, [0..6, 6..9, 9..10]);
+        assert_eq!((l.len(), l.lens()), (10, vec![6, 3, 1]));
+        let flat: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let t = l.tensors(&flat);
+        assert_eq!(t["b"], to_json(&[3], &[6.0, 7.0, 8.0]));
+        assert_eq!(t["s"], scalar_json(9.0));
     }
 
     #[test]

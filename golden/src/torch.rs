@@ -3,9 +3,8 @@
 //! caller, mapped onto `fusegraph::optim::torch`.
 
 use crate::args::Args;
-use crate::inputs::Inputs;
-use crate::plan::Plan;
-use crate::run::Framework;
+use crate::plan::{Plan, WithRule};
+use crate::state::Framework;
 use fusegraph::optim::torch;
 use fusegraph::optim::{Config, NormClip, Schedule, WeightDecay};
 use serde_json::Value;
@@ -22,8 +21,13 @@ const COMMON: &[&str] = &[
     "differentiable",
 ];
 
-/// Runs a PyTorch case; `optimizer` is the case's `optimizer` object.
-pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
+/// Maps a PyTorch case's `optimizer` object onto a rule and a [`Config`] for a run of
+/// `num_steps` steps (the schedulers need it), and runs `with` on them.
+pub(crate) fn map<W: WithRule>(
+    optimizer: &Value,
+    num_steps: usize,
+    with: W,
+) -> Result<W::Output, String> {
     let class = optimizer["class"].as_str().unwrap_or_default();
     let name = class.strip_prefix("torch.optim.").unwrap_or(class);
     let own: &[&str] = match name {
@@ -49,7 +53,7 @@ pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
     let lr = args.float("lr")?.ok_or("no `lr` argument or default")?;
     match optimizer.get("scheduler") {
         None | Some(Value::Null) => {}
-        Some(s) => config = config.schedule(scheduler(s, lr, inputs.grads.len())?),
+        Some(s) => config = config.schedule(scheduler(s, lr, num_steps)?),
     }
     let weight_decay = match args.float("weight_decay")? {
         Some(wd) if wd != 0.0 => {
@@ -77,24 +81,24 @@ pub(crate) fn run(optimizer: &Value, inputs: &Inputs) -> Result<Value, String> {
         },
     };
     match name {
-        "SGD" if !momentum => plan.run(torch::Sgd::default(), inputs),
-        "SGD" if nesterov => plan.run(torch::SgdNesterov::default(), inputs),
-        "SGD" => plan.run(torch::SgdMomentum::default(), inputs),
+        "SGD" if !momentum => plan.run(torch::Sgd::default(), with),
+        "SGD" if nesterov => plan.run(torch::SgdNesterov::default(), with),
+        "SGD" => plan.run(torch::SgdMomentum::default(), with),
         // AdamW with amsgrad: the AMSGrad rule, its decoupled decay in the Config.
-        "Adam" | "AdamW" if amsgrad => plan.run(torch::AdamAmsgrad::default(), inputs),
-        "Adam" => plan.run(torch::Adam::default(), inputs),
-        "AdamW" => plan.run(torch::AdamW::default(), inputs),
-        "NAdam" => plan.run(torch::NAdam::default(), inputs),
-        "RAdam" => plan.run(torch::RAdam::default(), inputs),
-        "Adagrad" => plan.run(torch::Adagrad::default(), inputs),
+        "Adam" | "AdamW" if amsgrad => plan.run(torch::AdamAmsgrad::default(), with),
+        "Adam" => plan.run(torch::Adam::default(), with),
+        "AdamW" => plan.run(torch::AdamW::default(), with),
+        "NAdam" => plan.run(torch::NAdam::default(), with),
+        "RAdam" => plan.run(torch::RAdam::default(), with),
+        "Adagrad" => plan.run(torch::Adagrad::default(), with),
         "RMSprop" => match (centered, momentum) {
-            (false, false) => plan.run(torch::RmsProp::default(), inputs),
-            (false, true) => plan.run(torch::RmsPropMomentum::default(), inputs),
-            (true, false) => plan.run(torch::RmsPropCentered::default(), inputs),
-            (true, true) => plan.run(torch::RmsPropCenteredMomentum::default(), inputs),
+            (false, false) => plan.run(torch::RmsProp::default(), with),
+            (false, true) => plan.run(torch::RmsPropMomentum::default(), with),
+            (true, false) => plan.run(torch::RmsPropCentered::default(), with),
+            (true, true) => plan.run(torch::RmsPropCenteredMomentum::default(), with),
         },
-        "Adamax" => plan.run(torch::Adamax::default(), inputs),
-        _ => plan.run(torch::Adadelta::default(), inputs),
+        "Adamax" => plan.run(torch::Adamax::default(), with),
+        _ => plan.run(torch::Adadelta::default(), with),
     }
 }
 
@@ -162,6 +166,7 @@ fn scheduler(s: &Value, lr: f32, num_steps: usize) -> Result<Schedule, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::tests::Unreachable;
     use serde_json::json;
 
     #[test]
@@ -205,12 +210,7 @@ mod tests {
         let opt = json!({"class": "torch.optim.Adam",
                          "args": {"lr": 0.1, "capturable": true},
                          "defaults": {"capturable": false}});
-        let inputs = Inputs::parse(
-            &json!({"param_order": [], "params": {}, "grads": []}),
-            false,
-        )
-        .unwrap();
-        let e = run(&opt, &inputs).unwrap_err();
+        let e = map(&opt, 0, Unreachable).unwrap_err();
         assert!(e.contains("`capturable`"), "{e}");
     }
 }

@@ -1,0 +1,547 @@
+//! A sequential model read from a case's `model.layers` at run time: each layer's sizes
+//! ([`DenseDims`], [`ConvDims`]) and activation, checked against the shapes flowing through the
+//! stack, and the parameter tensors in layer order (`{layer}.kernel`, `{layer}.bias`), each in
+//! Keras' layout, which is fusegraph's.
+
+use crate::tensor::Layout;
+use fusegraph::layers::{
+    conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
+    dense_gemm_len, ConvDims, Ctx, DenseDims, Elu, Gelu, Grad, Identity, Relu, Sigmoid, Softmax,
+    Swish, Tanh,
+};
+use serde_json::Value;
+use std::ops::Range;
+
+/// An activation of a Dense or Conv2D layer, by its Keras name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Act {
+    /// `linear` (or none).
+    Linear,
+    /// `relu`.
+    Relu,
+    /// `tanh`.
+    Tanh,
+    /// `sigmoid`.
+    Sigmoid,
+    /// `elu` (alpha 1).
+    Elu,
+    /// `gelu`, exact (Keras `approximate=False`, PyTorch `approximate='none'`).
+    Gelu,
+    /// `swish` or `silu`.
+    Swish,
+    /// `softmax` over the features of a sample (the channels of a position, for Conv2D).
+    Softmax,
+}
+
+/// Runs `$body` with the type alias `$A` set to the runtime's activation type for `$act`.
+macro_rules! with_act {
+    ($act:expr, |$A:ident| $body:expr) => {
+        match $act {
+            Act::Linear => {
+                type $A = Identity;
+                $body
+            }
+            Act::Relu => {
+                type $A = Relu;
+                $body
+            }
+            Act::Tanh => {
+                type $A = Tanh;
+                $body
+            }
+            Act::Sigmoid => {
+                type $A = Sigmoid;
+                $body
+            }
+            Act::Elu => {
+                type $A = Elu;
+                $body
+            }
+            Act::Gelu => {
+                type $A = Gelu;
+                $body
+            }
+            Act::Swish => {
+                type $A = Swish;
+                $body
+            }
+            Act::Softmax => {
+                type $A = Softmax;
+                $body
+            }
+        }
+    };
+}
+
+impl Act {
+    /// The activation named by a layer's `activation` (`null` is linear).
+    fn parse(v: Option<&Value>) -> Result<Act, String> {
+        let name = match v {
+            None | Some(Value::Null) => return Ok(Act::Linear),
+            Some(Value::String(s)) => s.as_str(),
+            Some(other) => return Err(format!("activation {other} is not a name")),
+        };
+        Ok(match name {
+            "linear" | "identity" | "none" => Act::Linear,
+            "relu" => Act::Relu,
+            "tanh" => Act::Tanh,
+            "sigmoid" => Act::Sigmoid,
+            "elu" => Act::Elu,
+            "gelu" => Act::Gelu,
+            "swish" | "silu" => Act::Swish,
+            "softmax" => Act::Softmax,
+            other => return Err(format!("unsupported activation `{other}`")),
+        })
+    }
+}
+
+/// What a layer computes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    /// A fully connected layer.
+    Dense(DenseDims, Act),
+    /// A convolution over NHWC images.
+    Conv(ConvDims, Act),
+    /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
+    Flatten,
+}
+
+/// One layer of the stack, with its sizes per sample.
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// What it computes.
+    pub op: Op,
+    /// Output values per sample.
+    pub outputs: usize,
+    /// Values per sample saved by forward for backward.
+    pub saved: usize,
+    /// Its parameters in the model's flat buffer (empty for Flatten).
+    pub params: Range<usize>,
+}
+
+impl Node {
+    fn new(op: Op, outputs: usize, params: Range<usize>) -> Node {
+        let saved = match op {
+            Op::Dense(dims, act) => with_act!(act, |A| dims.saved::<A>()),
+            Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
+            Op::Flatten => 0,
+        };
+        Node {
+            op,
+            outputs,
+            saved,
+            params,
+        }
+    }
+
+    /// Scratch one call needs for `batch` samples.
+    pub fn scratch_len(&self, batch: usize) -> usize {
+        match self.op {
+            Op::Conv(dims, _) => conv_scratch_len(dims, batch),
+            Op::Dense(..) | Op::Flatten => 0,
+        }
+    }
+
+    /// GEMM workspace one call needs for `batch` samples.
+    pub fn gemm_len(&self, batch: usize) -> usize {
+        match self.op {
+            Op::Dense(dims, _) => dense_gemm_len(dims, batch),
+            Op::Conv(dims, _) => conv_gemm_len(dims, batch),
+            Op::Flatten => 0,
+        }
+    }
+
+    /// The layer's forward pass, as its `Layer` implementation runs it.
+    pub fn forward(
+        &self,
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &mut [f32],
+        saved: &mut [f32],
+        batch: usize,
+    ) {
+        match self.op {
+            Op::Dense(dims, act) => {
+                with_act!(act, |A| dense_forward::<A>(
+                    ctx, dims, params, x, y, saved, batch
+                ))
+            }
+            Op::Conv(dims, act) => {
+                with_act!(act, |A| conv_forward::<A>(
+                    ctx, dims, params, x, y, saved, batch
+                ))
+            }
+            Op::Flatten => y.copy_from_slice(x),
+        }
+    }
+
+    /// The layer's backward pass, as its `Layer` implementation runs it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward(
+        &self,
+        ctx: &mut Ctx<'_>,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        saved: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        dparams: &mut [f32],
+        batch: usize,
+    ) {
+        match self.op {
+            Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(
+                ctx, dims, params, x, y, saved, dy, dx, dparams, batch
+            )),
+            Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(
+                ctx, dims, params, x, y, saved, dy, dx, dparams, batch
+            )),
+            Op::Flatten => dx.give(dy),
+        }
+    }
+}
+
+/// A sequential model built from a case's `model`.
+#[derive(Debug)]
+pub(crate) struct Net {
+    /// The layers, in order.
+    pub nodes: Vec<Node>,
+    /// Shape of one input sample (`model.input_shape`).
+    pub input_shape: Vec<usize>,
+    /// Shape of one output sample.
+    pub output_shape: Vec<usize>,
+    /// The parameter tensors, in layer order.
+    pub layout: Layout,
+}
+
+impl Net {
+    /// Reads `model.input_shape` and `model.layers`.
+    pub fn parse(model: &Value) -> Result<Net, String> {
+        let input_shape = sizes(&model["input_shape"], "model.input_shape")?;
+        let specs = model["layers"]
+            .as_array()
+            .filter(|l| !l.is_empty())
+            .ok_or("model.layers is missing or empty")?;
+        let mut net = Net {
+            nodes: Vec::with_capacity(specs.len()),
+            input_shape: input_shape.clone(),
+            output_shape: input_shape,
+            layout: Layout::default(),
+        };
+        for (i, spec) in specs.iter().enumerate() {
+            net.push(spec, i)?;
+        }
+        Ok(net)
+    }
+
+    /// Input values per sample.
+    pub fn inputs(&self) -> usize {
+        self.input_shape.iter().product()
+    }
+
+    /// Output values per sample.
+    pub fn outputs(&self) -> usize {
+        self.output_shape.iter().product()
+    }
+
+    /// Appends layer `spec` (number `i`) to the stack.
+    fn push(&mut self, spec: &Value, i: usize) -> Result<(), String> {
+        let kind = spec["type"].as_str().unwrap_or_default();
+        let name = match spec["name"].as_str() {
+            Some(n) => n.to_owned(),
+            None if kind == "Flatten" => format!("layers[{i}]"),
+            None => return Err(format!("model.layers[{i}] ({kind}) has no name")),
+        };
+        let layer = Spec {
+            spec,
+            what: format!("{kind} `{name}`"),
+        };
+        let shape = self.output_shape.clone();
+        if let Some(v) = spec.get("input_shape").filter(|v| !v.is_null()) {
+            layer.expect_shape(v, &shape, "input_shape")?;
+        }
+        let start = self.layout.len();
+        let (op, out_shape) = match kind {
+            "Dense" => {
+                layer.check_keys(&["in", "units", "activation", "use_bias"])?;
+                let [inputs] = shape[..] else {
+                    return Err(format!(
+                        "{}: fusegraph's Dense takes vectors, not a {shape:?} input (insert a \
+                         Flatten)",
+                        layer.what
+                    ));
+                };
+                layer.expect_size("in", inputs)?;
+                let outputs = layer.positive("units")?;
+                let bias = layer.flag("use_bias", true)?;
+                self.layout
+                    .push(format!("{name}.kernel"), vec![inputs, outputs]);
+                if bias {
+                    self.layout.push(format!("{name}.bias"), vec![outputs]);
+                }
+                let dims = DenseDims {
+                    inputs,
+                    outputs,
+                    bias,
+                };
+                (Op::Dense(dims, layer.act()?), vec![outputs])
+            }
+            "Conv2D" => {
+                layer.check_keys(&[
+                    "in_channels",
+                    "filters",
+                    "kernel_size",
+                    "strides",
+                    "padding",
+                    "activation",
+                    "use_bias",
+                    "dilation_rate",
+                    "groups",
+                    "data_format",
+                ])?;
+                let [h, w, c] = shape[..] else {
+                    return Err(format!(
+                        "{}: Conv2D takes NHWC images, not a {shape:?} input",
+                        layer.what
+                    ));
+                };
+                layer.expect_size("in_channels", c)?;
+                layer.expect_pair("dilation_rate", 1)?;
+                layer.expect_size("groups", 1)?;
+                if let Some(f) = spec["data_format"].as_str() {
+                    if f != "channels_last" {
+                        return Err(format!("{}: unsupported data_format `{f}`", layer.what));
+                    }
+                }
+                let f = layer.positive("filters")?;
+                let (kh, kw) = layer.pair("kernel_size")?;
+                let (sh, sw) = match spec.get("strides").filter(|v| !v.is_null()) {
+                    None => (1, 1),
+                    Some(_) => layer.pair("strides")?,
+                };
+                if sh != sw {
+                    return Err(format!(
+                        "{}: strides ({sh}, {sw}) differ (fusegraph's Conv2d has one stride)",
+                        layer.what
+                    ));
+                }
+                let same = match spec["padding"].as_str().map(str::to_ascii_lowercase) {
+                    None => false,
+                    Some(p) if p == "valid" => false,
+                    Some(p) if p == "same" => true,
+                    Some(p) => return Err(format!("{}: unsupported padding `{p}`", layer.what)),
+                };
+                if kh == 0 || kw == 0 || sh == 0 {
+                    return Err(format!("{}: a kernel or stride of 0", layer.what));
+                }
+                if !same && (kh > h || kw > w) {
+                    return Err(format!(
+                        "{}: a {kh}x{kw} kernel on a {h}x{w} input with padding `valid`",
+                        layer.what
+                    ));
+                }
+                let bias = layer.flag("use_bias", true)?;
+                let dims = ConvDims {
+                    h,
+                    w,
+                    c,
+                    f,
+                    kh,
+                    kw,
+                    stride: sh,
+                    same,
+                    bias,
+                };
+                self.layout
+                    .push(format!("{name}.kernel"), vec![kh, kw, c, f]);
+                if bias {
+                    self.layout.push(format!("{name}.bias"), vec![f]);
+                }
+                let out = vec![dims.out_h(), dims.out_w(), f];
+                (Op::Conv(dims, layer.act()?), out)
+            }
+            "Flatten" => {
+                layer.check_keys(&["data_format"])?;
+                (Op::Flatten, vec![shape.iter().product()])
+            }
+            other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
+        };
+        if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
+            layer.expect_shape(v, &out_shape, "output_shape")?;
+        }
+        let node = Node::new(op, out_shape.iter().product(), start..self.layout.len());
+        self.nodes.push(node);
+        self.output_shape = out_shape;
+        Ok(())
+    }
+}
+
+/// One entry of `model.layers`, named in messages by `what`.
+struct Spec<'a> {
+    spec: &'a Value,
+    what: String,
+}
+
+impl Spec<'_> {
+    /// Fails on a key that is neither in `own`, nor common to every layer (`name`, `type`,
+    /// `description`, `input_shape`, `output_shape`, initializers: the initial weights are
+    /// given), nor `null`.
+    fn check_keys(&self, own: &[&str]) -> Result<(), String> {
+        const COMMON: &[&str] = &["name", "type", "description", "input_shape", "output_shape"];
+        let Some(keys) = self.spec.as_object() else {
+            return Err(format!("{}: not an object", self.what));
+        };
+        for (k, v) in keys {
+            let known = own.contains(&k.as_str())
+                || COMMON.contains(&k.as_str())
+                || k.ends_with("_initializer");
+            if !known && !v.is_null() {
+                return Err(format!("{}: unsupported option `{k}` = {v}", self.what));
+            }
+        }
+        Ok(())
+    }
+
+    /// The activation.
+    fn act(&self) -> Result<Act, String> {
+        Act::parse(self.spec.get("activation")).map_err(|e| format!("{}: {e}", self.what))
+    }
+
+    /// A size of at least 1.
+    fn positive(&self, key: &str) -> Result<usize, String> {
+        match self.spec[key]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "{}: `{key}` = {} is not a positive size",
+                self.what, self.spec[key]
+            )),
+        }
+    }
+
+    /// A size or a pair of sizes (`kernel_size`, `strides`), as `(height, width)`.
+    fn pair(&self, key: &str) -> Result<(usize, usize), String> {
+        let v = &self.spec[key];
+        let size = |v: &Value| v.as_u64().and_then(|n| usize::try_from(n).ok());
+        let pair = match v {
+            Value::Array(a) if a.len() == 2 => size(&a[0]).zip(size(&a[1])),
+            other => size(other).map(|n| (n, n)),
+        };
+        pair.ok_or_else(|| format!("{}: `{key}` = {v} is not a size or a pair", self.what))
+    }
+
+    /// A boolean, `default` when absent or `null`.
+    fn flag(&self, key: &str, default: bool) -> Result<bool, String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(format!("{}: `{key}` = {v} is not a boolean", self.what)),
+        }
+    }
+
+    /// Checks `key`, when present, against the size the stack gives.
+    fn expect_size(&self, key: &str, expected: usize) -> Result<(), String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(v) if v.as_u64() == Some(expected as u64) => Ok(()),
+            Some(v) => Err(format!(
+                "{}: `{key}` = {v}, but the stack gives {expected}",
+                self.what
+            )),
+        }
+    }
+
+    /// Checks `key`, when present, to be `expected` or a pair of it.
+    fn expect_pair(&self, key: &str, expected: usize) -> Result<(), String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(_) if self.pair(key)? == (expected, expected) => Ok(()),
+            Some(v) => Err(format!("{}: unsupported `{key}` = {v}", self.what)),
+        }
+    }
+
+    /// Checks a shape the case states against the one the stack gives.
+    fn expect_shape(&self, v: &Value, shape: &[usize], key: &str) -> Result<(), String> {
+        let stated = sizes(v, &format!("{}: `{key}`", self.what))?;
+        if stated == shape {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: `{key}` is {stated:?}, but the stack gives {shape:?}",
+                self.what
+            ))
+        }
+    }
+}
+
+/// A list of sizes.
+fn sizes(v: &Value, what: &str) -> Result<Vec<usize>, String> {
+    v.as_array()
+        .and_then(|a| {
+            a.iter()
+                .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+                .collect::<Option<Vec<usize>>>()
+        })
+        .ok_or_else(|| format!("{what} = {v} is not a list of sizes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conv_flatten_dense_shapes_and_tensors() {
+        let model = json!({"input_shape": [6, 5, 2], "layers": [
+            {"name": "c", "type": "Conv2D", "in_channels": 2, "filters": 3, "kernel_size": [3, 2],
+             "strides": 2, "padding": "same", "activation": "relu", "use_bias": false,
+             "kernel_initializer": "glorot_uniform", "output_shape": [3, 3, 3]},
+            {"name": "flatten", "type": "Flatten", "output_shape": [27]},
+            {"name": "d", "type": "Dense", "in": 27, "units": 4, "activation": "tanh"}
+        ]});
+        let net = Net::parse(&model).unwrap();
+        assert_eq!(net.layout.names, ["c.kernel", "d.kernel", "d.bias"]);
+        assert_eq!(net.layout.shapes[0], [3, 2, 2, 3]);
+        assert_eq!((net.inputs(), net.outputs()), (60, 4));
+        let sizes: Vec<(usize, usize)> = net
+            .nodes
+            .iter()
+            .map(|n| (n.outputs, n.params.len()))
+            .collect();
+        assert_eq!(sizes, [(27, 36), (27, 0), (4, 112)]);
+        assert!(matches!(net.nodes[0].op, Op::Conv(d, Act::Relu) if d.same && !d.bias));
+    }
+
+    #[test]
+    fn what_cannot_run_is_named() {
+        let err = |layers: Value| {
+            Net::parse(&json!({"input_shape": [4, 4, 1], "layers": layers})).unwrap_err()
+        };
+        let e = err(json!([{"name": "p", "type": "MaxPooling2D"}]));
+        assert!(e.contains("`MaxPooling2D`"), "{e}");
+        let e = err(json!([{"name": "d", "type": "Dense", "units": 2}]));
+        assert!(e.contains("Flatten"), "{e}");
+        let e = err(
+            json!([{"name": "c", "type": "Conv2D", "filters": 1, "kernel_size": 3,
+                            "activation": "hard_sigmoid"}]),
+        );
+        assert!(e.contains("`hard_sigmoid`"), "{e}");
+        let e = err(
+            json!([{"name": "c", "type": "Conv2D", "filters": 1, "kernel_size": 3,
+                            "dilation_rate": 2}]),
+        );
+        assert!(e.contains("`dilation_rate`"), "{e}");
+        let e = err(json!([{"name": "c", "type": "Conv2D", "filters": 1, "kernel_size": 5}]));
+        assert!(e.contains("5x5 kernel"), "{e}");
+        let e = err(
+            json!([{"name": "c", "type": "Conv2D", "filters": 1, "kernel_size": 3,
+                            "trainable": false}]),
+        );
+        assert!(e.contains("`trainable`"), "{e}");
+        let e = err(json!([{"type": "Flatten", "output_shape": [15]}]));
+        assert!(e.contains("[16]"), "{e}");
+    }
+}

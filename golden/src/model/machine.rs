@@ -1,0 +1,271 @@
+//! The buffers of a [`Net`] and its forward and backward passes, laid out and sequenced as
+//! `#[fusegraph::model]` generates them for a sequential model (node `k` owns
+//! `[offset_k * batch, (offset_k + width_k) * batch)` of the activation buffer; backward runs
+//! the layers in reverse, each writing the gradient of its input), so that both give the same
+//! bits.
+
+use super::layers::Net;
+use super::Targets;
+use fusegraph::layers::{Ctx, Grad, Mode};
+use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
+use fusegraph::{Rng, Seed};
+
+/// Gradients, activations and workspace for running a [`Net`] on batches of at most
+/// `max_batch` samples, as `TrainStep` owns them for a generated model.
+pub(crate) struct Machine<'n> {
+    net: &'n Net,
+    max_batch: usize,
+    /// Per-sample offset of each node's output in `acts` (its saved values follow it).
+    act_offsets: Vec<usize>,
+    /// Per-sample offset of each node's output gradient in `node_grads`.
+    grad_offsets: Vec<usize>,
+    grads: Vec<f32>,
+    acts: Vec<f32>,
+    node_grads: Vec<f32>,
+    dx: Vec<f32>,
+    scratch: Vec<f32>,
+    gemm: Vec<f32>,
+    rng: Rng,
+}
+
+impl<'n> Machine<'n> {
+    /// Buffers for `net` and batches of at most `max_batch` samples.
+    pub fn new(net: &'n Net, max_batch: usize) -> Self {
+        let (mut act_offsets, mut grad_offsets) = (Vec::new(), Vec::new());
+        let (mut a, mut g) = (0, 0);
+        for node in &net.nodes {
+            act_offsets.push(a);
+            grad_offsets.push(g);
+            a += node.outputs + node.saved;
+            g += node.outputs;
+        }
+        let most =
+            |f: &dyn Fn(&super::layers::Node) -> usize| net.nodes.iter().map(f).max().unwrap_or(0);
+        Machine {
+            net,
+            max_batch,
+            act_offsets,
+            grad_offsets,
+            grads: vec![0.0; net.layout.len()],
+            acts: vec![0.0; a * max_batch],
+            node_grads: vec![0.0; g * max_batch],
+            dx: vec![0.0; net.inputs() * max_batch],
+            scratch: vec![0.0; most(&|n| n.scratch_len(max_batch))],
+            gemm: vec![0.0; most(&|n| n.gemm_len(max_batch))],
+            rng: Rng::new(Seed(0)),
+        }
+    }
+
+    /// The gradients of the last [`loss_and_backward`](Self::loss_and_backward) (or input
+    /// gradient), laid out as the parameters.
+    pub fn grads(&self) -> &[f32] {
+        &self.grads
+    }
+
+    /// Samples in `x`.
+    fn batch_of(&self, x: &[f32]) -> usize {
+        let n = self.net.inputs();
+        assert!(
+            n > 0 && x.len().is_multiple_of(n),
+            "input length {} is not a multiple of {n}",
+            x.len()
+        );
+        let batch = x.len() / n;
+        assert!(
+            batch <= self.max_batch,
+            "batch of {batch} samples exceeds the maximum {}",
+            self.max_batch
+        );
+        batch
+    }
+
+    /// The forward pass over the samples of `x`; returns their number.
+    fn forward(&mut self, params: &[f32], x: &[f32], mode: Mode) -> usize {
+        let batch = self.batch_of(x);
+        let mut ctx = Ctx {
+            gemm: &mut self.gemm,
+            scratch: &mut self.scratch,
+            rng: &mut self.rng,
+            mode,
+        };
+        let mut rest = &mut self.acts[..];
+        let mut input = x;
+        for node in &self.net.nodes {
+            let (y, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
+            let (saved, r) = r.split_at_mut(node.saved * batch);
+            rest = r;
+            node.forward(
+                &mut ctx,
+                &params[node.params.clone()],
+                input,
+                y,
+                saved,
+                batch,
+            );
+            input = y;
+        }
+        batch
+    }
+
+    /// Where the last node's output, and its gradient, lie for `batch` samples.
+    fn output_ranges(&self, batch: usize) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let n = self.net.outputs() * batch;
+        let a = self.act_offsets.last().copied().unwrap_or(0) * batch;
+        let g = self.grad_offsets.last().copied().unwrap_or(0) * batch;
+        (a..a + n, g..g + n)
+    }
+
+    /// The backward pass from the output gradient already in place; writes the parameter
+    /// gradients and, if `with_dx`, d / d x.
+    fn backward(&mut self, params: &[f32], x: &[f32], batch: usize, with_dx: bool, mode: Mode) {
+        let Machine {
+            net,
+            grads,
+            acts,
+            node_grads,
+            dx,
+            scratch,
+            gemm,
+            rng,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            gemm,
+            scratch,
+            rng,
+            mode,
+        };
+        let (mut ys, mut saved) = (Vec::new(), Vec::new());
+        let mut rest = &acts[..];
+        for node in &net.nodes {
+            let (y, r) = rest.split_at(node.outputs * batch);
+            let (s, r) = r.split_at(node.saved * batch);
+            ys.push(y);
+            saved.push(s);
+            rest = r;
+        }
+        let mut ds = Vec::new();
+        let mut rest = &mut node_grads[..];
+        for node in &net.nodes {
+            let (d, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
+            ds.push(d);
+            rest = r;
+        }
+        for (k, node) in net.nodes.iter().enumerate().rev() {
+            let (before, after) = ds.split_at_mut(k);
+            let (input, dx) = match before.last_mut() {
+                Some(d) => (ys[k - 1], Grad::Set(d)),
+                None if with_dx => (x, Grad::Set(&mut dx[..net.inputs() * batch])),
+                None => (x, Grad::Skip),
+            };
+            node.backward(
+                &mut ctx,
+                &params[node.params.clone()],
+                input,
+                ys[k],
+                saved[k],
+                &mut *after[0],
+                dx,
+                &mut grads[node.params.clone()],
+                batch,
+            );
+        }
+    }
+
+    /// Forward in training mode, the loss of a batch and backward into the gradients; returns
+    /// the loss.
+    pub fn loss_and_backward(&mut self, params: &[f32], x: &[f32], y: &Targets) -> f32 {
+        let batch = self.forward(params, x, Mode::Train);
+        let (out, grad) = self.output_ranges(batch);
+        let n = self.net.outputs();
+        let (pred, dpred) = (&self.acts[out], &mut self.node_grads[grad]);
+        let loss = match y {
+            Targets::SoftmaxCrossEntropy(c) => {
+                SoftmaxCrossEntropy::loss_and_grad(pred, c, dpred, n)
+            }
+            Targets::Mse(v) => Mse::loss_and_grad(pred, v, dpred, n),
+        };
+        self.backward(params, x, batch, false, Mode::Train);
+        loss
+    }
+
+    /// The model's output for a batch (inference mode).
+    pub fn predict(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+        let batch = self.forward(params, x, Mode::Eval);
+        let (out, _) = self.output_ranges(batch);
+        &self.acts[out]
+    }
+
+    /// d sum(output) / d x for a batch (inference mode).
+    pub fn input_gradient(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+        let batch = self.forward(params, x, Mode::Eval);
+        let (_, grad) = self.output_ranges(batch);
+        self.node_grads[grad].fill(1.0);
+        self.backward(params, x, batch, true, Mode::Eval);
+        &self.dx[..self.net.inputs() * batch]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Options the shipped cases do not use: `same` padding, stride 2, no bias, sigmoid.
+    fn net() -> Net {
+        Net::parse(&json!({"input_shape": [5, 4, 2], "layers": [
+            {"name": "c", "type": "Conv2D", "filters": 3, "kernel_size": [3, 2], "strides": 2,
+             "padding": "same", "activation": "tanh", "use_bias": false},
+            {"name": "f", "type": "Flatten"},
+            {"name": "d", "type": "Dense", "units": 4, "activation": "sigmoid", "use_bias": false},
+            {"name": "o", "type": "Dense", "units": 2}
+        ]}))
+        .unwrap()
+    }
+
+    fn values(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32 + seed) * 0.77).sin()).collect()
+    }
+
+    /// Central differences of `f` with step 1e-2 on every value of `v`, against `grad`.
+    fn check(what: &str, v: &[f32], grad: &[f32], mut f: impl FnMut(&[f32]) -> f64) {
+        let h = 1e-2;
+        let mut v = v.to_vec();
+        for i in 0..v.len() {
+            let orig = v[i];
+            v[i] = orig + h;
+            let up = f(&v);
+            v[i] = orig - h;
+            let down = f(&v);
+            v[i] = orig;
+            let numeric = (up - down) / (2.0 * f64::from(h));
+            let g = f64::from(grad[i]);
+            assert!(
+                (numeric - g).abs() <= 2e-2 * numeric.abs() + 1e-3,
+                "{what}[{i}]: backward {g}, differences {numeric}"
+            );
+        }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let net = net();
+        let batch = 3;
+        let mut m = Machine::new(&net, batch);
+        let params = values(net.layout.len(), 1.0);
+        let x = values(net.inputs() * batch, 2.0);
+        let targets = values(net.outputs() * batch, 3.0);
+        let y = Targets::Mse(targets.clone());
+        let loss = m.loss_and_backward(&params, &x, &y);
+        let grads = m.grads().to_vec();
+        let out = m.predict(&params, &x).to_vec();
+        assert_eq!(loss, Mse::loss(&out, &targets, 2));
+        check("params", &params, &grads, |p| {
+            f64::from(Mse::loss(m.predict(p, &x), &targets, 2))
+        });
+        let dx = m.input_gradient(&params, &x).to_vec();
+        check("x", &x, &dx, |x| {
+            m.predict(&params, x).iter().map(|&v| f64::from(v)).sum()
+        });
+    }
+}

@@ -1,0 +1,354 @@
+//! Model cases (`model_training`): a sequential model, its initial weights, one batch per step
+//! and a probe batch, trained with the case's optimizer; the result mirrors the case's
+//! `expected` (losses, gradients, weights, probe outputs and input gradients, final optimizer
+//! state).
+//!
+//! Two paths run a case. [`run`] builds the model at run time from `model.layers` (a
+//! [`Net`] run by a [`Machine`] with the runtime's layer functions); [`run_typed`] trains a
+//! `#[fusegraph::model]` type with `TrainStep`. Both map the optimizer as the optimizer cases
+//! do and are recorded by the same [`record`], so they can be compared bit for bit.
+
+mod layers;
+mod machine;
+mod train;
+
+use crate::plan::{map_optimizer, WithRule};
+use crate::state::Conventions;
+use crate::tensor::{tensor_of, Tensor};
+use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
+use fusegraph::optim::{Config, Rule};
+use fusegraph::{Model, TrainStep};
+use layers::Net;
+use machine::Machine;
+use serde_json::Value;
+use std::any::{Any, TypeId};
+use std::marker::PhantomData;
+use train::{record, Dynamic, Typed};
+
+/// The loss of a case, with the targets of one batch.
+#[derive(Debug)]
+pub(crate) enum Targets {
+    /// `softmax_cross_entropy`: one class index per sample.
+    SoftmaxCrossEntropy(Vec<u32>),
+    /// `mse`: one value per output.
+    Mse(Vec<f32>),
+}
+
+impl Targets {
+    /// The targets as the slice a loss with target type `T` reads, if `T` is theirs.
+    fn as_slice<T: 'static>(&self) -> Option<&[T]> {
+        let v: &dyn Any = match self {
+            Targets::SoftmaxCrossEntropy(c) => c,
+            Targets::Mse(v) => v,
+        };
+        v.downcast_ref::<Vec<T>>().map(Vec::as_slice)
+    }
+
+    /// Whether `L` is this loss.
+    fn is<L: Loss + 'static>(&self) -> bool {
+        TypeId::of::<L>()
+            == match self {
+                Targets::SoftmaxCrossEntropy(_) => TypeId::of::<SoftmaxCrossEntropy>(),
+                Targets::Mse(_) => TypeId::of::<Mse>(),
+            }
+    }
+}
+
+/// One training batch.
+pub(crate) struct Batch {
+    /// Inputs, `[size] + input_shape`, row-major.
+    pub x: Vec<f32>,
+    /// Targets.
+    pub y: Targets,
+    /// Samples.
+    pub size: usize,
+}
+
+/// A parsed model case.
+pub(crate) struct ModelCase {
+    /// The model.
+    pub net: Net,
+    /// Initial parameters, laid out as `net.layout`.
+    pub params: Vec<f32>,
+    /// The batch of each step.
+    pub batches: Vec<Batch>,
+    /// The probe batch, with its shape.
+    pub probe: Tensor,
+}
+
+impl ModelCase {
+    /// Reads a case's `model` and `inputs`.
+    pub fn parse(case: &Value) -> Result<ModelCase, String> {
+        let model = &case["model"];
+        let net = Net::parse(model)?;
+        let order: Vec<&str> = model["weight_order"]
+            .as_array()
+            .ok_or("model.weight_order is missing")?
+            .iter()
+            .map(|n| {
+                n.as_str()
+                    .ok_or("model.weight_order holds something other than names")
+            })
+            .collect::<Result<_, _>>()?;
+        if order != net.layout.names {
+            return Err(format!(
+                "model.weight_order is {order:?}; the layers give {:?}",
+                net.layout.names
+            ));
+        }
+        let inputs = &case["inputs"];
+        let weights = inputs["initial_weights"]
+            .as_object()
+            .ok_or("inputs.initial_weights is missing")?;
+        let mut params = Vec::with_capacity(net.layout.len());
+        for (name, shape) in net.layout.names.iter().zip(&net.layout.shapes) {
+            let t = tensor_of(weights, name, "inputs.initial_weights")?;
+            if &t.shape != shape {
+                return Err(format!(
+                    "inputs.initial_weights.{name} has shape {:?}, the layer {shape:?}",
+                    t.shape
+                ));
+            }
+            params.extend_from_slice(&t.data);
+        }
+        let loss = match &model["loss"] {
+            Value::String(s) => s.as_str(),
+            other => other["name"].as_str().ok_or("model.loss has no name")?,
+        };
+        let batches = inputs["batches"]
+            .as_array()
+            .filter(|b| !b.is_empty())
+            .ok_or("inputs.batches is missing or empty")?
+            .iter()
+            .enumerate()
+            .map(|(i, b)| batch(&net, loss, b, &format!("inputs.batches[{i}]")))
+            .collect::<Result<Vec<Batch>, String>>()?;
+        if let Some(n) = inputs["num_steps"].as_u64() {
+            if usize::try_from(n) != Ok(batches.len()) {
+                return Err(format!(
+                    "inputs.num_steps is {n} but inputs.batches has {} batches",
+                    batches.len()
+                ));
+            }
+        }
+        let probe = Tensor::parse(&inputs["probe_x"], "inputs.probe_x")?;
+        samples(&net, &probe, "inputs.probe_x")?;
+        Ok(ModelCase {
+            net,
+            params,
+            batches,
+            probe,
+        })
+    }
+
+    /// The most samples in one batch (the probe's included).
+    fn max_batch(&self) -> usize {
+        let most = self.batches.iter().map(|b| b.size).max().unwrap_or(0);
+        most.max(self.probe.shape.first().copied().unwrap_or(0))
+    }
+}
+
+/// Samples in `x`, whose shape must be `[samples] + input_shape`.
+fn samples(net: &Net, x: &Tensor, what: &str) -> Result<usize, String> {
+    match x.shape.split_first() {
+        Some((&n, rest)) if rest == net.input_shape => Ok(n),
+        _ => Err(format!(
+            "{what} has shape {:?}, expected [batch] + {:?}",
+            x.shape, net.input_shape
+        )),
+    }
+}
+
+/// One entry of `inputs.batches`, for the loss named `loss`.
+fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> {
+    let x = Tensor::parse(&b["x"], &format!("{what}.x"))?;
+    let size = samples(net, &x, &format!("{what}.x"))?;
+    let y = Tensor::parse(&b["y"], &format!("{what}.y"))?;
+    let y = match loss {
+        "softmax_cross_entropy" => {
+            let classes = net.outputs();
+            if net.output_shape.len() != 1 || y.shape != [size] {
+                return Err(format!(
+                    "{what}: cross-entropy over outputs {:?} with targets of shape {:?}",
+                    net.output_shape, y.shape
+                ));
+            }
+            let class = |v: f32| {
+                (v >= 0.0 && v.fract() == 0.0 && (v as usize) < classes).then_some(v as u32)
+            };
+            let c = y
+                .data
+                .iter()
+                .map(|&v| class(v))
+                .collect::<Option<Vec<u32>>>();
+            Targets::SoftmaxCrossEntropy(c.ok_or_else(|| {
+                format!("{what}.y holds something other than classes below {classes}")
+            })?)
+        }
+        "mse" => {
+            if y.shape.first() != Some(&size) || y.data.len() != size * net.outputs() {
+                return Err(format!(
+                    "{what}: targets of shape {:?} for outputs {:?}",
+                    y.shape, net.output_shape
+                ));
+            }
+            Targets::Mse(y.data)
+        }
+        other => return Err(format!("unsupported loss `{other}`")),
+    };
+    Ok(Batch { x: x.data, y, size })
+}
+
+/// Runs a model case on a model built at run time from its layers.
+pub(crate) fn run(case: &Value) -> Result<Value, String> {
+    let parsed = ModelCase::parse(case)?;
+    map_optimizer(case, parsed.batches.len(), DynamicRun(&parsed))
+}
+
+/// A model case's run on the model its layers describe, with the rule its optimizer maps to.
+struct DynamicRun<'a>(&'a ModelCase);
+
+impl WithRule for DynamicRun<'_> {
+    type Output = Value;
+
+    fn run<R: Rule + 'static>(
+        self,
+        rule: R,
+        config: Config,
+        conventions: Conventions,
+    ) -> Result<Value, String> {
+        let case = self.0;
+        let mut trainee = Dynamic {
+            machine: Machine::new(&case.net, case.max_batch()),
+            params: case.params.clone(),
+            optimizer: fusegraph::optim::Optimizer::with_config(
+                rule,
+                &case.net.layout.lens(),
+                config,
+            ),
+        };
+        record(&mut trainee, case, conventions)
+    }
+}
+
+/// The rule, `Config` and conventions a case's optimizer maps to, when the rule is `R`.
+struct Exactly<R>(PhantomData<R>);
+
+impl<R: Rule + 'static> WithRule for Exactly<R> {
+    type Output = (R, Config, Conventions);
+
+    fn run<Q: Rule + 'static>(
+        self,
+        rule: Q,
+        config: Config,
+        conventions: Conventions,
+    ) -> Result<Self::Output, String> {
+        let rule: &dyn Any = &rule;
+        match rule.downcast_ref::<R>() {
+            Some(&r) => Ok((r, config, conventions)),
+            None => Err(format!(
+                "the case's optimizer maps to {}, not {}",
+                Q::NAME,
+                R::NAME
+            )),
+        }
+    }
+}
+
+/// Runs a model case on `model`, a `#[fusegraph::model]` type, trained by a
+/// `TrainStep<M, R, B>`.
+pub(crate) fn run_typed<M, R, const B: usize>(case: &Value, mut model: M) -> Result<Value, String>
+where
+    M: Model,
+    M::Loss: 'static,
+    R: Rule + 'static,
+{
+    let parsed = ModelCase::parse(case)?;
+    let net = &parsed.net;
+    let shapes: Vec<&[usize]> = M::TENSORS.iter().map(|t| t.tensor.shape).collect();
+    if (M::IN, M::OUT) != (net.inputs(), net.outputs()) || shapes != net.layout.shapes {
+        return Err(format!(
+            "the model takes {} values to {} with tensors {shapes:?}; the case {} to {} with {:?}",
+            M::IN,
+            M::OUT,
+            net.inputs(),
+            net.outputs(),
+            net.layout.shapes
+        ));
+    }
+    if !parsed.batches[0].y.is::<M::Loss>() {
+        return Err(format!(
+            "the model trains with {}; the case with {:?}",
+            std::any::type_name::<M::Loss>(),
+            parsed.batches[0].y
+        ));
+    }
+    if parsed.max_batch() > B {
+        return Err(format!(
+            "batches of {} samples; the train step takes {B}",
+            parsed.max_batch()
+        ));
+    }
+    let (rule, config, conventions) =
+        map_optimizer(case, parsed.batches.len(), Exactly::<R>(PhantomData))?;
+    model.params_mut().copy_from_slice(&parsed.params);
+    let step = TrainStep::<M, R, B>::with_config(&model, rule, config);
+    record(&mut Typed { model, step }, &parsed, conventions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn case(loss: &str, y: Value) -> Value {
+        json!({
+            "kind": "model_training",
+            "framework": "keras",
+            "model": {
+                "input_shape": [2],
+                "layers": [{"name": "d", "type": "Dense", "in": 2, "units": 3}],
+                "loss": {"name": loss},
+                "weight_order": ["d.kernel", "d.bias"]
+            },
+            "optimizer": {"class": "keras.optimizers.SGD", "args": {"learning_rate": 0.1}},
+            "inputs": {
+                "num_steps": 1,
+                "initial_weights": {
+                    "d.kernel": {"shape": [2, 3], "data": [1.0, 0.0, -1.0, 0.5, 0.5, 0.5]},
+                    "d.bias": {"shape": [3], "data": [0.0, 0.1, 0.2]}
+                },
+                "batches": [{"x": {"shape": [2, 2], "data": [1.0, 2.0, -1.0, 0.5]}, "y": y}],
+                "probe_x": {"shape": [1, 2], "data": [0.5, 0.5]}
+            }
+        })
+    }
+
+    #[test]
+    fn runs_a_small_case_and_names_what_it_cannot_read() {
+        let classes = json!({"shape": [2], "data": [2.0, 0.0]});
+        let got = run(&case("softmax_cross_entropy", classes.clone())).unwrap();
+        assert_eq!(got["weights"].as_array().unwrap().len(), 1);
+        assert_eq!(got["probe_outputs"][0]["shape"], json!([1, 3]));
+        assert_eq!(got["input_grads"][1]["shape"], json!([1, 2]));
+        assert_eq!(got["final_optimizer_scalars"], json!({"iterations": 1}));
+        assert_eq!(got["loss_step0"], got["losses"][0]);
+        let e = run(&case("hinge", classes)).unwrap_err();
+        assert!(e.contains("`hinge`"), "{e}");
+        let e = run(&case(
+            "softmax_cross_entropy",
+            json!({"shape": [2], "data": [3.0, 0.0]}),
+        ))
+        .unwrap_err();
+        assert!(e.contains("classes below 3"), "{e}");
+        let e = run(&case("mse", json!({"shape": [2, 1], "data": [1.0, 0.0]}))).unwrap_err();
+        assert!(e.contains("[2, 1]"), "{e}");
+        let mut c = case(
+            "mse",
+            json!({"shape": [2, 3], "data": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]}),
+        );
+        c["model"]["weight_order"] = json!(["d.bias", "d.kernel"]);
+        let e = run(&c).unwrap_err();
+        assert!(e.contains("weight_order"), "{e}");
+    }
+}

@@ -1,0 +1,172 @@
+//! What a model case records, step by step, from either path: [`Dynamic`] (a [`Machine`] over
+//! a flat parameter buffer and an [`Optimizer`], as `TrainStep::run` uses them) or [`Typed`]
+//! (a `#[fusegraph::model]` type and its `TrainStep`).
+
+use super::machine::Machine;
+use super::{Batch, ModelCase};
+use crate::state::Conventions;
+use crate::tensor::to_json;
+use fusegraph::loss::Loss;
+use fusegraph::optim::{Optimizer, Rule};
+use fusegraph::{Model, TrainStep};
+use serde_json::{json, Value};
+
+/// A model with its optimizer, as a case drives it.
+pub(crate) trait Trainee {
+    /// The optimizer's rule.
+    type Rule: Rule;
+    /// The loss of a batch and its gradients ([`grads`](Self::grads)), without an update.
+    fn gradients(&mut self, batch: &Batch) -> f32;
+    /// The gradients of the last [`gradients`](Self::gradients) or [`step`](Self::step).
+    fn grads(&self) -> &[f32];
+    /// One training step; returns the loss before the update.
+    fn step(&mut self, batch: &Batch) -> f32;
+    /// The parameters.
+    fn params(&self) -> &[f32];
+    /// The model's output for a batch.
+    fn predict(&mut self, x: &[f32]) -> &[f32];
+    /// d sum(output) / d x for a batch.
+    fn input_gradient(&mut self, x: &[f32]) -> &[f32];
+    /// The optimizer.
+    fn optimizer(&self) -> &Optimizer<Self::Rule>;
+}
+
+/// Trains `t` through the steps of `case` and returns the `got` object: `loss_step0` and
+/// `grads_step0` on the first batch, then per step the loss, the weights after it, and the
+/// probe outputs and input gradients (also before the first step), and the final optimizer
+/// state written by `conventions`.
+pub(crate) fn record<T: Trainee>(
+    t: &mut T,
+    case: &ModelCase,
+    conventions: Conventions,
+) -> Result<Value, String> {
+    let layout = &case.net.layout;
+    let probe = &case.probe;
+    let out_shape: Vec<usize> = probe.shape[..1]
+        .iter()
+        .chain(&case.net.output_shape)
+        .copied()
+        .collect();
+    let (mut probe_outputs, mut input_grads) = (Vec::new(), Vec::new());
+    let mut measure = |t: &mut T| {
+        probe_outputs.push(to_json(&out_shape, t.predict(&probe.data)));
+        input_grads.push(to_json(&probe.shape, t.input_gradient(&probe.data)));
+    };
+    measure(t);
+    let loss_step0 = t.gradients(&case.batches[0]);
+    let grads_step0 = layout.tensors(t.grads());
+    let (mut losses, mut weights) = (Vec::new(), Vec::new());
+    for batch in &case.batches {
+        losses.push(f64::from(t.step(batch)));
+        weights.push(layout.tensors(t.params()));
+        measure(t);
+    }
+    Ok(json!({
+        "loss_step0": f64::from(loss_step0),
+        "grads_step0": grads_step0,
+        "losses": losses,
+        "weights": weights,
+        "probe_outputs": probe_outputs,
+        "input_grads": input_grads,
+        "final_optimizer_state": conventions.state(t.optimizer(), layout)?,
+        "final_optimizer_scalars": conventions.scalars(t.optimizer()),
+    }))
+}
+
+/// The model built at run time: its buffers, its own flat parameter buffer and the optimizer
+/// (one tensor segment per weight).
+pub(crate) struct Dynamic<'n, R: Rule> {
+    /// Buffers and passes.
+    pub machine: Machine<'n>,
+    /// The parameters, in the case's weight order.
+    pub params: Vec<f32>,
+    /// The optimizer.
+    pub optimizer: Optimizer<R>,
+}
+
+impl<R: Rule> Trainee for Dynamic<'_, R> {
+    type Rule = R;
+
+    fn gradients(&mut self, batch: &Batch) -> f32 {
+        self.machine
+            .loss_and_backward(&self.params, &batch.x, &batch.y)
+    }
+
+    fn grads(&self) -> &[f32] {
+        self.machine.grads()
+    }
+
+    fn step(&mut self, batch: &Batch) -> f32 {
+        let loss = self.gradients(batch);
+        self.optimizer.step(&mut self.params, self.machine.grads());
+        loss
+    }
+
+    fn params(&self) -> &[f32] {
+        &self.params
+    }
+
+    fn predict(&mut self, x: &[f32]) -> &[f32] {
+        self.machine.predict(&self.params, x)
+    }
+
+    fn input_gradient(&mut self, x: &[f32]) -> &[f32] {
+        self.machine.input_gradient(&self.params, x)
+    }
+
+    fn optimizer(&self) -> &Optimizer<R> {
+        &self.optimizer
+    }
+}
+
+/// A `#[fusegraph::model]` type and its train step.
+pub(crate) struct Typed<M: Model, R: Rule, const B: usize> {
+    /// The model.
+    pub model: M,
+    /// Its train step.
+    pub step: TrainStep<M, R, B>,
+}
+
+impl<M: Model, R: Rule, const B: usize> Typed<M, R, B> {
+    /// The targets of `batch` as the model's loss reads them.
+    fn targets(batch: &Batch) -> &[<M::Loss as Loss>::Target] {
+        batch
+            .y
+            .as_slice()
+            .expect("run_typed checked that the case's loss is the model's")
+    }
+}
+
+impl<M: Model, R: Rule, const B: usize> Trainee for Typed<M, R, B> {
+    type Rule = R;
+
+    fn gradients(&mut self, batch: &Batch) -> f32 {
+        let y = Self::targets(batch);
+        self.step.gradients(&mut self.model, &batch.x, y)
+    }
+
+    fn grads(&self) -> &[f32] {
+        self.step.grads()
+    }
+
+    fn step(&mut self, batch: &Batch) -> f32 {
+        let y = Self::targets(batch);
+        self.step.run(&mut self.model, &batch.x, y)
+    }
+
+    fn params(&self) -> &[f32] {
+        self.model.params()
+    }
+
+    fn predict(&mut self, x: &[f32]) -> &[f32] {
+        self.step.predict(&self.model, x)
+    }
+
+    fn input_gradient(&mut self, x: &[f32]) -> &[f32] {
+        self.step.input_gradient(&self.model, x)
+    }
+
+    fn optimizer(&self) -> &Optimizer<R> {
+        self.step.optimizer()
+    }
+}

@@ -1,0 +1,96 @@
+//! How each framework names and keeps optimizer state, to write fusegraph's [`Optimizer`] in
+//! the shape of a case's `expected` state and scalars.
+
+use crate::tensor::{scalar_json, to_json, Layout};
+use fusegraph::optim::{Optimizer, Rule};
+use serde_json::{Map, Value};
+
+/// Which framework's conventions the output follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framework {
+    /// Keras 3: state exists once the optimizer is built; an optimizer-level `iterations`
+    /// counter and carried scalars (Nadam `u_product`) are `scalars`; the EMA is slot `average`.
+    Keras,
+    /// PyTorch: carried scalars (NAdam `mu_product`) and, if `step_counter`, the step count are
+    /// per-parameter scalar tensors in the state; `scalars` is empty.
+    Torch {
+        /// The class keeps a per-parameter `step` tensor (every class but SGD).
+        step_counter: bool,
+        /// The class creates its state in the constructor (Adagrad) instead of at the first
+        /// step, so `initial_state` is not empty.
+        state_at_build: bool,
+    },
+}
+
+/// The framework of a case, and the names it gives the rule's slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Conventions {
+    /// The framework.
+    pub framework: Framework,
+    /// `(slot, framework name)` for the slots the framework names otherwise (Keras calls the
+    /// SGD velocity `momentum`); the other slots keep their names.
+    pub renames: &'static [(&'static str, &'static str)],
+}
+
+impl Conventions {
+    /// `{slot: {param: tensor}}`: every slot of the rule, plus the EMA (Keras `average`) or
+    /// the per-parameter scalars (PyTorch `step` and carried scalars), over the parameters of
+    /// `layout`.
+    pub fn state<R: Rule>(&self, opt: &Optimizer<R>, layout: &Layout) -> Result<Value, String> {
+        let mut out = Map::new();
+        for &slot in R::SLOTS {
+            let per_param = layout.per_param(|k| {
+                let data = opt
+                    .slot_tensor(slot, k)
+                    .ok_or_else(|| format!("{}: no slot `{slot}` for tensor {k}", R::NAME))?;
+                Ok(to_json(&layout.shapes[k], data))
+            })?;
+            let name = self
+                .renames
+                .iter()
+                .find(|(from, _)| *from == slot)
+                .map_or(slot, |(_, to)| *to);
+            out.insert(name.into(), per_param);
+        }
+        match self.framework {
+            Framework::Keras => {
+                if let Some(ema) = opt.ema() {
+                    let average = layout.per_param(|k| {
+                        let data = ema
+                            .get(layout.ranges[k].clone())
+                            .ok_or_else(|| format!("EMA buffer too short for tensor {k}"))?;
+                        Ok(to_json(&layout.shapes[k], data))
+                    })?;
+                    out.insert("average".into(), average);
+                }
+            }
+            Framework::Torch { step_counter, .. } => {
+                if step_counter {
+                    let t = opt.iterations() as f32;
+                    out.insert("step".into(), layout.per_param(|_| Ok(scalar_json(t)))?);
+                }
+                for &name in R::CARRIED {
+                    let v = opt
+                        .carried(name)
+                        .ok_or_else(|| format!("{}: no carried scalar `{name}`", R::NAME))?;
+                    out.insert(name.into(), layout.per_param(|_| Ok(scalar_json(v)))?);
+                }
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// Keras: `{"iterations": t}` and every carried scalar; PyTorch: `{}`.
+    pub fn scalars<R: Rule>(&self, opt: &Optimizer<R>) -> Value {
+        let mut out = Map::new();
+        if self.framework == Framework::Keras {
+            out.insert("iterations".into(), opt.iterations().into());
+            for &name in R::CARRIED {
+                if let Some(v) = opt.carried(name) {
+                    out.insert(name.into(), f64::from(v).into());
+                }
+            }
+        }
+        Value::Object(out)
+    }
+}

@@ -149,6 +149,9 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// (`sqrt(v)`). `if a > b { x } else { y }` (also `<`, `>=`, `<=`, `==`, `!=`) is a select:
 /// both sides are computed, no branch. `x.powi(k)` with an integer literal multiplies; with a
 /// scalar such as `t` it is `powf`, which rounds once where repeated multiplication would not.
+/// `f64(expr)` computes a scalar expression in `f64` from the decimal values of the
+/// hyper-parameters and rounds it once, as Python computes `1 - beta_1` from floats (Keras'
+/// `1 - 0.999` is `0.001`; `1.0 - 0.999_f32` is 1.3e-5 off).
 ///
 /// Every scalar sub-expression of `update` (such as `1.0 - beta1`) is computed once per step, in
 /// `step`'s precision, and stored in the step struct; the lane code reads it as a splat. No

@@ -1,5 +1,5 @@
 //! What `optimizer!` should emit, written by hand: Keras Adam as a plain `Rule` implementation
-//! (step scalars computed once, lifted `1 - beta` factors, an `f32x8` lane body). The
+//! (step scalars computed once, lifted `f64(1 - beta)` factors, an `f32x8` lane body). The
 //! macro-generated `keras::Adam` must behave identically, bit for bit, with the same metadata.
 
 mod common;
@@ -65,8 +65,8 @@ impl Rule for HandAdam {
         let alpha = self.lr * math::sqrt(1.0 - math::powf(self.beta_2, t))
             / (1.0 - math::powf(self.beta_1, t));
         HandStep {
-            one_minus_beta_1: 1.0 - self.beta_1,
-            one_minus_beta_2: 1.0 - self.beta_2,
+            one_minus_beta_1: (1.0 - math::decimal_f64(self.beta_1)) as f32,
+            one_minus_beta_2: (1.0 - math::decimal_f64(self.beta_2)) as f32,
             alpha,
             epsilon: self.epsilon,
         }

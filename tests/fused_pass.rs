@@ -41,6 +41,9 @@ impl Reference {
         let lr = self.config.schedule.map_or(self.rule.lr, |s| s.at(done));
         let (b1, b2) = (self.rule.beta_1, self.rule.beta_2);
         let alpha = lr * math::sqrt(1.0 - math::powf(b2, tf)) / (1.0 - math::powf(b1, tf));
+        // Keras' `1 - beta` comes from Python floats: f64, rounded once.
+        let c1 = (1.0 - math::decimal_f64(b1)) as f32;
+        let c2 = (1.0 - math::decimal_f64(b2)) as f32;
         let global_norm = math::sqrt(self.ranges().map(|r| sum_squares(&g[r])).sum::<f64>()) as f32;
         let sign = if self.config.maximize { -1.0 } else { 1.0 };
         let clip = self.config.clip_value.unwrap_or(f32::INFINITY);
@@ -65,8 +68,8 @@ impl Reference {
                 gi = math::clamp(gi, -clip, clip);
                 gi += l2 * p[i];
                 p[i] -= p[i] * decay;
-                self.m[i] += (gi - self.m[i]) * (1.0 - b1);
-                self.v[i] += (gi * gi - self.v[i]) * (1.0 - b2);
+                self.m[i] += (gi - self.m[i]) * c1;
+                self.v[i] += (gi * gi - self.v[i]) * c2;
                 p[i] -= self.m[i] * alpha / (math::sqrt(self.v[i]) + self.rule.epsilon);
                 if let Some(e) = self.config.ema {
                     let mom = if done == 0 { 0.0 } else { e.momentum };

@@ -3,8 +3,7 @@
 //! Source: `tests/data/reference/` (copied unchanged from the shared reference set; TensorFlow
 //! 2.21.0 / Keras 3.15.1, PyTorch 2.15.0, float32 on CPU; schema and generation in its
 //! README.md). Tolerance: the reference's default, `|got - ref| <= 1e-6 + 1e-5 * |ref|` on
-//! every value (numpy.isclose, as `check.py` does), for every case, with no case skipped; the
-//! cases of [`KNOWN_DEVIATIONS`] say why they need more.
+//! every value (numpy.isclose, as `check.py` does), for every case, with no case skipped.
 //!
 //! Model cases run twice: on the model the harness builds from the case's layers at run time,
 //! and on a `#[fusegraph::model]` type with the case's shapes trained by `TrainStep`; the two
@@ -24,56 +23,12 @@ fn reference(file: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// Why Keras 3's Adam differs from `keras::Adam` in the last digits.
-const KERAS_ADAM: &str = "Keras' Adam.update_step multiplies by `1 - self.beta_1` and \
-    `1 - self.beta_2` computed from the Python floats (1 - 0.999 = 0.001, then float32), while \
-    keras::Adam computes them in f32 from the f32 betas (1 - 0.999f32 = 0.00099998713): its \
-    `velocity` is 1.3e-5 relative below Keras' and every step 6.7e-6 relative longer. A float32 \
-    simulation with Keras' constants reproduces the reference bit for bit; the fix needs a way \
-    in optimizer! to evaluate a hyper-parameter expression from the decimals, in f64.";
-
-/// Cases that need more than the reference's tolerance: id, reason, and the relative and
-/// absolute tolerances they pass at. A listed case that passes at the reference's tolerance
-/// fails the test, so that the list stays true.
-const KNOWN_DEVIATIONS: &[(&str, &str, f64, f64)] = &[
-    // Worst: a probe output of -0.0157 after 6 steps, 3.3e-6 off.
-    ("keras.mlp_relu_ce.adam", KERAS_ADAM, RTOL, 5e-6),
-    // Worst: the final velocity 0.3318, 1.01x the tolerance.
-    (
-        "keras.dense1_relu_mse.adam_input_grad",
-        KERAS_ADAM,
-        1.5e-5,
-        ATOL,
-    ),
-];
-
-/// Checks the comparison of one case: a pass at the reference's tolerance, or, for a known
-/// deviation, a pass at its own tolerance and a failure at the reference's.
-fn check_result(doc: &Value, got: &Value, r: &CaseResult) -> Result<(), String> {
-    let Some(&(_, why, rtol, atol)) = KNOWN_DEVIATIONS.iter().find(|k| k.0 == r.id) else {
-        return if r.passed { Ok(()) } else { Err(r.to_string()) };
-    };
+/// Checks the comparison of one case at the reference's tolerance.
+fn check_result(r: &CaseResult) -> Result<(), String> {
     if r.passed {
-        return Err(format!(
-            "{}: listed as a known deviation, but passes at rtol {RTOL:e}: remove it from \
-             KNOWN_DEVIATIONS",
-            r.id
-        ));
-    }
-    let case: Vec<Value> = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["id"] == r.id)
-        .cloned()
-        .collect();
-    let loose = compare(&json!({ "cases": case }), got, rtol, atol).remove(0);
-    if loose.passed {
         Ok(())
     } else {
-        Err(format!(
-            "{loose}\n  (known deviation, at rtol {rtol:e} atol {atol:e}: {why})"
-        ))
+        Err(r.to_string())
     }
 }
 
@@ -98,7 +53,7 @@ fn check_file(file: &str) {
     print!("{out}");
     let failed: Vec<String> = results
         .iter()
-        .filter_map(|r| check_result(&doc, &got, r).err())
+        .filter_map(|r| check_result(r).err())
         .collect();
     assert!(
         skipped.is_empty(),
@@ -218,7 +173,7 @@ where
     let got = json!({"cases": [{"id": id, "got": typed}]});
     let r = compare(&json!({ "cases": [case] }), &got, RTOL, ATOL).remove(0);
     println!("{r}");
-    check_result(doc, &got, &r)
+    check_result(&r)
 }
 
 #[test]

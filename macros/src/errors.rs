@@ -38,7 +38,7 @@ impl Errors {
 }
 
 pub const FUNCTIONS: &str =
-    "sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, clamp";
+    "sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, clamp, f64";
 
 pub fn unknown_ident(name: &str, known: &str) -> String {
     format!("unknown identifier `{name}`; this block can read {known}")
@@ -161,4 +161,8 @@ pub fn powi_exponent() -> &'static str {
 
 pub fn assign_in_step_target(name: &str) -> String {
     format!("`step` can assign only carried scalars (declared in `carry {{ .. }}`); bind `{name}` with `let` instead")
+}
+
+pub fn f64_of_lane() -> &'static str {
+    "`f64(..)` computes a per-step scalar (from hyper-parameters, `t` and step scalars); it cannot read per-element values"
 }

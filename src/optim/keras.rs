@@ -1,7 +1,10 @@
 //! The optimizers of Keras 3, with its defaults, its formulas and its names.
 //!
 //! Keras evaluates its per-step scalars (`beta^t`, bias corrections, schedules) in `f32`, and
-//! so do these rules (`step` without `(f64)`). Where a Keras optimizer changes its slots with an
+//! so do these rules (`step` without `(f64)`); the constants it derives from Python floats
+//! (`1 - beta_1` in Adam, `1 - rho` in RMSprop) are `f64`, rounded once, as here with `f64(..)`
+//! (`1 - 0.999` is `0.001`, where `1 - 0.999_f32` is 1.3e-5 off). Nadam and Lion cast the
+//! hyper-parameters to `f32` first, and so do their rules. Where a Keras optimizer changes its slots with an
 //! option (`momentum > 0`, `nesterov`, `centered`, `amsgrad`), each combination is its own type,
 //! so that no unused slot is allocated or streamed. Keras' `weight_decay`, `clipnorm`,
 //! `global_clipnorm`, `clipvalue` and `use_ema` are [`Config`](super::Config) options of the
@@ -70,7 +73,7 @@ optimizer! {
         hyper { lr: f32 = 0.001, rho: f32 = 0.9, epsilon: f32 = 1e-7 }
         slots { velocity = 0.0 }
         update {
-            velocity = rho * velocity + (1.0 - rho) * (g * g);
+            velocity = rho * velocity + f64(1.0 - rho) * (g * g);
             p -= lr * g / (velocity + epsilon).sqrt();
         }
     }
@@ -84,7 +87,7 @@ optimizer! {
         hyper { lr: f32 = 0.001, rho: f32 = 0.9, momentum: f32 = 0.9, epsilon: f32 = 1e-7 }
         slots { velocity = 0.0, momentum_buffer = 0.0 }
         update {
-            velocity = rho * velocity + (1.0 - rho) * (g * g);
+            velocity = rho * velocity + f64(1.0 - rho) * (g * g);
             momentum_buffer = momentum * momentum_buffer + lr * g / (velocity + epsilon).sqrt();
             p -= momentum_buffer;
         }
@@ -98,8 +101,8 @@ optimizer! {
         hyper { lr: f32 = 0.001, rho: f32 = 0.9, epsilon: f32 = 1e-7 }
         slots { velocity = 0.0, average_gradient = 0.0 }
         update {
-            velocity = rho * velocity + (1.0 - rho) * (g * g);
-            average_gradient = rho * average_gradient + (1.0 - rho) * g;
+            velocity = rho * velocity + f64(1.0 - rho) * (g * g);
+            average_gradient = rho * average_gradient + f64(1.0 - rho) * g;
             let denominator = velocity - average_gradient * average_gradient + epsilon;
             p -= lr * g / denominator.sqrt();
         }
@@ -113,8 +116,8 @@ optimizer! {
         hyper { lr: f32 = 0.001, rho: f32 = 0.9, momentum: f32 = 0.9, epsilon: f32 = 1e-7 }
         slots { velocity = 0.0, momentum_buffer = 0.0, average_gradient = 0.0 }
         update {
-            velocity = rho * velocity + (1.0 - rho) * (g * g);
-            average_gradient = rho * average_gradient + (1.0 - rho) * g;
+            velocity = rho * velocity + f64(1.0 - rho) * (g * g);
+            average_gradient = rho * average_gradient + f64(1.0 - rho) * g;
             let denominator = velocity - average_gradient * average_gradient + epsilon;
             momentum_buffer = momentum * momentum_buffer + lr * g / denominator.sqrt();
             p -= momentum_buffer;
@@ -132,8 +135,8 @@ optimizer! {
         slots { momentum = 0.0, velocity = 0.0 }
         step { let alpha = lr * (1.0 - beta_2.powi(t)).sqrt() / (1.0 - beta_1.powi(t)); }
         update {
-            momentum += (g - momentum) * (1.0 - beta_1);
-            velocity += (g * g - velocity) * (1.0 - beta_2);
+            momentum += (g - momentum) * f64(1.0 - beta_1);
+            velocity += (g * g - velocity) * f64(1.0 - beta_2);
             p -= momentum * alpha / (velocity.sqrt() + epsilon);
         }
     }
@@ -147,8 +150,8 @@ optimizer! {
         slots { momentum = 0.0, velocity = 0.0, velocity_hat = 0.0 }
         step { let alpha = lr * (1.0 - beta_2.powi(t)).sqrt() / (1.0 - beta_1.powi(t)); }
         update {
-            momentum += (g - momentum) * (1.0 - beta_1);
-            velocity += (g * g - velocity) * (1.0 - beta_2);
+            momentum += (g - momentum) * f64(1.0 - beta_1);
+            velocity += (g * g - velocity) * f64(1.0 - beta_2);
             velocity_hat = velocity_hat.max(velocity);
             p -= momentum * alpha / (velocity_hat.sqrt() + epsilon);
         }
@@ -170,8 +173,8 @@ optimizer! {
         step { let alpha = lr * (1.0 - beta_2.powi(t)).sqrt() / (1.0 - beta_1.powi(t)); }
         update {
             p -= p * weight_decay * lr;
-            momentum += (g - momentum) * (1.0 - beta_1);
-            velocity += (g * g - velocity) * (1.0 - beta_2);
+            momentum += (g - momentum) * f64(1.0 - beta_1);
+            velocity += (g * g - velocity) * f64(1.0 - beta_2);
             p -= momentum * alpha / (velocity.sqrt() + epsilon);
         }
     }
@@ -185,7 +188,7 @@ optimizer! {
         slots { momentum = 0.0, norm = 0.0 }
         step { let correction = 1.0 - beta_1.powi(t); }
         update {
-            momentum += (g - momentum) * (1.0 - beta_1);
+            momentum += (g - momentum) * f64(1.0 - beta_1);
             norm = (beta_2 * norm).max(g.abs());
             p -= lr * momentum / (correction * (norm + epsilon));
         }
@@ -223,9 +226,9 @@ optimizer! {
         hyper { lr: f32 = 0.001, rho: f32 = 0.95, epsilon: f32 = 1e-7 }
         slots { accumulated_grad = 0.0, accumulated_delta_var = 0.0 }
         update {
-            accumulated_grad = rho * accumulated_grad + (1.0 - rho) * (g * g);
+            accumulated_grad = rho * accumulated_grad + f64(1.0 - rho) * (g * g);
             let delta = -((accumulated_delta_var + epsilon).sqrt() * g / (accumulated_grad + epsilon).sqrt());
-            accumulated_delta_var = rho * accumulated_delta_var + (1.0 - rho) * (delta * delta);
+            accumulated_delta_var = rho * accumulated_delta_var + f64(1.0 - rho) * (delta * delta);
             p += lr * delta;
         }
     }
@@ -264,7 +267,7 @@ optimizer! {
             let l1 = l1_regularization_strength;
         }
         update {
-            let shrunk = g + 2.0 * l2_shrinkage_regularization_strength * p;
+            let shrunk = g + f64(2.0 * l2_shrinkage_regularization_strength) * p;
             let new_accumulator = accumulator + g * g;
             linear += shrunk - (new_accumulator.powf(power) - accumulator.powf(power)) / lr * p;
             let quadratic = new_accumulator.powf(power) / lr + 2.0 * l2;

@@ -41,6 +41,8 @@ pub enum Func {
     Tanh,
     Sigmoid,
     Clamp,
+    /// `f64(x)`: a scalar computed in `f64` from the decimal values of the hyper-parameters.
+    F64,
 }
 
 impl Func {
@@ -59,6 +61,7 @@ impl Func {
             "tanh" => Func::Tanh,
             "sigmoid" => Func::Sigmoid,
             "clamp" => Func::Clamp,
+            "f64" => Func::F64,
             _ => return None,
         })
     }

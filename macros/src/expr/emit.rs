@@ -64,8 +64,9 @@ fn powi(x: TokenStream, k: i32, one: TokenStream) -> TokenStream {
     }
 }
 
-/// Scalar code for `e`; `refs` names each resolved reference.
-pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref) -> TokenStream, prec: Prec) -> TokenStream {
+/// Scalar code for `e` in precision `prec`; `refs` names each resolved reference as a value of
+/// the precision it is asked in.
+pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref, Prec) -> TokenStream, prec: Prec) -> TokenStream {
     let m = quote!(::fusegraph::__private::math);
     let s = |x: &TExpr| scalar(x, refs, prec);
     match &e.node {
@@ -73,8 +74,15 @@ pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref) -> TokenStream, prec: Prec) -> Token
             let l = prec.lit(*v);
             quote!(#l)
         }
-        Node::Ref(r) => refs(*r),
+        Node::Ref(r) => refs(*r, prec),
         Node::Lifted(_) => unreachable!("scalar code is never lifted"),
+        Node::Call(Func::F64, args) => {
+            let wide = scalar(&args[0], refs, Prec::F64);
+            match prec {
+                Prec::F32 => quote!(((#wide) as f32)),
+                Prec::F64 => wide,
+            }
+        }
         Node::Neg(x) => {
             let x = s(x);
             quote!((-#x))
@@ -114,6 +122,7 @@ pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref) -> TokenStream, prec: Prec) -> Token
                 Func::Tanh => "tanh",
                 Func::Sigmoid => "sigmoid",
                 Func::Clamp => "clamp",
+                Func::F64 => unreachable!("handled above"),
             };
             let name = format_ident!("{}", name);
             quote!(#m::#name(#(#a),*))
@@ -191,6 +200,7 @@ pub fn lane(
                 Func::Sign => quote!(#ln::sign(#(#a),*)),
                 Func::Sigmoid => quote!(#ln::sigmoid(#(#a),*)),
                 Func::Clamp => quote!(#ln::clamp(#(#a),*)),
+                Func::F64 => unreachable!("`f64(..)` is a scalar, lifted out of lane code"),
             }
         }
     }

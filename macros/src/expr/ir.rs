@@ -176,6 +176,14 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
             let k = x.kind;
             TExpr::new(Node::Call(Func::Powi, vec![x, e]), k)
         }
+        Expr::Call(Func::F64, args, span) => {
+            let x = resolve(&args[0], scope, errs)?;
+            if x.kind == Kind::Lane {
+                errs.at(*span, errors::f64_of_lane());
+                return None;
+            }
+            TExpr::new(Node::Call(Func::F64, vec![x]), Kind::Scalar)
+        }
         Expr::Call(f, args, _) => {
             let args: Vec<Option<TExpr>> = args.iter().map(|a| resolve(a, scope, errs)).collect();
             let args: Vec<TExpr> = args.into_iter().collect::<Option<_>>()?;

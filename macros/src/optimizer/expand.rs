@@ -120,11 +120,15 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let fields: Vec<&syn::Ident> = def.hyper.iter().map(|h| &h.name).collect();
     let field_strs: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
 
-    // Initial values read the fields directly, in f32.
-    let self_refs = |r: Ref| match r {
-        Ref::Hyper(i) => {
+    // Initial values read the fields directly.
+    let self_refs = |r: Ref, p: Prec| match (r, p) {
+        (Ref::Hyper(i), Prec::F32) => {
             let fname = fields[i];
             quote!(self.#fname)
+        }
+        (Ref::Hyper(i), Prec::F64) => {
+            let fname = fields[i];
+            quote!(#m::decimal_f64(self.#fname))
         }
         _ => unreachable!("initial values read only hyper-parameters"),
     };
@@ -139,21 +143,25 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let carried_init = init_arms(&r.carry_inits);
 
     // Step code.
-    let step_refs = |r: Ref| match r {
-        Ref::Hyper(i) => {
-            let id = hyper_ident(i);
-            quote!(#id)
+    // A reference in the step's own precision is its local; inside `f64(..)` of an `f32` step,
+    // hyper-parameters are widened to their decimal values and the rest converted.
+    let step_refs = |r: Ref, p: Prec| {
+        let local = match r {
+            Ref::Hyper(i) => hyper_ident(i),
+            Ref::T => format_ident!("__tv"),
+            Ref::StepLet(i) => format_ident!("__sl{}", i),
+            Ref::Carried(i) => format_ident!("__c{}", i),
+            _ => unreachable!("step code reads only scalars"),
+        };
+        match (p == prec, r) {
+            (true, _) => quote!(#local),
+            (false, Ref::Hyper(i)) => {
+                let fname = fields[i];
+                quote!(#m::decimal_f64(self.#fname))
+            }
+            (false, Ref::T) => quote!((__t as f64)),
+            (false, _) => quote!(f64::from(#local)),
         }
-        Ref::T => quote!(__tv),
-        Ref::StepLet(i) => {
-            let id = format_ident!("__sl{}", i);
-            quote!(#id)
-        }
-        Ref::Carried(i) => {
-            let id = format_ident!("__c{}", i);
-            quote!(#id)
-        }
-        _ => unreachable!("step code reads only scalars"),
     };
     let mut used_hypers = vec![false; fields.len()];
     let mut uses_t = false;

@@ -43,22 +43,31 @@
 //! BLIS-style: for each block of [`NC`] columns of `C` and each block of at most [`KC`] of the
 //! `k` dimension, `B` is packed into `NR`-column micro-panels; for each block of [`MC`] rows,
 //! `A` is packed into `MR`-row micro-panels; a register-blocked microkernel then computes each
-//! `MR`x`NR` tile of `C` with `MR * NR / 8` [`f32x8`] accumulators and `mul_add`. Panels are
-//! zero-padded to full tiles, so edge tiles run the same microkernel and only their valid part
-//! is written back.
+//! `MR`x`NR` tile of `C` in `MR * NR / 8` [`f32x8`] accumulators with `mul_add`, and writes it
+//! back (rows as vectors, or columns through an 8x8 transpose in registers when `C` is
+//! column-major). Panels are zero-padded to full tiles, so edge tiles run the same microkernel
+//! and only their valid part is written back. Two shortcuts skip packing where it does not pay:
+//! when `B` spans fewer than [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it
+//! is; and products of at most [`SMALL_MACS`] multiply-adds with at most `NR` columns (the
+//! tiny models) skip the blocking loops and run [`SMALL_MR`] rows at a time against one packed
+//! `B` panel. Each product is computed either as is or transposed (`Cᵀ = Bᵀ·Aᵀ`), whichever a
+//! cost estimate of padded tiles, packing and write-back finds cheaper: `X (256x128) ·
+//! W (128x10)`, say, becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide
+//! panel that is 6/16 padding.
 //!
 //! # Determinism
 //!
 //! Every element of `C` is computed by the same sequence of lane operations, whatever its
-//! position, the blocking of `m` and `n`, the path or the number of threads: the `k`
-//! dimension is cut into blocks by a rule that depends on `k` alone ([`KC`]), in each block the
-//! element's accumulator starts at zero and takes one `mul_add(a[i][p], b[p][j], acc)` per `p`
-//! in increasing order, and then `C` becomes `alpha * acc + beta * C` for the first block
-//! (`alpha * acc` if `beta == 0`) and `alpha * acc + C` for the following ones. `k` is never
-//! split across threads. Multiplication being commutative, this also holds when the problem is
-//! computed transposed (`Cᵀ = Bᵀ·Aᵀ`, chosen when it wastes fewer padded lanes) or on the
-//! unpacked path for small shapes. So results are bit-identical for 1 and N threads; they do
-//! depend on the build (`-C target-cpu`: `f32x8::mul_add` fuses only with FMA enabled).
+//! position, the path, the orientation, the blocking of `m` and `n` or the number of threads:
+//! the `k` dimension is cut into blocks by a rule that depends on `k` alone ([`KC`]); in each
+//! block the element's accumulator starts at zero and takes one `mul_add(a[i][p], b[p][j],
+//! acc)` per `p` in increasing order (the product of two floats does not depend on their
+//! order, so the transposed orientation gives the same bits); then `C` becomes
+//! `alpha * acc + beta * C` for the first block (`alpha * acc` if `beta == 0`) and
+//! `alpha * acc + C` for the following ones. `k` is never split across threads. So results are
+//! bit-identical for 1 and N threads, and the choices above, which depend only on the shape and
+//! the strides of `C`, change speed, never bits. They do depend on the build: without FMA
+//! enabled (`-C target-cpu`), `f32x8::mul_add` rounds twice.
 //!
 //! # Parallelism
 //!
@@ -66,14 +75,15 @@
 //! operations is split along the outer dimension of `C` (the rows of a row-major `C`) into as
 //! many pieces as the rayon pool has threads and the workspace has room for, by recursive
 //! `rayon::join` (which does not allocate). Each piece packs its own panels in its own part of
-//! the workspace. Smaller products never touch the pool.
+//! the workspace (so `B` is packed once per piece). Smaller products never touch the pool.
 //!
 //! # Performance
 //!
-//! `wide` picks its instructions when it is compiled: build with `-C target-cpu=native` (see
-//! `examples/bench_gemm.rs`, which compares this kernel with `matrixmultiply` and `gemm`).
-//! The tile shape follows the target: `MR`x`NR` = 8x16 with AVX-512 (32 vector registers), 6x16
-//! with AVX (16 registers), 4x8 otherwise.
+//! `wide` picks its instructions when it is compiled: build with `-C target-cpu=native`. The
+//! tile is 6x16 (12 accumulators) with AVX, AVX2 and AVX-512 alike, 4x8 without AVX. On one
+//! Zen 4 core the 6x16 microkernel runs at about 98% of the `mul_add` peak (114 GFLOP/s); whole
+//! products of the MLP 784-128-10 train step reach 90-105 GFLOP/s. `examples/bench_gemm.rs`
+//! compares them with `matrixmultiply`, `gemm` and a triple loop.
 
 mod micro;
 #[cfg(test)]
@@ -110,11 +120,20 @@ pub const MC: usize = MR * 32;
 pub const NC: usize = NR * 64;
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
-/// the rayon pool (feature `parallel`); smaller ones never touch it.
-pub const PARALLEL_FLOPS: usize = 1 << 22;
+/// the rayon pool (feature `parallel`); smaller ones never touch it. Measured by `bench_gemm`
+/// on `X (B x 784) · W (784 x 128)` with two Zen 4 cores: split in two, the product runs
+/// slower than serial at 0.8 MFLOP (batch 4: the hand-off into the pool and the second packing
+/// of `W` cost more than half the work), from 0.75x to 1.4x as fast at 1.6 MFLOP (batch 8)
+/// depending on the run, and 1.3-1.7x as fast from 2.4 MFLOP (batch 12) up.
+pub const PARALLEL_FLOPS: usize = 1 << 21;
 
 /// Rows of `C` per tile on the small path ([`NR`] or fewer columns, `k <= KC`).
 pub const SMALL_MR: usize = 4;
+
+/// Products of at most this many multiply-adds (`m * k * n`) with at most [`NR`] columns (in
+/// the orientation computed) and `k <= KC` take the small path: no blocking, one packed `B`
+/// panel, `A` read where it is.
+pub const SMALL_MACS: usize = 4096;
 
 /// `A` is packed only when `B` (in the orientation computed) spans at least this many
 /// `NR`-column panels, each of which reuses every packed `A` panel; below, the microkernel
@@ -153,6 +172,7 @@ impl<'a> MatRef<'a> {
     ///
     /// # Panics
     /// If the view reaches past the end of `data` (a bug in the caller).
+    #[inline]
     pub fn new(
         data: &'a [f32],
         rows: usize,
@@ -176,16 +196,19 @@ impl<'a> MatRef<'a> {
     }
 
     /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
+    #[inline]
     pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         Self::new(data, rows, cols, cols, 1)
     }
 
     /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
+    #[inline]
     pub fn col_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         Self::new(data, rows, cols, 1, rows)
     }
 
     /// The transpose: the same elements with rows and columns (and their strides) swapped.
+    #[inline]
     pub fn t(self) -> Self {
         MatRef {
             data: self.data,
@@ -197,21 +220,25 @@ impl<'a> MatRef<'a> {
     }
 
     /// Number of rows.
+    #[inline]
     pub fn rows(&self) -> usize {
         self.rows
     }
 
     /// Number of columns.
+    #[inline]
     pub fn cols(&self) -> usize {
         self.cols
     }
 
     /// Distance in the slice between `(i, j)` and `(i + 1, j)`.
+    #[inline]
     pub fn row_stride(&self) -> usize {
         self.rs
     }
 
     /// Distance in the slice between `(i, j)` and `(i, j + 1)`.
+    #[inline]
     pub fn col_stride(&self) -> usize {
         self.cs
     }
@@ -220,12 +247,14 @@ impl<'a> MatRef<'a> {
     ///
     /// # Panics
     /// If `(i, j)` is outside the view.
+    #[inline]
     pub fn at(&self, i: usize, j: usize) -> f32 {
         assert!(i < self.rows && j < self.cols, "MatRef::at out of bounds");
         self.data[i * self.rs + j * self.cs]
     }
 
     /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
+    #[inline]
     fn sub(self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatRef<'a> {
         debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
         let data = if rows == 0 || cols == 0 {
@@ -263,6 +292,7 @@ impl<'a> MatMut<'a> {
     /// the other dimension (`row_stride >= (cols - 1) * col_stride + 1` for a row-major-like
     /// view), and a dimension longer than one needs a non-zero stride. Both are bugs in the
     /// caller.
+    #[inline]
     pub fn new(
         data: &'a mut [f32],
         rows: usize,
@@ -302,16 +332,19 @@ impl<'a> MatMut<'a> {
     }
 
     /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
+    #[inline]
     pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
         Self::new(data, rows, cols, cols, 1)
     }
 
     /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
+    #[inline]
     pub fn col_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
         Self::new(data, rows, cols, 1, rows)
     }
 
     /// The transpose: the same elements with rows and columns (and their strides) swapped.
+    #[inline]
     pub fn t(self) -> Self {
         MatMut {
             data: self.data,
@@ -323,16 +356,31 @@ impl<'a> MatMut<'a> {
     }
 
     /// Number of rows.
+    #[inline]
     pub fn rows(&self) -> usize {
         self.rows
     }
 
     /// Number of columns.
+    #[inline]
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// Distance in the slice between `(i, j)` and `(i + 1, j)`.
+    #[inline]
+    pub fn row_stride(&self) -> usize {
+        self.rs
+    }
+
+    /// Distance in the slice between `(i, j)` and `(i, j + 1)`.
+    #[inline]
+    pub fn col_stride(&self) -> usize {
+        self.cs
+    }
+
     /// A shorter-lived view of the same elements.
+    #[inline]
     pub fn rb(&mut self) -> MatMut<'_> {
         MatMut {
             data: self.data,
@@ -344,6 +392,7 @@ impl<'a> MatMut<'a> {
     }
 
     /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
+    #[inline]
     fn sub(&mut self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatMut<'_> {
         debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
         let data = if rows == 0 || cols == 0 {
@@ -422,8 +471,8 @@ fn k_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..nb).map(move |i| (i * base + i.min(rem), base + usize::from(i < rem)))
 }
 
-/// How a product of a given shape is computed. The choice depends on the shape (and the
-/// layout of `C`) only, and changes no bits.
+/// How a product is computed. The choice depends on the shape and the strides of `C` only
+/// (never on threads or values), and changes no bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Plan {
     /// Compute `Cᵀ = Bᵀ·Aᵀ` instead.
@@ -435,24 +484,19 @@ struct Plan {
 /// How a product runs, in the orientation computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Path {
-    /// `n <= NR` and `k <= KC`: one packed `B` panel, `A` read where it is, [`SMALL_MR`] rows
-    /// at a time ([`micro::small`]).
+    /// At most [`SMALL_MACS`] multiply-adds, `n <= NR`, `k <= KC`: one packed `B` panel, `A`
+    /// read where it is, [`SMALL_MR`] rows at a time ([`micro::small`]).
     Small,
-    /// The blocked, packed product ([`micro::packed`]); `A` is packed or read where it is.
+    /// The blocked product ([`micro::packed`]); `A` is packed or read where it is.
     Packed {
         /// Pack `A` (see [`PACK_A_MIN_PANELS`]).
         pack_a: bool,
     },
 }
 
-/// Padded tile area of an `m`x`n` product computed as is.
-fn padded_area(m: usize, n: usize) -> usize {
-    m.div_ceil(MR) * MR * n.div_ceil(NR) * NR
-}
-
 /// The path of an `m`x`k`x`n` product computed as is.
-fn path(k: usize, n: usize) -> Path {
-    if n <= NR && k <= KC {
+fn path(m: usize, k: usize, n: usize) -> Path {
+    if n <= NR && k <= KC && m.saturating_mul(k).saturating_mul(n) <= SMALL_MACS {
         Path::Small
     } else {
         Path::Packed {
@@ -461,16 +505,48 @@ fn path(k: usize, n: usize) -> Path {
     }
 }
 
+/// Estimated cost of an `m`x`k`x`n` product computed as is, whose `C` has `c_strides`, in
+/// sixteenths of a cycle of one Zen 4 core (as `bench_gemm` measures it): multiply-adds over
+/// padded tiles (16 per cycle, but at least 4 cycles of `mul_add` latency per step of `k`; 60%
+/// more with an unpacked `A`), half a cycle per packed float, and per element of `C` and block
+/// of `k` a write-back that costs 1/8 of a cycle along rows, 0.7 through the in-register
+/// transpose when `C` is column-major, and a cycle otherwise. Only comparisons matter.
+fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize)) -> usize {
+    let path = path(m, k, n);
+    let (rows, cols, pack_a) = match path {
+        Path::Small => (SMALL_MR, if n <= 8 { 8 } else { NR }, false),
+        Path::Packed { pack_a } => (MR, NR, pack_a),
+    };
+    // A tile takes `rows * cols / 8 / 2` cycles per step of `k`, at least the 4 cycles of
+    // latency of the chain of `mul_add`s.
+    let tiles = m.div_ceil(rows) * n.div_ceil(cols);
+    let compute = tiles * k * (rows * cols).max(64);
+    let compute = match path {
+        Path::Packed { pack_a: false } => compute / 10 * 16,
+        _ => compute,
+    };
+    let a_packed = if pack_a { m } else { 0 };
+    let pack = (a_packed + n) * k * 8;
+    let write_each = if c_strides.1 == 1 {
+        2
+    } else if c_strides.0 == 1 {
+        11
+    } else {
+        16
+    };
+    let write = m * n * k.div_ceil(KC) * write_each;
+    compute + pack + write
+}
+
 impl Plan {
-    /// Computes `Cᵀ` when that wastes fewer padded lanes (on a tie, when `C` is not
-    /// row-major).
-    fn new(m: usize, k: usize, n: usize, c_row_major: bool) -> Plan {
-        let (straight, swapped) = (padded_area(m, n), padded_area(n, m));
-        let transpose = swapped < straight || (swapped == straight && !c_row_major);
-        let n = if transpose { m } else { n };
+    /// Computes `Cᵀ = Bᵀ·Aᵀ` when [`cost`] estimates it cheaper, for an `m`x`k`x`n` product
+    /// whose `C` has strides `(c_rs, c_cs)`.
+    fn new(m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
+        let transpose = cost(n, k, m, (c_cs, c_rs)) < cost(m, k, n, (c_rs, c_cs));
+        let (m, n) = if transpose { (n, m) } else { (m, n) };
         Plan {
             transpose,
-            path: path(k, n),
+            path: path(m, k, n),
         }
     }
 }
@@ -493,7 +569,7 @@ fn piece_len(m: usize, k: usize, n: usize, path: Path, blk: Blocking) -> usize {
 /// Workspace of one piece, whichever way the product is computed.
 fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
     let blk = DEFAULT_BLOCKING;
-    piece_len(m, k, n, path(k, n), blk).max(piece_len(n, k, m, path(k, m), blk))
+    piece_len(m, k, n, path(m, k, n), blk).max(piece_len(n, k, m, path(n, k, m), blk))
 }
 
 /// Whether a product is large enough to split across threads.
@@ -578,7 +654,7 @@ pub fn gemm(
         micro::scale(beta, c);
         return;
     }
-    let plan = Plan::new(m, k, n, c.cs == 1);
+    let plan = Plan::new(m, k, n, (c.rs, c.cs));
     let (a, b, c) = if plan.transpose {
         (b.t(), a.t(), c.t())
     } else {
@@ -586,8 +662,9 @@ pub fn gemm(
     };
     let (m, n) = (a.rows, b.cols);
     let outer = if c.rows_outer() { m } else { n };
-    let pieces = if wants_threads(m, k, n) {
-        let fit = workspace.len() / need.max(1);
+    // Without room for a second piece, the pool is not even asked for its size.
+    let fit = workspace.len() / need.max(1);
+    let pieces = if fit >= 2 && wants_threads(m, k, n) {
         pool_threads().min(fit).min(outer.div_ceil(NR)).max(1)
     } else {
         1
@@ -615,7 +692,7 @@ struct Run {
 }
 
 /// Runs `pieces` products, each on its own part of `C` (split along the outer dimension of `C`
-/// at multiples of 16 rows or columns) and its own `run.piece_len` floats of workspace.
+/// between tiles) and its own `run.piece_len` floats of workspace.
 #[allow(clippy::too_many_arguments)]
 fn split<const R: usize, const V: usize>(
     alpha: f32,
@@ -712,40 +789,4 @@ fn load8(s: &[f32]) -> f32x8 {
 #[inline(always)]
 fn store8(s: &mut [f32], v: f32x8) {
     s[..8].copy_from_slice(v.as_array());
-}
-
-#[doc(hidden)]
-#[allow(missing_docs, clippy::too_many_arguments)]
-pub fn __experiment<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
-    c: MatMut<'_>,
-    workspace: &mut [f32],
-    mc: usize,
-    nc: usize,
-    pack_a: bool,
-) {
-    if mc == 0 {
-        if b.cols <= 8 {
-            micro::small::<R, 1>(alpha, a, b, beta, c, workspace);
-        } else {
-            micro::small::<R, 2>(alpha, a, b, beta, c, workspace);
-        }
-        return;
-    }
-    micro::packed::<R, V>(alpha, a, b, beta, c, workspace, Blocking { mc, nc }, pack_a);
-}
-
-#[doc(hidden)]
-#[allow(missing_docs)]
-pub fn __tile<const R: usize, const V: usize>(a: &[f32], b: &[f32], out: &mut [f32]) {
-    let acc = micro::__tile::<R, V>(a, b);
-    for (o, v) in out.chunks_exact_mut(8).zip(acc.iter().flatten()) {
-        store8(o, o_add(v, o));
-    }
-    fn o_add(v: &f32x8, o: &[f32]) -> f32x8 {
-        *v + load8(o)
-    }
 }

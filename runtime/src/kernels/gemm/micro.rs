@@ -1,5 +1,5 @@
 //! The pieces of [`gemm`](super::gemm): packing, the microkernel, the write-back of a tile,
-//! the packed driver and the direct path for small shapes.
+//! the blocked driver and the small path.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
 //! write-back), shared by every path.
@@ -190,17 +190,19 @@ fn tile_unpacked<const R: usize, const V: usize>(
     b: &[f32],
 ) -> [[f32x8; V]; R] {
     let kc = a.cols;
-    let b = &b[..kc * 8 * V];
     let mut acc = [[f32x8::ZERO; V]; R];
     let row = |i: usize| i.min(mr - 1) * a.rs;
+    let load_b = |bp: &[f32]| {
+        let mut bv = [f32x8::ZERO; V];
+        for (v, x) in bv.iter_mut().enumerate() {
+            *x = load8(&bp[8 * v..]);
+        }
+        bv
+    };
     if a.cs == 1 {
         let rows: [&[f32]; R] = core::array::from_fn(|i| &a.data[row(i)..row(i) + kc]);
-        for p in 0..kc {
-            let bp = &b[p * 8 * V..(p + 1) * 8 * V];
-            let mut bv = [f32x8::ZERO; V];
-            for (v, x) in bv.iter_mut().enumerate() {
-                *x = load8(&bp[8 * v..]);
-            }
+        for (p, bp) in b.chunks_exact(8 * V).enumerate().take(kc) {
+            let bv = load_b(bp);
             for (acc_row, r) in acc.iter_mut().zip(&rows) {
                 let ai = f32x8::splat(r[p]);
                 for (x, &y) in acc_row.iter_mut().zip(&bv) {
@@ -210,11 +212,8 @@ fn tile_unpacked<const R: usize, const V: usize>(
         }
     } else {
         let rows: [usize; R] = core::array::from_fn(row);
-        for (p, bp) in b.chunks_exact(8 * V).enumerate() {
-            let mut bv = [f32x8::ZERO; V];
-            for (v, x) in bv.iter_mut().enumerate() {
-                *x = load8(&bp[8 * v..]);
-            }
+        for (p, bp) in b.chunks_exact(8 * V).enumerate().take(kc) {
+            let bv = load_b(bp);
             let off = p * a.cs;
             for (acc_row, &r) in acc.iter_mut().zip(&rows) {
                 let ai = f32x8::splat(a.data[r + off]);
@@ -231,7 +230,7 @@ fn tile_unpacked<const R: usize, const V: usize>(
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn write_tile<const R: usize, const V: usize>(
-    acc: &[[f32x8; V]; R],
+    acc: [[f32x8; V]; R],
     alpha: f32x8,
     beta: Beta,
     c: &mut MatMut<'_>,
@@ -262,7 +261,7 @@ fn write_tile<const R: usize, const V: usize>(
         // the same).
         for v in 0..V {
             let mut block = [f32x8::ZERO; 8];
-            for (b, row_acc) in block.iter_mut().zip(acc) {
+            for (b, row_acc) in block.iter_mut().zip(&acc) {
                 *b = row_acc[v];
             }
             for (q, &col) in f32x8::transpose(block).iter().enumerate() {
@@ -348,17 +347,12 @@ pub(super) fn packed<const R: usize, const V: usize>(
                         } else {
                             tile_unpacked::<R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
                         };
-                        write_tile::<R, V>(&acc, alpha_v, beta_k, &mut c_blk, i0, j0, mr, nr);
+                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, i0, j0, mr, nr);
                     }
                 }
             }
         }
     }
-}
-
-#[inline(never)]
-pub(super) fn __tile<const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[f32x8; V]; R] {
-    tile::<R, V>(a, b)
 }
 
 /// The product for small shapes (`0 < k <= KC`, `n <= 8V`): `B` packed into one panel in
@@ -382,6 +376,6 @@ pub(super) fn small<const R: usize, const V: usize>(
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
         let acc = tile_unpacked::<R, V>(a.sub(i0, 0, mr, k), mr, panel);
-        write_tile::<R, V>(&acc, alpha_v, beta, &mut c, i0, 0, mr, n);
+        write_tile::<R, V>(acc, alpha_v, beta, &mut c, i0, 0, mr, n);
     }
 }

@@ -122,12 +122,8 @@ const SMALL_WS: usize = 4096;
 /// One product of small shape with the given layouts and scalars, checked against the
 /// reference; `c_init` is what `C` holds before (NaN tests that `beta == 0` does not read it).
 fn run_small(
-    m: usize,
-    k: usize,
-    n: usize,
-    la: Layout,
-    lb: Layout,
-    lc: Layout,
+    (m, k, n): (usize, usize, usize),
+    (la, lb, lc): (Layout, Layout, Layout),
     s: usize,
     c_nan: bool,
 ) {
@@ -182,7 +178,7 @@ fn every_small_shape_matches_reference() {
                 for t in 0..3 {
                     let idx = (m * 7 + k * 3 + n + t * 9) % 27;
                     let (la, lb, lc) = (LAYOUTS[idx % 3], LAYOUTS[idx / 3 % 3], LAYOUTS[idx / 9]);
-                    run_small(m, k, n, la, lb, lc, s, s % 2 == 0);
+                    run_small((m, k, n), (la, lb, lc), s, s % 2 == 0);
                     s += 1;
                 }
             }
@@ -204,7 +200,7 @@ fn every_layout_and_scalar_on_edge_shapes() {
             for lb in LAYOUTS {
                 for lc in LAYOUTS {
                     for s in 0..SCALARS.len() {
-                        run_small(m, k, n, la, lb, lc, s, true);
+                        run_small((m, k, n), (la, lb, lc), s, true);
                     }
                 }
             }
@@ -380,7 +376,7 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
 /// under `rayon::join`.
 fn run_split(m: usize, k: usize, n: usize, pieces: usize, par: bool) -> [f32; BIT_LEN] {
     result(m, k, n, |a, b, c, ws| {
-        let path = path(k, n);
+        let path = path(m, k, n);
         let piece_len = piece_len(m, k, n, path, DEFAULT_BLOCKING);
         assert!(piece_len * pieces <= ws.len());
         let run = Run {

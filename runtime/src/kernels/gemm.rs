@@ -80,10 +80,11 @@
 //! # Performance
 //!
 //! `wide` picks its instructions when it is compiled: build with `-C target-cpu=native`. The
-//! tile is 6x16 (12 accumulators) with AVX, AVX2 and AVX-512 alike, 4x8 without AVX. On one
-//! Zen 4 core the 6x16 microkernel runs at about 98% of the `mul_add` peak (114 GFLOP/s); whole
-//! products of the MLP 784-128-10 train step reach 90-105 GFLOP/s. `examples/bench_gemm.rs`
-//! compares them with `matrixmultiply`, `gemm` and a triple loop.
+//! tile is 6x16 (12 accumulators) with AVX, AVX2 and AVX-512 alike (8x16, 12x16, 4x24, 8x24
+//! and 6x32 measured no faster on Zen 4), 4x8 without AVX. On one Zen 4 core the 6x16
+//! microkernel runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of
+//! the MLP 784-128-10 train step reach 90-105 GFLOP/s whole, packing included.
+//! `examples/bench_gemm.rs` compares them with `matrixmultiply`, `gemm` and a triple loop.
 
 mod micro;
 #[cfg(test)]

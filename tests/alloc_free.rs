@@ -16,9 +16,34 @@ struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+std::thread_local! {
+    /// Set on the threads whose allocations count: the test's own and its pools' workers, not
+    /// the test harness's main thread, which prints while the test runs.
+    static TRACKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn count() {
+    if TRACKED.with(|t| t.get()) {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn track_this_thread() {
+    TRACKED.with(|t| t.set(true));
+}
+
+/// A pool whose worker threads count their allocations too.
+fn tracked_pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .start_handler(|_| track_this_thread())
+        .build()
+        .unwrap()
+}
+
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        count();
         // SAFETY: forwarded unchanged to the system allocator.
         unsafe { System.alloc(layout) }
     }
@@ -27,7 +52,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        count();
         // SAFETY: forwarded unchanged to the system allocator.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -53,11 +78,16 @@ fn allocations_during_steps<R: Rule>(rule: R, lens: &[usize], config: Config) ->
 /// One test, so that no other test allocates while this one counts.
 #[test]
 fn steps_do_not_allocate() {
-    optimizer_steps_do_not_allocate();
-    train_steps_do_not_allocate();
+    track_this_thread();
+    // One pool for the whole test: a pool's threads exiting would allocate in a later window.
+    let pool = tracked_pool(2);
+    // Every worker has started (and allocated what a worker allocates once) before counting.
+    pool.broadcast(|_| ());
+    optimizer_steps_do_not_allocate(&pool);
+    train_steps_do_not_allocate(&pool);
 }
 
-fn optimizer_steps_do_not_allocate() {
+fn optimizer_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     let full = Config::default()
         .clip_value(1.0)
         .clip_norm(NormClip::Global(2.0))
@@ -92,17 +122,13 @@ fn optimizer_steps_do_not_allocate() {
         ),
         (
             "parallel adam",
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap()
-                .install(|| {
-                    allocations_during_steps(
-                        keras::Adam::default(),
-                        &[3 << 20, 5],
-                        Config::default().clip_norm(NormClip::Global(1.0)),
-                    )
-                }),
+            pool.install(|| {
+                allocations_during_steps(
+                    keras::Adam::default(),
+                    &[3 << 20, 5],
+                    Config::default().clip_norm(NormClip::Global(1.0)),
+                )
+            }),
         ),
     ];
     for (name, count) in &cases {
@@ -157,17 +183,13 @@ fn allocations_during_train_steps<
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
-fn train_steps_do_not_allocate() {
+fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     let serial = allocations_during_train_steps::<_, 8>(Everything::init(Seed(1)));
     assert_eq!(
         serial, 0,
         "{serial} allocations in train steps of every layer kind"
     );
-    let parallel = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap()
-        .install(|| allocations_during_train_steps::<_, 64>(WideMlp::init(Seed(2))));
+    let parallel = pool.install(|| allocations_during_train_steps::<_, 64>(WideMlp::init(Seed(2))));
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in parallel train steps"

@@ -571,8 +571,6 @@ impl<
         conv_gemm_len(Self::DIMS, batch)
     }
 
-    fn init_state(_state: &mut [f32]) {}
-
     fn forward(
         ctx: &mut Ctx<'_>,
         params: &[f32],

@@ -262,15 +262,9 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
         }]
     };
 
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
     fn gemm_len(batch: usize) -> usize {
         dense_gemm_len(Self::DIMS, batch)
     }
-
-    fn init_state(_state: &mut [f32]) {}
 
     fn forward(
         ctx: &mut Ctx<'_>,

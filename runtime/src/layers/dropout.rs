@@ -42,16 +42,6 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
     const SAVED: usize = N;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn init_state(_state: &mut [f32]) {}
-
     fn forward(
         ctx: &mut Ctx<'_>,
         params: &[f32],

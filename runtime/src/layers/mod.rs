@@ -140,13 +140,21 @@ pub trait Layer {
     /// The parameter tensors, in storage order.
     const TENSORS: &'static [Tensor];
 
-    /// Scratch values one call needs for `batch` samples (im2col patches).
-    fn scratch_len(batch: usize) -> usize;
-    /// GEMM workspace one call needs for `batch` samples.
-    fn gemm_len(batch: usize) -> usize;
+    /// Scratch values one call needs for `batch` samples (im2col patches); none by default.
+    fn scratch_len(batch: usize) -> usize {
+        let _ = batch;
+        0
+    }
+    /// GEMM workspace one call needs for `batch` samples; none by default.
+    fn gemm_len(batch: usize) -> usize {
+        let _ = batch;
+        0
+    }
     /// Initial state (running variance 1, mean 0); parameters are initialized by the model
-    /// from [`TENSORS`](Self::TENSORS).
-    fn init_state(state: &mut [f32]);
+    /// from [`TENSORS`](Self::TENSORS). Nothing by default.
+    fn init_state(state: &mut [f32]) {
+        let _ = state;
+    }
     /// `y = layer(x)` for `batch` samples; writes `saved` (`batch * SAVED`) for `backward`,
     /// and in training updates `state`.
     #[allow(clippy::too_many_arguments)]

@@ -56,16 +56,6 @@ impl<const N: usize> Layer for LayerNorm<N> {
     const SAVED: usize = 2;
     const TENSORS: &'static [Tensor] = affine_tensors!(N);
 
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn init_state(_state: &mut [f32]) {}
-
     fn forward(
         _ctx: &mut Ctx<'_>,
         params: &[f32],
@@ -215,14 +205,6 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
     const STATE: usize = 2 * C;
     const SAVED: usize = 2 * C;
     const TENSORS: &'static [Tensor] = affine_tensors!(C);
-
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
 
     fn init_state(state: &mut [f32]) {
         let (mean, var) = state.split_at_mut(C);

@@ -105,16 +105,6 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const SAVED: usize = Self::OUT;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn init_state(_state: &mut [f32]) {}
-
     fn forward(
         _ctx: &mut Ctx<'_>,
         params: &[f32],
@@ -187,16 +177,6 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const STATE: usize = 0;
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
-
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn init_state(_state: &mut [f32]) {}
 
     fn forward(
         _ctx: &mut Ctx<'_>,

@@ -25,16 +25,6 @@ impl<const N: usize> Layer for Flatten<N> {
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn scratch_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn gemm_len(_batch: usize) -> usize {
-        0
-    }
-
-    fn init_state(_state: &mut [f32]) {}
-
     fn forward(
         _ctx: &mut Ctx<'_>,
         params: &[f32],

@@ -238,3 +238,55 @@ fn training_gives_the_same_bits_on_one_and_two_threads() {
     assert_eq!(one.0, two.0, "losses");
     assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
 }
+
+#[test]
+fn loss_input_gradients_match_finite_differences() {
+    let mut rng = Rng::new(7);
+    let model = ResMlp::init(Seed(10));
+    let x = data(&mut rng, 3 * 6);
+    let y = data(&mut rng, 3 * 2);
+    let mut step = TrainStep::<ResMlp, keras::Sgd, 8>::new(&model, keras::Sgd::default());
+    let dx = step.loss_input_gradient(&model, &x, &y).to_vec();
+    let h = 1e-2;
+    for i in 0..x.len() {
+        let (mut up, mut down) = (x.clone(), x.clone());
+        up[i] += h;
+        down[i] -= h;
+        let loss = |step: &mut TrainStep<ResMlp, keras::Sgd, 8>, x: &[f32]| {
+            f64::from(step.evaluate(&model, x, &y).loss)
+        };
+        let numeric = (loss(&mut step, &up) - loss(&mut step, &down)) / (2.0 * f64::from(h));
+        assert!(
+            (numeric - f64::from(dx[i])).abs() < 2e-2 * numeric.abs().max(1e-1),
+            "x[{i}]: {} vs {numeric}",
+            dx[i]
+        );
+    }
+}
+
+/// Dropout draws its masks from the step's seed: the same seed, the same training.
+#[fusegraph::model(loss = Mse)]
+pub struct Dropped {
+    fc1: Dense<6, 16, Relu>,
+    drop: Dropout<16, 500>,
+    fc2: Dense<16, 2>,
+}
+
+#[test]
+fn dropout_masks_follow_the_step_seed() {
+    let mut rng = Rng::new(8);
+    let x = data(&mut rng, 4 * 6);
+    let y = data(&mut rng, 4 * 2);
+    let train = |seed: u64| {
+        let mut model = Dropped::init(Seed(1));
+        let mut step =
+            TrainStep::<Dropped, keras::Sgd, 4>::new(&model, keras::Sgd::default().with_lr(0.1))
+                .with_seed(Seed(seed));
+        for _ in 0..3 {
+            step.run(&mut model, &x, &y);
+        }
+        common::bits(model.params())
+    };
+    assert_eq!(train(5), train(5));
+    assert_ne!(train(5), train(6), "another seed must drop other units");
+}

@@ -17,12 +17,6 @@ pub fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
     }
 }
 
-/// Gradients of [`add`]: `dy` flows to both inputs.
-pub fn add_backward(dy: &[f32], da: Grad<'_>, db: Grad<'_>) {
-    da.give(dy);
-    db.give(dy);
-}
-
 /// `y = a * b`, element-wise.
 pub fn mul(a: &[f32], b: &[f32], y: &mut [f32]) {
     for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
@@ -110,7 +104,7 @@ mod tests {
         let mut s = [1.0; 2];
         add(&a, &b, &mut s);
         let mut d = [1.0; 2];
-        add_backward(&dy, Grad::Add(&mut d), Grad::Skip);
+        Grad::Add(&mut d).give(&dy);
         assert_eq!((s, d), ([7.0, 10.0], [2.0, 11.0]));
     }
 }

@@ -6,7 +6,7 @@ mod model;
 #[cfg(feature = "alloc")]
 mod step;
 
-pub use graph::{accumulate, add, add_backward, concat, concat_grad, mul, product_grad};
+pub use graph::{accumulate, add, concat, concat_grad, mul, product_grad};
 pub use model::{init_params, push_tensors, Bytes, Model, NamedTensor, View};
 #[cfg(feature = "alloc")]
 pub use step::{Evaluation, TrainStep};

@@ -88,6 +88,10 @@ extern crate std;
 pub mod optim;
 pub mod prelude;
 
+#[cfg(feature = "checkpoint")]
+pub use fusegraph_runtime::checkpoint;
+#[cfg(feature = "std")]
+pub use fusegraph_runtime::data;
 pub use fusegraph_runtime::kernels;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;

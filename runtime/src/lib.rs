@@ -11,6 +11,10 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "checkpoint")]
+pub mod checkpoint;
+#[cfg(feature = "std")]
+pub mod data;
 pub mod kernels;
 pub mod layers;
 pub mod loss;

@@ -87,6 +87,11 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         self
     }
 
+    /// The seed of the dropout streams (see [`with_seed`](Self::with_seed)).
+    pub fn seed(&self) -> Seed {
+        self.seed
+    }
+
     /// Scratch and GEMM workspace, in bytes.
     pub fn workspace_bytes(&self) -> usize {
         (self.scratch.len() + self.gemm.len()) * 4
@@ -157,7 +162,11 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         batch
     }
 
-    fn output(&self, batch: usize) -> &[f32] {
+    /// The model's outputs of the last forward pass (of [`run`](Self::run),
+    /// [`gradients`](Self::gradients), [`predict`](Self::predict) or an input gradient) over
+    /// `batch` samples: for `run`, the outputs before the update, from which its loss came.
+    pub fn output(&self, batch: usize) -> &[f32] {
+        assert!(batch <= B, "batch of {batch} samples exceeds the maximum {B}");
         let o = M::OUTPUT_OFFSET * batch;
         &self.acts[o..o + M::OUT * batch]
     }

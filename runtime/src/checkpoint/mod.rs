@@ -1,0 +1,1 @@
+//! Checkpoints in the safetensors format, written atomically.

@@ -1,0 +1,1 @@
+//! Data sets, loaders (CSV, IDX), scaling and seeded splits.

@@ -55,6 +55,36 @@ impl Rng {
         xorshifted.rotate_right(rot)
     }
 
+    /// Uniform in `0..n` without modulo bias (Lemire's multiply-and-reject); `n` must not be 0.
+    pub fn below(&mut self, n: u32) -> u32 {
+        assert!(n > 0, "Rng::below(0)");
+        let threshold = n.wrapping_neg() % n;
+        loop {
+            let m = u64::from(self.next_u32()) * u64::from(n);
+            if (m as u32) >= threshold {
+                return (m >> 32) as u32;
+            }
+        }
+    }
+
+    /// Shuffles `v` in place (Fisher-Yates), every permutation equally likely.
+    ///
+    /// ```
+    /// use fusegraph_runtime::rng::{Rng, Seed};
+    /// let mut v: Vec<usize> = (0..10).collect();
+    /// Rng::new(Seed(3)).shuffle(&mut v);
+    /// let mut sorted = v.clone();
+    /// sorted.sort();
+    /// assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+    /// ```
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        assert!(v.len() <= u32::MAX as usize, "too many items to shuffle");
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u32 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
+
     /// Uniform in `[0, 1)`, with 24 random bits.
     pub fn next_f32(&mut self) -> f32 {
         (self.next_u32() >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
@@ -110,6 +140,19 @@ mod tests {
         let zs: [u32; 8] = core::array::from_fn(|_| z.next_u32());
         assert_eq!(xs, zs);
         assert_ne!(xs, ys);
+    }
+
+    #[test]
+    fn below_is_in_range_and_uniform() {
+        let mut r = Rng::new(Seed(9));
+        let mut counts = [0u32; 6];
+        for _ in 0..60_000 {
+            counts[r.below(6) as usize] += 1;
+        }
+        for c in counts {
+            assert!((9_500..10_500).contains(&c), "{counts:?}");
+        }
+        assert_eq!(r.below(1), 0);
     }
 
     #[test]

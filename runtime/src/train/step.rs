@@ -166,7 +166,10 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
     /// [`gradients`](Self::gradients), [`predict`](Self::predict) or an input gradient) over
     /// `batch` samples: for `run`, the outputs before the update, from which its loss came.
     pub fn output(&self, batch: usize) -> &[f32] {
-        assert!(batch <= B, "batch of {batch} samples exceeds the maximum {B}");
+        assert!(
+            batch <= B,
+            "batch of {batch} samples exceeds the maximum {B}"
+        );
         let o = M::OUTPUT_OFFSET * batch;
         &self.acts[o..o + M::OUT * batch]
     }

@@ -36,7 +36,7 @@ impl<T: Copy> Dataset<T> {
             )));
         }
         let n = x.len() / features;
-        let targets = if n == 0 { 1 } else { y.len() / n };
+        let targets = y.len().checked_div(n).unwrap_or(1);
         if (n == 0 && !y.is_empty()) || (n > 0 && (targets == 0 || y.len() != n * targets)) {
             return Err(DataError::Shape(format!(
                 "{} targets do not divide among {n} samples",

@@ -96,6 +96,7 @@ pub use fusegraph_runtime::kernels;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;
 pub use fusegraph_runtime::rng::{Rng, Seed};
+pub use fusegraph_runtime::train;
 pub use fusegraph_runtime::train::{Bytes, Model, NamedTensor, View};
 #[cfg(feature = "alloc")]
 pub use fusegraph_runtime::train::{Evaluation, TrainStep};

@@ -1,10 +1,16 @@
 //! Everything a training program usually names: `use fusegraph::prelude::*;`.
 
+#[cfg(feature = "std")]
+pub use crate::data::Dataset;
 pub use crate::layers::*;
 pub use crate::loss::*;
 #[cfg(feature = "alloc")]
 pub use crate::optim::Optimizer;
 pub use crate::optim::{Config, Rule};
+#[cfg(feature = "std")]
+pub use crate::train::{
+    EarlyStopping, FitOptions, History, Metric, Metrics, Monitor, Trainer, Verbose,
+};
 pub use crate::{model, optimizer, Model, Rng, Seed};
 #[cfg(feature = "alloc")]
 pub use crate::{Evaluation, TrainStep};

@@ -1,12 +1,44 @@
 //! Training: the [`Model`] trait that `#[model]` implements, element-wise graph operations,
-//! and [`TrainStep`], which owns every buffer a train step needs.
+//! [`TrainStep`], which owns every buffer a train step needs, and (with `std`) the
+//! [`Trainer`] that fits a model on data with metrics, callbacks and progress.
 
+#[cfg(feature = "std")]
+mod callbacks;
+#[cfg(feature = "std")]
+mod error;
 mod graph;
+#[cfg(feature = "std")]
+mod history;
+#[cfg(feature = "std")]
+mod metrics;
 mod model;
+#[cfg(feature = "std")]
+mod options;
+#[cfg(feature = "std")]
+mod progress;
 #[cfg(feature = "alloc")]
 mod step;
+#[cfg(feature = "std")]
+mod trainer;
 
+#[cfg(feature = "std")]
+pub use callbacks::{
+    Callback, Control, EarlyStopping, FitState, Hook, LearningRateScheduler, Monitor,
+    ReduceLrOnPlateau, TerminateOnNan,
+};
+#[cfg(feature = "std")]
+pub use error::TrainError;
 pub use graph::{accumulate, add, concat, concat_grad, mul, product_grad};
+#[cfg(feature = "std")]
+pub use history::{EpochLog, History, Stop};
+#[cfg(feature = "std")]
+pub use metrics::{Metric, Metrics, TargetValue};
 pub use model::{init_params, push_tensors, Bytes, Model, NamedTensor, View};
+#[cfg(feature = "std")]
+pub use options::FitOptions;
+#[cfg(feature = "std")]
+pub use progress::Verbose;
 #[cfg(feature = "alloc")]
-pub use step::{Evaluation, TrainStep};
+pub use step::{Evaluation, Target, TrainStep};
+#[cfg(feature = "std")]
+pub use trainer::{Callbacks, Trainer};

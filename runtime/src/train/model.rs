@@ -1,18 +1,20 @@
 //! The contract between `#[model]` and the runtime.
 
-use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor};
+use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
 
-/// One parameter tensor of a model, in its flat parameter buffer.
+/// One tensor of a model, in its flat parameter (or state) buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NamedTensor {
     /// The layer's field name (`fc1`).
     pub layer: &'static str,
     /// The tensor within the layer, with its shape and initializer.
     pub tensor: Tensor,
-    /// Offset of its first value in the flat parameter buffer.
+    /// How PyTorch names and lays it out.
+    pub torch: Torch,
+    /// Offset of its first value in the flat parameter (or state) buffer.
     pub offset: usize,
 }
 
@@ -26,17 +28,23 @@ impl NamedTensor {
             fans: (0, 0),
             init: Init::Zeros,
         },
+        torch: Torch {
+            name: "",
+            axes: &[],
+        },
         offset: 0,
     };
 }
 
-/// Appends the tensors of layer `layer` (parameters starting at `offset`) to a table being
-/// built in a constant; returns the table and the next free index. Used by `#[model]`.
+/// Appends the tensors of layer `layer` (values starting at `offset`) to a table being built
+/// in a constant, with PyTorch's names and layouts from `torch` (one per tensor, or empty for
+/// the same); returns the table and the next free index. Used by `#[model]`.
 pub const fn push_tensors<const N: usize>(
     mut out: [NamedTensor; N],
     mut at: usize,
     layer: &'static str,
     tensors: &'static [Tensor],
+    torch: &'static [Torch],
     offset: usize,
 ) -> ([NamedTensor; N], usize) {
     let mut i = 0;
@@ -45,6 +53,14 @@ pub const fn push_tensors<const N: usize>(
         out[at] = NamedTensor {
             layer,
             tensor: tensors[i],
+            torch: if torch.is_empty() {
+                Torch {
+                    name: tensors[i].name,
+                    axes: &[],
+                }
+            } else {
+                torch[i]
+            },
             offset: off,
         };
         off += tensors[i].len();
@@ -108,6 +124,11 @@ pub trait Model: Sized {
     const OUTPUT_GRAD_OFFSET: usize;
     /// Every parameter tensor, in buffer order.
     const TENSORS: &'static [NamedTensor];
+    /// Every state tensor (BatchNorm's running statistics), in state-buffer order.
+    const STATE_TENSORS: &'static [NamedTensor];
+    /// The layers whose PyTorch module keeps a `num_batches_tracked` counter
+    /// ([`Layer::BATCH_COUNTER`]), in declaration order.
+    const BATCH_COUNTERS: &'static [&'static str];
     /// The loss the model trains with.
     type Loss: Loss;
 

@@ -92,6 +92,11 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         self.seed
     }
 
+    /// Sets the seed of the dropout streams (when restoring a state).
+    pub fn set_seed(&mut self, seed: Seed) {
+        self.seed = seed;
+    }
+
     /// Scratch and GEMM workspace, in bytes.
     pub fn workspace_bytes(&self) -> usize {
         (self.scratch.len() + self.gemm.len()) * 4

@@ -1,0 +1,57 @@
+//! [`Hook`] (user code at the end of each epoch) and [`TerminateOnNan`].
+
+use super::{Callback, Control, FitState};
+use crate::optim::Rule;
+use crate::train::error::TrainError;
+use crate::train::history::EpochLog;
+use crate::train::model::Model;
+
+/// User code run at the end of each epoch with the epoch's log and the model, step and
+/// history; it returns whether to go on.
+///
+/// ```
+/// use fusegraph_runtime::train::{Control, Hook};
+/// let mut best = f32::INFINITY;
+/// let _log = Hook::new(move |log: &fusegraph_runtime::train::EpochLog, _state| {
+///     best = best.min(log.train.loss);
+///     Ok(Control::Continue)
+/// });
+/// ```
+pub struct Hook<F> {
+    f: F,
+}
+
+impl<F> Hook<F> {
+    /// A hook calling `f(log, state)` after every epoch.
+    pub fn new(f: F) -> Self {
+        Hook { f }
+    }
+}
+
+impl<M: Model, R: Rule, const B: usize, F> Callback<M, R, B> for Hook<F>
+where
+    F: FnMut(&EpochLog, FitState<'_, M, R, B>) -> Result<Control, TrainError>,
+{
+    fn on_epoch_end(
+        &mut self,
+        log: &EpochLog,
+        state: FitState<'_, M, R, B>,
+    ) -> Result<Control, TrainError> {
+        (self.f)(log, state)
+    }
+}
+
+/// Stops a fit at the first batch whose loss is NaN or infinite, as Keras' `TerminateOnNaN`;
+/// the fit's [`History::stop`](crate::train::History::stop) says where.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TerminateOnNan;
+
+impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for TerminateOnNan {
+    fn on_batch_end(&mut self, _: usize, _: usize, loss: f32) -> Control {
+        if loss.is_finite() {
+            Control::Continue
+        } else {
+            Control::Stop
+        }
+    }
+}

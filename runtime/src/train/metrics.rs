@@ -1,0 +1,185 @@
+//! Metrics reported during training and evaluation: loss, accuracy, MAE, MSE.
+
+use crate::loss::Loss;
+
+/// A metric to report beside the loss, as Keras' `compile(metrics=[...])`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// The fraction of samples predicted right: the arg-max equals the label (sparse
+    /// categorical) or, for binary targets, the logit's sign agrees with the target.
+    Accuracy,
+    /// Mean absolute error between outputs and real-valued targets.
+    Mae,
+    /// Mean squared error between outputs and real-valued targets.
+    Mse,
+}
+
+impl Metric {
+    /// The metric's name in logs and CSV headers (`accuracy`, `mae`, `mse`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "accuracy",
+            Metric::Mae => "mae",
+            Metric::Mse => "mse",
+        }
+    }
+}
+
+/// A target type: a class label or a real value.
+pub trait TargetValue: Copy {
+    /// The target as a value to compare an output with (`None` for class labels).
+    fn value(self) -> Option<f32>;
+    /// The target as a class label (`None` for real values).
+    fn class(self) -> Option<u32>;
+}
+
+impl TargetValue for f32 {
+    fn value(self) -> Option<f32> {
+        Some(self)
+    }
+    fn class(self) -> Option<u32> {
+        None
+    }
+}
+
+impl TargetValue for u32 {
+    fn value(self) -> Option<f32> {
+        None
+    }
+    fn class(self) -> Option<u32> {
+        Some(self)
+    }
+}
+
+/// Loss and metrics over a set of samples; a metric that was not asked for is `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Mean loss per sample.
+    pub loss: f32,
+    /// Fraction of samples predicted right.
+    pub accuracy: Option<f32>,
+    /// Mean absolute error per output value.
+    pub mae: Option<f32>,
+    /// Mean squared error per output value.
+    pub mse: Option<f32>,
+}
+
+impl Metrics {
+    /// The value of `metric`, if it was computed.
+    pub fn get(&self, metric: Metric) -> Option<f32> {
+        match metric {
+            Metric::Accuracy => self.accuracy,
+            Metric::Mae => self.mae,
+            Metric::Mse => self.mse,
+        }
+    }
+}
+
+/// Which metrics to compute; a set, so that asking twice changes nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MetricSet {
+    accuracy: bool,
+    mae: bool,
+    mse: bool,
+}
+
+impl MetricSet {
+    pub(crate) fn new(metrics: &[Metric]) -> Self {
+        MetricSet {
+            accuracy: metrics.contains(&Metric::Accuracy),
+            mae: metrics.contains(&Metric::Mae),
+            mse: metrics.contains(&Metric::Mse),
+        }
+    }
+
+    /// Whether the set asks for a metric that needs real-valued targets.
+    pub(crate) fn needs_values(self) -> bool {
+        self.mae || self.mse
+    }
+}
+
+/// Sums over batches, in `f64`, so that the order of batches barely matters; allocates nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Accumulator {
+    set: MetricSet,
+    loss: f64,
+    correct: usize,
+    has_accuracy: bool,
+    abs: f64,
+    sq: f64,
+    samples: usize,
+    values: usize,
+}
+
+impl Accumulator {
+    pub(crate) fn new(set: MetricSet) -> Self {
+        Accumulator {
+            set,
+            has_accuracy: true,
+            ..Accumulator::default()
+        }
+    }
+
+    /// Adds a batch: its mean loss, the model's outputs (`width` per sample) and targets.
+    pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize)
+    where
+        L::Target: TargetValue,
+    {
+        let batch = out.len() / width.max(1);
+        self.loss += f64::from(loss) * batch as f64;
+        self.samples += batch;
+        if self.set.accuracy {
+            match L::correct(out, y, width) {
+                Some(c) => self.correct += c,
+                None => self.has_accuracy = false,
+            }
+        }
+        if self.set.needs_values() {
+            for (&o, t) in out.iter().zip(y) {
+                let d = f64::from(o) - f64::from(t.value().unwrap_or(0.0));
+                self.abs += d.abs();
+                self.sq += d * d;
+            }
+            self.values += out.len().min(y.len());
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> Metrics {
+        let per_sample = |s: f64| (s / self.samples.max(1) as f64) as f32;
+        let per_value = |s: f64| (s / self.values.max(1) as f64) as f32;
+        Metrics {
+            loss: per_sample(self.loss),
+            accuracy: (self.set.accuracy && self.has_accuracy)
+                .then(|| per_sample(self.correct as f64)),
+            mae: self.set.mae.then(|| per_value(self.abs)),
+            mse: self.set.mse.then(|| per_value(self.sq)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::{Mse, SoftmaxCrossEntropy};
+
+    #[test]
+    fn accumulates_per_sample_and_per_value() {
+        let mut acc = Accumulator::new(MetricSet::new(&[Metric::Mae, Metric::Mse]));
+        acc.add::<Mse>(2.0, &[1.0, 2.0, 3.0, 4.0], &[0.0, 2.0, 3.0, 6.0], 2);
+        acc.add::<Mse>(5.0, &[0.0, 0.0], &[1.0, 0.0], 2);
+        let m = acc.metrics();
+        assert!((m.loss - 3.0).abs() < 1e-6, "(2*2 + 5*1) / 3 samples");
+        assert_eq!(m.mae, Some(4.0 / 6.0));
+        assert_eq!(m.mse, Some(6.0 / 6.0));
+        assert_eq!(m.accuracy, None);
+    }
+
+    #[test]
+    fn accuracy_counts_arg_max() {
+        let mut acc = Accumulator::new(MetricSet::new(&[Metric::Accuracy, Metric::Accuracy]));
+        let out = [0.1, 0.9, 0.8, 0.2, 0.3, 0.7];
+        acc.add::<SoftmaxCrossEntropy>(1.0, &out, &[1, 1, 1], 2);
+        assert_eq!(acc.metrics().accuracy, Some(2.0 / 3.0));
+        assert_eq!(Metric::Accuracy.name(), "accuracy");
+    }
+}

@@ -1,0 +1,96 @@
+//! [`FitOptions`]: epochs, batch size, validation, shuffling.
+
+use crate::data::Dataset;
+use crate::rng::Seed;
+
+/// Where a fit's validation data comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Validation<'a, T> {
+    None,
+    Data(&'a Dataset<T>),
+    Split(f64),
+}
+
+/// How to fit, as the arguments of Keras' `fit`: epochs, batch size, validation data or
+/// split, shuffling with a seed, and the epoch to start from when resuming.
+///
+/// ```
+/// use fusegraph_runtime::rng::Seed;
+/// use fusegraph_runtime::train::FitOptions;
+/// let options = FitOptions::<u32>::new(30).validation_split(0.1).seed(Seed(1));
+/// assert_eq!(options.epochs(), 30);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FitOptions<'a, T> {
+    pub(crate) epochs: usize,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) validation: Validation<'a, T>,
+    pub(crate) shuffle: bool,
+    pub(crate) seed: Seed,
+    pub(crate) initial_epoch: usize,
+}
+
+impl<'a, T> FitOptions<'a, T> {
+    /// Train for `epochs` epochs, in batches of the train step's maximum, shuffled with seed 0,
+    /// without validation.
+    pub fn new(epochs: usize) -> Self {
+        FitOptions {
+            epochs,
+            batch_size: None,
+            validation: Validation::None,
+            shuffle: true,
+            seed: Seed(0),
+            initial_epoch: 0,
+        }
+    }
+
+    /// The number of epochs (including those before [`initial_epoch`](Self::initial_epoch)).
+    pub fn epochs(&self) -> usize {
+        self.epochs
+    }
+
+    /// Samples per batch, at most the train step's maximum `B` (the default); the last batch
+    /// of an epoch may be smaller.
+    #[must_use]
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = Some(n);
+        self
+    }
+
+    /// Evaluate on `data` after each epoch.
+    #[must_use]
+    pub fn validation_data(mut self, data: &'a Dataset<T>) -> Self {
+        self.validation = Validation::Data(data);
+        self
+    }
+
+    /// Hold out the last `fraction` of the training samples (before shuffling, as Keras does)
+    /// and evaluate on them after each epoch.
+    #[must_use]
+    pub fn validation_split(mut self, fraction: f64) -> Self {
+        self.validation = Validation::Split(fraction);
+        self
+    }
+
+    /// Whether to shuffle the training samples before each epoch (the default).
+    #[must_use]
+    pub fn shuffle(mut self, on: bool) -> Self {
+        self.shuffle = on;
+        self
+    }
+
+    /// The seed of the shuffling: epoch `e` draws its order from stream `e` of this seed, so
+    /// a fit resumed at an epoch boundary sees the same batches.
+    #[must_use]
+    pub fn seed(mut self, seed: Seed) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Epochs already done (when resuming): the fit runs epochs `initial_epoch + 1..=epochs`.
+    #[must_use]
+    pub fn initial_epoch(mut self, epoch: usize) -> Self {
+        self.initial_epoch = epoch;
+        self
+    }
+}

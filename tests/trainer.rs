@@ -1,0 +1,448 @@
+//! The Trainer: fitting learns, metrics agree with an independent evaluation, validation
+//! splits take the tail, callbacks (early stopping with restored weights, NaN termination,
+//! learning-rate schedules and plateaus, user hooks) act when Keras' do, bad data is an error,
+//! and the same seed gives the same bits whatever the number of threads.
+
+use fusegraph::optim::keras::{Adam, Sgd};
+use fusegraph::prelude::*;
+use fusegraph::train::{
+    Callback, Control, EpochLog, FitState, Hook, LearningRateScheduler, ReduceLrOnPlateau, Stop,
+    TerminateOnNan, TrainError,
+};
+
+/// Three classes from four features.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Net {
+    fc1: Dense<4, 16, Relu>,
+    fc2: Dense<16, 3>,
+}
+
+/// Linear regression of two targets from three features.
+#[fusegraph::model(loss = Mse)]
+struct Linear {
+    fc: Dense<3, 2>,
+}
+
+/// Three Gaussian blobs in four dimensions, `n` samples.
+fn blobs(n: usize, seed: u64) -> Dataset<u32> {
+    let mut rng = Rng::new(Seed(seed));
+    let centers = [
+        [2.0, 0.0, 0.0, 1.0],
+        [0.0, 2.0, 0.0, -1.0],
+        [0.0, 0.0, 2.0, 0.0],
+    ];
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let c = i % 3;
+        for &m in &centers[c] {
+            x.push(m + 0.5 * rng.normal());
+        }
+        y.push(c as u32);
+    }
+    Dataset::new(x, y, 4).unwrap()
+}
+
+/// Targets `[x0 - 2 x1 + 0.5, 3 x2]` with a little noise.
+fn linear_data(n: usize, seed: u64) -> Dataset<f32> {
+    let mut rng = Rng::new(Seed(seed));
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let v = [rng.normal(), rng.normal(), rng.normal()];
+        x.extend_from_slice(&v);
+        y.push(v[0] - 2.0 * v[1] + 0.5 + 0.01 * rng.normal());
+        y.push(3.0 * v[2] + 0.01 * rng.normal());
+    }
+    Dataset::new(x, y, 3).unwrap()
+}
+
+fn net_trainer(threads: usize) -> Trainer<Net, Adam, 16> {
+    let model = Net::init(Seed(3));
+    let step = TrainStep::new(&model, Adam::default().with_lr(0.01));
+    Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent)
+        .threads(threads)
+}
+
+#[test]
+fn fit_learns_and_validation_metrics_match_evaluate() {
+    let train = blobs(300, 1);
+    let test = blobs(90, 2);
+    let mut trainer = net_trainer(1);
+    let options = FitOptions::new(8).validation_data(&test).seed(Seed(5));
+    let history = trainer.fit(&train, &options, &mut []).unwrap();
+    assert_eq!(history.epochs.len(), 8);
+    assert_eq!(history.stop, Stop::Completed);
+    let last = history.last().unwrap();
+    assert_eq!(last.steps, 8 * 300_u64.div_ceil(16));
+    assert!(last.train.loss < history.epochs[0].train.loss);
+    let val = last.val.unwrap();
+    assert!(val.accuracy.unwrap() > 0.9, "{val:?}");
+    // The validation metrics are those of an evaluation after the epoch.
+    let again = trainer.evaluate(&test).unwrap();
+    assert_eq!(again, val);
+    // And those of predictions made here.
+    let out = trainer.predict(test.x());
+    let mut right = 0;
+    for (o, &label) in out.chunks(3).zip(test.y()) {
+        let arg = (0..3).max_by(|&a, &b| o[a].total_cmp(&o[b])).unwrap();
+        right += usize::from(arg as u32 == label);
+    }
+    assert_eq!(val.accuracy, Some(right as f32 / 90.0));
+    let csv = history.to_csv();
+    assert!(csv.starts_with("epoch,loss,accuracy,val_loss,val_accuracy,lr,"));
+    assert_eq!(csv.lines().count(), 9);
+}
+
+#[test]
+fn training_metrics_average_the_batches_before_their_updates() {
+    let train = blobs(40, 3);
+    let mut trainer = net_trainer(1);
+    let before = trainer.evaluate(&train).unwrap();
+    // One epoch of one batch of all 40 samples: its loss and accuracy are those before the
+    // step's update.
+    let mut t2 = {
+        let model = Net::init(Seed(3));
+        let step = TrainStep::<Net, Adam, 64>::new(&model, Adam::default().with_lr(0.01));
+        Trainer::new(model, step)
+            .metrics(&[Metric::Accuracy])
+            .verbose(Verbose::Silent)
+    };
+    let h = t2
+        .fit(&train, &FitOptions::new(1).shuffle(false), &mut [])
+        .unwrap();
+    let e = h.epochs[0].train;
+    assert!(
+        (e.loss - before.loss).abs() <= 1e-6 * before.loss,
+        "{e:?} {before:?}"
+    );
+    assert_eq!(e.accuracy, before.accuracy);
+}
+
+#[test]
+fn regression_reports_mae_and_mse() {
+    let data = linear_data(400, 4);
+    let model = Linear::init(Seed(1));
+    let step = TrainStep::<Linear, Sgd, 32>::new(&model, Sgd::default().with_lr(0.05));
+    let mut trainer = Trainer::new(model, step)
+        .metrics(&[Metric::Mae, Metric::Mse])
+        .verbose(Verbose::Silent);
+    let h = trainer
+        .fit(&data, &FitOptions::new(30).validation_split(0.25), &mut [])
+        .unwrap();
+    let last = h.last().unwrap();
+    let val = last.val.unwrap();
+    assert!(val.mse.unwrap() < 1e-3, "{val:?}");
+    // MSE as a metric is the loss (mean over samples and outputs).
+    assert!((val.mse.unwrap() - val.loss).abs() <= 1e-6 * val.loss.max(1e-6));
+    // The split is the last quarter, in order.
+    let (_, tail) = data.split_tail(0.25);
+    assert_eq!(tail.len(), 100);
+    let out = trainer.predict(tail.x());
+    let mae: f64 = out
+        .iter()
+        .zip(tail.y())
+        .map(|(&o, &t)| f64::from((o - t).abs()))
+        .sum::<f64>()
+        / out.len() as f64;
+    assert!(
+        (mae - f64::from(val.mae.unwrap())).abs() < 1e-6,
+        "{mae} {val:?}"
+    );
+    let w = trainer.model().fc().weight();
+    assert!((w[0] - 1.0).abs() < 0.02 && (w[2] + 2.0).abs() < 0.02 && (w[5] - 3.0).abs() < 0.02);
+}
+
+#[test]
+fn bad_data_is_an_error_naming_what_is_wrong() {
+    let mut trainer = net_trainer(1);
+    let wrong_width = Dataset::new(vec![0.0; 10], vec![0u32, 1], 5).unwrap();
+    let e = trainer
+        .fit(&wrong_width, &FitOptions::new(1), &mut [])
+        .unwrap_err();
+    assert!(matches!(e, TrainError::Shape(_)));
+    assert!(e.to_string().contains("5 features"), "{e}");
+    let bad_label = Dataset::new(vec![0.0; 12], vec![0u32, 1, 3], 4).unwrap();
+    let e = trainer
+        .fit(&bad_label, &FitOptions::new(1), &mut [])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TrainError::Label {
+                sample: 2,
+                label: 3,
+                classes: 3
+            }
+        ),
+        "{e}"
+    );
+    let data = blobs(30, 1);
+    let e = trainer
+        .fit(&data, &FitOptions::new(1).batch_size(17), &mut [])
+        .unwrap_err();
+    assert!(e.to_string().contains("batch size 17"), "{e}");
+    let regression_metric =
+        net_trainer(1)
+            .metrics(&[Metric::Mae])
+            .fit(&data, &FitOptions::new(1), &mut []);
+    assert!(matches!(regression_metric, Err(TrainError::Config(_))));
+    // Nothing was trained by the failed calls.
+    assert_eq!(trainer.step().optimizer().iterations(), 0);
+}
+
+#[test]
+fn same_seed_same_bits_on_one_and_two_threads() {
+    let train = blobs(200, 7);
+    let run = |threads| {
+        let mut t = net_trainer(threads);
+        let h = t
+            .fit(
+                &train,
+                &FitOptions::new(3).validation_split(0.1).seed(Seed(9)),
+                &mut [],
+            )
+            .unwrap();
+        let losses: Vec<u32> = h.epochs.iter().map(|e| e.train.loss.to_bits()).collect();
+        (t.model().params().to_vec(), losses)
+    };
+    let one = run(1);
+    assert_eq!(one, run(2));
+    assert_eq!(one, run(1));
+    let mut other = net_trainer(1);
+    other
+        .fit(
+            &train,
+            &FitOptions::new(3).validation_split(0.1).seed(Seed(10)),
+            &mut [],
+        )
+        .unwrap();
+    assert_ne!(
+        other.model().params(),
+        &one.0[..],
+        "another seed, other batches"
+    );
+}
+
+/// A log with only a validation loss.
+fn log(epoch: usize, val_loss: f32) -> EpochLog {
+    EpochLog {
+        epoch,
+        train: Metrics::default(),
+        val: Some(Metrics {
+            loss: val_loss,
+            ..Metrics::default()
+        }),
+        lr: None,
+        steps: 0,
+        seconds: 0.0,
+        samples_per_second: 0.0,
+    }
+}
+
+fn state<'a>(
+    model: &'a mut Net,
+    step: &'a mut TrainStep<Net, Adam, 16>,
+    history: &'a History,
+) -> FitState<'a, Net, Adam, 16> {
+    FitState {
+        model,
+        step,
+        history,
+    }
+}
+
+#[test]
+fn early_stopping_waits_patience_epochs_and_restores_the_best() {
+    let mut model = Net::init(Seed(1));
+    let mut step = TrainStep::<Net, Adam, 16>::new(&model, Adam::default());
+    let history = History::default();
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(2)
+        .restore_best_weights();
+    let cb: &mut dyn Callback<Net, Adam, 16> = &mut stop;
+    cb.on_train_begin(state(&mut model, &mut step, &history))
+        .unwrap();
+    let losses = [1.0, 0.8, 0.9, 0.85, 0.95];
+    let mut stopped_at = None;
+    for (i, &l) in losses.iter().enumerate() {
+        // Mark the weights with the epoch.
+        model.params_mut().fill(i as f32 + 1.0);
+        let c = cb
+            .on_epoch_end(&log(i + 1, l), state(&mut model, &mut step, &history))
+            .unwrap();
+        if c == Control::Stop {
+            stopped_at = Some(i + 1);
+            break;
+        }
+    }
+    assert_eq!(
+        stopped_at,
+        Some(4),
+        "best at 2, two epochs without improvement"
+    );
+    cb.on_train_end(state(&mut model, &mut step, &history))
+        .unwrap();
+    assert!(
+        model.params().iter().all(|&p| p == 2.0),
+        "weights of epoch 2"
+    );
+    assert_eq!(
+        (stop.best_epoch(), stop.best(), stop.stopped_epoch()),
+        (Some(2), Some(0.8), Some(4))
+    );
+
+    // min_delta: a change of 0.05 does not count when 0.1 is asked for.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(1)
+        .min_delta(0.1);
+    let cb: &mut dyn Callback<Net, Adam, 16> = &mut stop;
+    cb.on_train_begin(state(&mut model, &mut step, &history))
+        .unwrap();
+    let c1 = cb
+        .on_epoch_end(&log(1, 1.0), state(&mut model, &mut step, &history))
+        .unwrap();
+    let c2 = cb
+        .on_epoch_end(&log(2, 0.95), state(&mut model, &mut step, &history))
+        .unwrap();
+    assert_eq!((c1, c2), (Control::Continue, Control::Stop));
+
+    // A monitor the fit does not measure is an error, not a silent no-op.
+    let mut stop = EarlyStopping::new(Monitor::ValMetric(Metric::Accuracy));
+    let cb: &mut dyn Callback<Net, Adam, 16> = &mut stop;
+    let e = cb.on_epoch_end(&log(1, 1.0), state(&mut model, &mut step, &history));
+    assert!(matches!(e, Err(TrainError::Config(m)) if m.contains("val_accuracy")));
+}
+
+#[test]
+fn early_stopping_ends_a_real_fit() {
+    // Pure noise labels: the validation loss stops improving within a few epochs.
+    let mut rng = Rng::new(Seed(2));
+    let x: Vec<f32> = (0..4 * 120).map(|_| rng.normal()).collect();
+    let y: Vec<u32> = (0..120).map(|_| rng.below(3)).collect();
+    let data = Dataset::new(x, y, 4).unwrap();
+    let mut trainer = net_trainer(1);
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(2)
+        .restore_best_weights();
+    let mut best = Vec::new();
+    let mut record = Hook::new(|log: &EpochLog, s: FitState<'_, Net, Adam, 16>| {
+        if log.val.map(|v| v.loss)
+            == s.history
+                .epochs
+                .iter()
+                .filter_map(|e| e.val.map(|v| v.loss))
+                .reduce(f32::min)
+        {
+            best = s.model.params().to_vec();
+        }
+        Ok(Control::Continue)
+    });
+    let h = trainer
+        .fit(
+            &data,
+            &FitOptions::new(200).validation_split(0.5),
+            &mut [&mut record, &mut stop],
+        )
+        .unwrap();
+    let Stop::Callback { epoch } = h.stop else {
+        panic!("not stopped: {:?}", h.stop)
+    };
+    assert!(epoch < 200 && h.epochs.len() == epoch);
+    assert_eq!(stop.stopped_epoch(), Some(epoch));
+    assert_eq!(
+        trainer.model().params(),
+        &best[..],
+        "restored to the best epoch"
+    );
+}
+
+#[test]
+fn terminate_on_nan_stops_at_the_batch() {
+    let mut data = blobs(64, 1);
+    data.x_mut()[4 * 37] = f32::NAN; // sample 37 is in batch 3 (16 per batch, no shuffling)
+    let mut trainer = net_trainer(1);
+    let h = trainer
+        .fit(
+            &data,
+            &FitOptions::new(5).shuffle(false),
+            &mut [&mut TerminateOnNan],
+        )
+        .unwrap();
+    assert_eq!(h.stop, Stop::NonFinite { epoch: 1, batch: 3 });
+    assert!(h.epochs.is_empty());
+    assert_eq!(trainer.step().optimizer().iterations(), 3);
+}
+
+#[test]
+fn learning_rate_callbacks_set_the_rule_lr() {
+    let data = blobs(48, 1);
+    let mut trainer = net_trainer(1);
+    let mut halve =
+        LearningRateScheduler::new(|epoch, lr| if epoch == 0 { 0.04 } else { lr / 2.0 });
+    let h = trainer
+        .fit(&data, &FitOptions::new(4), &mut [&mut halve])
+        .unwrap();
+    let lrs: Vec<f32> = h.epochs.iter().map(|e| e.lr.unwrap()).collect();
+    assert_eq!(lrs, [0.04, 0.02, 0.01, 0.005]);
+
+    // On a plateau of 2 epochs the rate is multiplied by 0.5, down to min_lr.
+    let mut model = Net::init(Seed(1));
+    let mut step = TrainStep::<Net, Adam, 16>::new(&model, Adam::default().with_lr(0.1));
+    let history = History::default();
+    let mut reduce = ReduceLrOnPlateau::new(Monitor::ValLoss)
+        .factor(0.5)
+        .patience(2)
+        .min_lr(0.03);
+    let cb: &mut dyn Callback<Net, Adam, 16> = &mut reduce;
+    cb.on_train_begin(state(&mut model, &mut step, &history))
+        .unwrap();
+    let mut lrs = Vec::new();
+    for (i, l) in [1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4]
+        .into_iter()
+        .enumerate()
+    {
+        cb.on_epoch_end(&log(i + 1, l), state(&mut model, &mut step, &history))
+            .unwrap();
+        lrs.push(step.optimizer().rule().learning_rate().unwrap());
+    }
+    assert_eq!(lrs, [0.1, 0.1, 0.1, 0.05, 0.05, 0.03, 0.03, 0.03, 0.03]);
+
+    // A step schedule in the config owns the rate: a per-epoch scheduler is an error.
+    let model = Net::init(Seed(3));
+    let config = Config::default().schedule(fusegraph::optim::Schedule::constant(0.1));
+    let step = TrainStep::<Net, Adam, 16>::with_config(&model, Adam::default(), config);
+    let mut t = Trainer::new(model, step).verbose(Verbose::Silent);
+    let mut keep = LearningRateScheduler::new(|_, lr| lr);
+    let e = t
+        .fit(&data, &FitOptions::new(1), &mut [&mut keep])
+        .unwrap_err();
+    assert!(e.to_string().contains("schedule"), "{e}");
+}
+
+#[test]
+fn a_hook_can_stop_the_fit() {
+    let data = blobs(48, 1);
+    let mut trainer = net_trainer(1);
+    let mut seen = Vec::new();
+    let mut hook = Hook::new(|log: &EpochLog, _s: FitState<'_, Net, Adam, 16>| {
+        seen.push(log.epoch);
+        Ok(if log.epoch == 3 {
+            Control::Stop
+        } else {
+            Control::Continue
+        })
+    });
+    let h = trainer
+        .fit(&data, &FitOptions::new(10), &mut [&mut hook])
+        .unwrap();
+    assert_eq!(seen, [1, 2, 3]);
+    assert_eq!(h.stop, Stop::Callback { epoch: 3 });
+    let mut failing = Hook::new(|_: &EpochLog, _s: FitState<'_, Net, Adam, 16>| {
+        Err(TrainError::Callback("disk full".into()))
+    });
+    let e = trainer
+        .fit(&data, &FitOptions::new(10), &mut [&mut failing])
+        .unwrap_err();
+    assert_eq!(e.to_string(), "callback: disk full");
+}

@@ -1,21 +1,331 @@
 //! [`DataError`]: what can be wrong with data, saying where.
 
 use std::fmt;
+use std::io;
+use std::path::PathBuf;
 use std::string::String;
+use std::vec::Vec;
 
 /// Data that cannot be used, with the place it came from.
+///
+/// `source` fields name the input: the path of a file, or the name given to text or bytes
+/// parsed from memory. Lines and columns are 1-based, as editors count them.
 #[derive(Debug)]
 pub enum DataError {
     /// Features and targets that do not make whole samples.
     Shape(String),
+    /// A file that cannot be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: io::Error,
+    },
+    /// A CSV field that should be a number (a finite `f32`) but is not.
+    NotANumber {
+        /// The input.
+        source: String,
+        /// Its line.
+        line: usize,
+        /// Its column.
+        column: usize,
+        /// The field's text.
+        field: String,
+    },
+    /// A CSV field that starts with a quote: the loader reads plain numeric CSV only.
+    Quoted {
+        /// The input.
+        source: String,
+        /// Its line.
+        line: usize,
+        /// Its column.
+        column: usize,
+    },
+    /// A CSV row whose number of fields differs from the header's (or the first row's).
+    FieldCount {
+        /// The input.
+        source: String,
+        /// The row's line.
+        line: usize,
+        /// Fields in the header or first row.
+        expected: usize,
+        /// Fields in this row (0 for an empty line).
+        got: usize,
+    },
+    /// A label or target column that the input does not have.
+    UnknownColumn {
+        /// The input.
+        source: String,
+        /// The column asked for.
+        column: Column,
+        /// The header's names (empty without a header).
+        header: Vec<String>,
+        /// Fields per row.
+        fields: usize,
+    },
+    /// A CSV field in a label column that is not a non-negative integer (fitting in `u32`).
+    NotALabel {
+        /// The input.
+        source: String,
+        /// Its line.
+        line: usize,
+        /// Its column.
+        column: usize,
+        /// The field's text.
+        field: String,
+    },
+    /// A class label not below the number of classes.
+    LabelOutOfRange {
+        /// The input.
+        source: String,
+        /// Where in the input.
+        at: Place,
+        /// The label.
+        label: u32,
+        /// The number of classes.
+        classes: u32,
+    },
+    /// An input without samples: empty, blank, or only a header.
+    Empty {
+        /// The input.
+        source: String,
+    },
+    /// Bytes that do not start as an IDX file does (`00 00 type ndims`).
+    BadMagic {
+        /// The input.
+        source: String,
+        /// Its first bytes (up to four).
+        found: Vec<u8>,
+    },
+    /// An IDX element type code outside 0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E.
+    UnsupportedType {
+        /// The input.
+        source: String,
+        /// The type byte.
+        code: u8,
+    },
+    /// An IDX input shorter than its header says.
+    Truncated {
+        /// The input.
+        source: String,
+        /// Bytes the header describes; `None` if that number overflows a `u64`.
+        expected: Option<u64>,
+        /// Bytes present.
+        present: u64,
+    },
+    /// An IDX input longer than its header says.
+    Trailing {
+        /// The input.
+        source: String,
+        /// Bytes the header describes.
+        expected: u64,
+        /// Bytes present.
+        present: u64,
+    },
+    /// An IDX labels input that is not one-dimensional `u8`.
+    NotLabels {
+        /// The input.
+        source: String,
+        /// Its element type code.
+        code: u8,
+        /// Its dimensions.
+        dims: Vec<usize>,
+    },
+    /// IDX images and labels that count different numbers of items.
+    CountMismatch {
+        /// The images' input.
+        images: String,
+        /// Number of images.
+        image_count: usize,
+        /// The labels' input.
+        labels: String,
+        /// Number of labels.
+        label_count: usize,
+    },
+    /// A gzip stream that cannot be decompressed.
+    Gzip {
+        /// The input.
+        source: String,
+        /// What went wrong.
+        error: io::Error,
+    },
+    /// A gzip input while the `gzip` feature is off.
+    GzipDisabled {
+        /// The input.
+        source: String,
+    },
 }
 
-impl fmt::Display for DataError {
+/// A column of a CSV input, by header name or by 0-based index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Column {
+    /// The column with this header name.
+    Name(String),
+    /// The column at this 0-based index.
+    Index(usize),
+}
+
+/// Where in an input a value was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A 1-based line of a text input.
+    Line(usize),
+    /// A 0-based item of a binary input.
+    Item(usize),
+}
+
+impl fmt::Display for Place {
+    /// Written after the source: `:17` or `: item 17`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DataError::Shape(what) => write!(f, "{what}"),
+            Place::Line(line) => write!(f, ":{line}"),
+            Place::Item(item) => write!(f, ": item {item}"),
         }
     }
 }
 
-impl std::error::Error for DataError {}
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use DataError::*;
+        match self {
+            Shape(what) => write!(f, "{what}"),
+            Io { path, error } => write!(f, "{}: {error}", path.display()),
+            NotANumber {
+                source,
+                line,
+                column,
+                field,
+            } => write!(f, "{source}:{line}:{column}: {field:?} is not a number"),
+            Quoted {
+                source,
+                line,
+                column,
+            } => write!(
+                f,
+                "{source}:{line}:{column}: quoted fields are not supported (plain numeric CSV only)"
+            ),
+            FieldCount {
+                source,
+                line,
+                expected,
+                got,
+            } => write!(f, "{source}:{line}: expected {expected} fields, got {got}"),
+            UnknownColumn {
+                source,
+                column,
+                header,
+                fields,
+            } => unknown_column(f, source, column, header, *fields),
+            NotALabel {
+                source,
+                line,
+                column,
+                field,
+            } => write!(
+                f,
+                "{source}:{line}:{column}: {field:?} is not a class label (a non-negative integer)"
+            ),
+            LabelOutOfRange {
+                source,
+                at,
+                label,
+                classes,
+            } => write!(
+                f,
+                "{source}{at}: label {label} is out of range for {classes} classes"
+            ),
+            Empty { source } => write!(f, "{source}: no samples"),
+            BadMagic { source, found } => {
+                write!(f, "{source}: not an IDX file (starts with")?;
+                for b in found {
+                    write!(f, " {b:02x}")?;
+                }
+                write!(f, ", expected 00 00 <type> <dims>)")
+            }
+            UnsupportedType { source, code } => write!(
+                f,
+                "{source}: unsupported IDX element type 0x{code:02x} \
+                 (known: 08 u8, 09 i8, 0b i16, 0c i32, 0d f32, 0e f64)"
+            ),
+            Truncated {
+                source,
+                expected: Some(expected),
+                present,
+            } => write!(
+                f,
+                "{source}: truncated: the header describes {expected} bytes, {present} are present"
+            ),
+            Truncated {
+                source,
+                expected: None,
+                present,
+            } => write!(
+                f,
+                "{source}: truncated: the header describes more bytes than a u64 counts, \
+                 {present} are present"
+            ),
+            Trailing {
+                source,
+                expected,
+                present,
+            } => write!(
+                f,
+                "{source}: trailing bytes: the header describes {expected} bytes, \
+                 {present} are present"
+            ),
+            NotLabels { source, code, dims } => write!(
+                f,
+                "{source}: labels must be one-dimensional u8 (type 0x08), \
+                 not type 0x{code:02x} with dims {dims:?}"
+            ),
+            CountMismatch {
+                images,
+                image_count,
+                labels,
+                label_count,
+            } => write!(
+                f,
+                "{images} has {image_count} images but {labels} has {label_count} labels"
+            ),
+            Gzip { source, error } => write!(f, "{source}: gzip: {error}"),
+            GzipDisabled { source } => write!(
+                f,
+                "{source}: gzip-compressed, but fusegraph was built without the `gzip` feature"
+            ),
+        }
+    }
+}
+
+/// The message of [`DataError::UnknownColumn`].
+fn unknown_column(
+    f: &mut fmt::Formatter<'_>,
+    source: &str,
+    column: &Column,
+    header: &[String],
+    fields: usize,
+) -> fmt::Result {
+    match column {
+        Column::Name(name) if header.is_empty() => write!(
+            f,
+            "{source}: no column {name:?}: without a header, select columns by index"
+        ),
+        Column::Name(name) => write!(
+            f,
+            "{source}: no column {name:?}; the header has: {}",
+            header.join(", ")
+        ),
+        Column::Index(i) => write!(
+            f,
+            "{source}: no column {i} (0-based): rows have {fields} fields"
+        ),
+    }
+}
+
+impl std::error::Error for DataError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DataError::Io { error, .. } | DataError::Gzip { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,7 +1,13 @@
 //! Data sets, loaders (CSV, IDX), scaling and seeded splits.
 
+mod csv;
 mod dataset;
 mod error;
+pub mod idx;
+mod scale;
 
+pub use csv::Csv;
 pub use dataset::Dataset;
-pub use error::DataError;
+pub use error::{Column, DataError, Place};
+pub use idx::Idx;
+pub use scale::{MinMax, Standardize};

@@ -1,0 +1,373 @@
+//! IDX files, the format of MNIST and Fashion-MNIST, plain or gzip-compressed.
+//!
+//! An IDX file is a header, `00 00 <type> <ndims>` then `ndims` big-endian `u32` dimensions,
+//! followed by the values in big-endian row-major order. The types are 0x08 `u8`, 0x09 `i8`,
+//! 0x0B `i16`, 0x0C `i32`, 0x0D `f32` and 0x0E `f64`; all are read as `f32` (an `i32` beyond
+//! 2^24 or an `f64` rounds). An input that starts with the gzip magic `1f 8b` is decompressed
+//! first (with the `gzip` feature; without it, that is an error).
+//!
+//! The header is checked against the bytes present before anything is allocated: a file whose
+//! dimensions describe more (or fewer) bytes than it holds is an error.
+//!
+//! ```
+//! use fusegraph_runtime::data::idx;
+//! // Two 2x2 images of u8, and their labels.
+//! let images = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 1, 2, 3, 4, 5, 6, 255];
+//! let labels = [0, 0, 8, 1, 0, 0, 0, 2, 7, 1];
+//! let images = idx::parse(&images, "images.idx")?;
+//! assert_eq!(images.dims(), &[2, 2, 2]);
+//! let data = idx::dataset(images, idx::parse(&labels, "labels.idx")?, Some(10))?;
+//! assert_eq!((data.len(), data.features()), (2, 4));
+//! assert_eq!(data.sample(1), (&[4.0, 5.0, 6.0, 255.0][..], &[1][..]));
+//! # Ok::<(), fusegraph_runtime::data::DataError>(())
+//! ```
+
+use super::error::Place;
+use super::{DataError, Dataset};
+use std::borrow::ToOwned;
+use std::path::Path;
+use std::string::{String, ToString};
+use std::vec::Vec;
+use std::{format, fs};
+
+/// The first two bytes of a gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The type code of `u8` values (the only type of label files).
+const U8: u8 = 0x08;
+
+/// The contents of an IDX file: its dimensions and its values as `f32`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Idx {
+    source: String,
+    code: u8,
+    dims: Vec<usize>,
+    values: Vec<f32>,
+}
+
+impl Idx {
+    /// The name of the input (a path, or the name given to [`parse`]).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The element type code (0x08 for `u8`, ..., 0x0E for `f64`).
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The dimensions; the first counts the items (images, labels).
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// All values, row-major.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// All values, row-major, without copying them.
+    pub fn into_values(self) -> Vec<f32> {
+        self.values
+    }
+}
+
+/// Reads an IDX file, plain or gzip-compressed.
+pub fn read(path: impl AsRef<Path>) -> Result<Idx, DataError> {
+    let path = path.as_ref();
+    let bytes = fs::read(path).map_err(|error| DataError::Io {
+        path: path.to_owned(),
+        error,
+    })?;
+    parse(&bytes, &path.display().to_string())
+}
+
+/// Parses IDX bytes in memory, plain or gzip-compressed; `source` names them in errors.
+pub fn parse(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        parse_plain(&gunzip(bytes, source)?, source)
+    } else {
+        parse_plain(bytes, source)
+    }
+}
+
+/// Reads images and their labels (a one-dimensional `u8` file) into a data set: each image,
+/// whatever its dimensions, becomes a sample of their product features. With `classes`,
+/// every label must be below it.
+pub fn load(
+    images: impl AsRef<Path>,
+    labels: impl AsRef<Path>,
+    classes: Option<u32>,
+) -> Result<Dataset<u32>, DataError> {
+    dataset(read(images)?, read(labels)?, classes)
+}
+
+/// Images and their labels, already parsed, as a data set (see [`load`]).
+pub fn dataset(images: Idx, labels: Idx, classes: Option<u32>) -> Result<Dataset<u32>, DataError> {
+    if labels.code != U8 || labels.dims.len() != 1 {
+        return Err(DataError::NotLabels {
+            source: labels.source,
+            code: labels.code,
+            dims: labels.dims,
+        });
+    }
+    let Some((&count, item)) = images.dims.split_first() else {
+        return Err(DataError::Shape(format!(
+            "{}: images need at least one dimension (the count)",
+            images.source
+        )));
+    };
+    if count != labels.dims[0] {
+        return Err(DataError::CountMismatch {
+            images: images.source,
+            image_count: count,
+            labels: labels.source,
+            label_count: labels.dims[0],
+        });
+    }
+    let features: usize = item.iter().product();
+    if features == 0 {
+        return Err(DataError::Shape(format!(
+            "{}: images of dims {item:?} hold no values",
+            images.source
+        )));
+    }
+    let y: Vec<u32> = labels.values.iter().map(|&v| v as u32).collect();
+    if let Some(classes) = classes {
+        if let Some(i) = y.iter().position(|&label| label >= classes) {
+            return Err(DataError::LabelOutOfRange {
+                source: labels.source,
+                at: Place::Item(i),
+                label: y[i],
+                classes,
+            });
+        }
+    }
+    Dataset::new(images.values, y, features)
+}
+
+/// Decompresses a gzip stream (of one or more members).
+#[cfg(feature = "gzip")]
+fn gunzip(bytes: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|error| DataError::Gzip {
+            source: source.to_owned(),
+            error,
+        })?;
+    Ok(out)
+}
+
+/// Without the `gzip` feature, a gzip stream is an error.
+#[cfg(not(feature = "gzip"))]
+fn gunzip(_: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
+    Err(DataError::GzipDisabled {
+        source: source.to_owned(),
+    })
+}
+
+/// Parses uncompressed IDX bytes.
+fn parse_plain(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
+    let present = bytes.len() as u64;
+    let truncated = |expected| DataError::Truncated {
+        source: source.to_owned(),
+        expected,
+        present,
+    };
+    if bytes.is_empty() {
+        return Err(DataError::Empty {
+            source: source.to_owned(),
+        });
+    }
+    if bytes.iter().take(2).any(|&b| b != 0) {
+        return Err(DataError::BadMagic {
+            source: source.to_owned(),
+            found: bytes[..bytes.len().min(4)].to_vec(),
+        });
+    }
+    let [_, _, code, ndims, ..] = *bytes else {
+        return Err(truncated(Some(4)));
+    };
+    let size = element_size(code).ok_or_else(|| DataError::UnsupportedType {
+        source: source.to_owned(),
+        code,
+    })?;
+    let header = 4 + 4 * usize::from(ndims);
+    let Some(dims) = bytes.get(4..header) else {
+        return Err(truncated(Some(header as u64)));
+    };
+    let dims: Vec<usize> = dims
+        .chunks_exact(4)
+        .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
+        .collect();
+    let expected = dims
+        .iter()
+        .try_fold(size as u64, |n, &d| n.checked_mul(d as u64))
+        .and_then(|n| n.checked_add(header as u64));
+    match expected {
+        Some(e) if e == present => {}
+        Some(e) if e < present => {
+            return Err(DataError::Trailing {
+                source: source.to_owned(),
+                expected: e,
+                present,
+            })
+        }
+        _ => return Err(truncated(expected)),
+    }
+    Ok(Idx {
+        source: source.to_owned(),
+        code,
+        dims,
+        values: decode(code, &bytes[header..]),
+    })
+}
+
+/// Bytes per value of type `code`, or `None` for an unknown type.
+fn element_size(code: u8) -> Option<usize> {
+    match code {
+        0x08 | 0x09 => Some(1),
+        0x0B => Some(2),
+        0x0C | 0x0D => Some(4),
+        0x0E => Some(8),
+        _ => None,
+    }
+}
+
+/// Big-endian values of type `code` (known to [`element_size`]) as `f32`.
+fn decode(code: u8, data: &[u8]) -> Vec<f32> {
+    match code {
+        0x08 => data.iter().map(|&b| f32::from(b)).collect(),
+        0x09 => data.iter().map(|&b| f32::from(b as i8)).collect(),
+        0x0B => each(data, |b| f32::from(i16::from_be_bytes(b))),
+        0x0C => each(data, |b| i32::from_be_bytes(b) as f32),
+        0x0D => each(data, f32::from_be_bytes),
+        _ => each(data, |b| f64::from_be_bytes(b) as f32),
+    }
+}
+
+/// `f` of each `N`-byte group of `data`.
+fn each<const N: usize>(data: &[u8], f: impl Fn([u8; N]) -> f32) -> Vec<f32> {
+    data.chunks_exact(N)
+        .map(|c| f(c.try_into().expect("chunks of N bytes")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+    use std::vec;
+
+    /// An IDX file of type `code` with these dims and raw data bytes.
+    fn file(code: u8, dims: &[u32], data: &[u8]) -> Vec<u8> {
+        let mut b = vec![0, 0, code, dims.len() as u8];
+        for d in dims {
+            b.extend_from_slice(&d.to_be_bytes());
+        }
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn every_type_decodes_big_endian() {
+        let cases: [(u8, Vec<u8>, f32); 6] = [
+            (0x08, vec![200], 200.0),
+            (0x09, vec![0xff], -1.0),
+            (0x0B, (-300i16).to_be_bytes().to_vec(), -300.0),
+            (0x0C, 70_000i32.to_be_bytes().to_vec(), 70_000.0),
+            (0x0D, 1.5f32.to_be_bytes().to_vec(), 1.5),
+            (0x0E, (-0.25f64).to_be_bytes().to_vec(), -0.25),
+        ];
+        for (code, data, value) in cases {
+            let idx = parse(&file(code, &[1], &data), "t").unwrap();
+            assert_eq!(
+                (idx.code(), idx.dims(), idx.values()),
+                (code, &[1][..], &[value][..])
+            );
+        }
+    }
+
+    #[test]
+    fn header_is_checked_before_allocating() {
+        let huge = file(0x08, &[u32::MAX, u32::MAX], &[]);
+        let err = parse(&huge, "t").unwrap_err();
+        assert!(matches!(
+            err,
+            DataError::Truncated {
+                expected: Some(18_446_744_065_119_617_037),
+                present: 12,
+                ..
+            }
+        ));
+        let overflow = file(0x0E, &[u32::MAX; 3], &[]);
+        let err = parse(&overflow, "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: truncated: the header describes more bytes than a u64 counts, 16 are present"
+        );
+        let short = file(0x08, &[2, 3], &[0; 5]);
+        let err = parse(&short, "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: truncated: the header describes 18 bytes, 17 are present"
+        );
+        let long = file(0x08, &[2], &[0; 3]);
+        let err = parse(&long, "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: trailing bytes: the header describes 10 bytes, 11 are present"
+        );
+    }
+
+    #[test]
+    fn magic_and_type_are_checked() {
+        let err = parse(b"P5\n28", "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: not an IDX file (starts with 50 35 0a 32, expected 00 00 <type> <dims>)"
+        );
+        let err = parse(&file(0x0A, &[1], &[0]), "t").unwrap_err();
+        assert!(matches!(err, DataError::UnsupportedType { code: 0x0A, .. }));
+        assert!(matches!(
+            parse(&[0, 0, 8], "t"),
+            Err(DataError::Truncated {
+                expected: Some(4),
+                ..
+            })
+        ));
+        assert!(matches!(parse(&[], "t"), Err(DataError::Empty { .. })));
+    }
+
+    #[test]
+    fn labels_must_be_one_dimensional_u8() {
+        let images = || parse(&file(0x08, &[2, 1], &[1, 2]), "im").unwrap();
+        let wide = parse(&file(0x08, &[2, 1], &[1, 2]), "lb").unwrap();
+        assert!(matches!(
+            dataset(images(), wide, None),
+            Err(DataError::NotLabels { .. })
+        ));
+        let three = parse(&file(0x08, &[3], &[1, 2, 3]), "lb").unwrap();
+        let err = dataset(images(), three, None).unwrap_err().to_string();
+        assert_eq!(err, "im has 2 images but lb has 3 labels");
+        let labels = parse(&file(0x08, &[2], &[1, 9]), "lb").unwrap();
+        let err = dataset(images(), labels, Some(5)).unwrap_err().to_string();
+        assert_eq!(err, "lb: item 1: label 9 is out of range for 5 classes");
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_is_detected() {
+        use flate2::{write::GzEncoder, Compression};
+        use std::io::Write;
+        let plain = file(0x08, &[2, 2], &[1, 2, 3, 4]);
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        gz.write_all(&plain).unwrap();
+        let gz = gz.finish().unwrap();
+        assert_eq!(parse(&gz, "t").unwrap(), parse(&plain, "t").unwrap());
+        let err = parse(&gz[..gz.len() - 3], "t").unwrap_err();
+        assert!(matches!(err, DataError::Gzip { .. }), "{err}");
+    }
+}

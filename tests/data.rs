@@ -1,0 +1,399 @@
+//! The data loaders and scalers on the shipped digits set, on small bad inputs (one per error,
+//! checking the place each message names), on IDX files written here, and under proptest.
+
+use flate2::{write::GzEncoder, Compression};
+use fusegraph::data::{idx, Csv, DataError, Dataset, MinMax, Standardize};
+use fusegraph::Seed;
+use proptest::prelude::*;
+use std::error::Error;
+use std::io::Write;
+use std::path::PathBuf;
+
+const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+
+fn digits_text() -> String {
+    std::fs::read_to_string(DIGITS).unwrap()
+}
+
+fn digits() -> Dataset<u32> {
+    Csv::new()
+        .label_column("label")
+        .classes(10)
+        .read_classes(DIGITS)
+        .unwrap()
+}
+
+/// Row `i` of the digits file (0-based, after the header), read without the loader.
+fn digits_row(text: &str, i: usize) -> (u32, Vec<f32>) {
+    let line = text.lines().nth(i + 1).unwrap();
+    let mut fields = line.split(',').map(|f| f.parse::<u32>().unwrap());
+    let label = fields.next().unwrap();
+    (label, fields.map(|v| v as f32).collect())
+}
+
+/// The message of an error.
+fn message<T: std::fmt::Debug>(r: Result<T, DataError>) -> String {
+    r.unwrap_err().to_string()
+}
+
+/// A file of this test process under the system's temporary directory.
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fusegraph-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+/// An IDX file of type `code` with these dims and raw (big-endian) data bytes.
+fn idx_bytes(code: u8, dims: &[u32], data: &[u8]) -> Vec<u8> {
+    let mut b = vec![0, 0, code, dims.len() as u8];
+    for d in dims {
+        b.extend_from_slice(&d.to_be_bytes());
+    }
+    b.extend_from_slice(data);
+    b
+}
+
+#[test]
+fn digits_load_with_their_values() {
+    let data = digits();
+    assert_eq!(
+        (data.len(), data.features(), data.targets_per_sample()),
+        (1797, 64, 1)
+    );
+    assert!(data.y().iter().all(|&l| l < 10));
+    let text = digits_text();
+    for i in [0, 1, 2, 17, 900, 1796] {
+        let (label, pixels) = digits_row(&text, i);
+        assert_eq!(data.sample(i), (&pixels[..], &[label][..]), "row {i}");
+    }
+    let by_index = Csv::new().label_index(0).read_classes(DIGITS).unwrap();
+    assert_eq!(by_index, data);
+}
+
+#[test]
+fn digits_as_values_with_two_targets() {
+    let data = Csv::new()
+        .target_columns(&["p63", "label"])
+        .read_values(DIGITS)
+        .unwrap();
+    assert_eq!((data.features(), data.targets_per_sample()), (63, 2));
+    let (label, pixels) = digits_row(&digits_text(), 5);
+    assert_eq!(data.sample(5).1, &[pixels[63], label as f32]);
+    assert_eq!(data.sample(5).0, &pixels[..63]);
+}
+
+#[test]
+fn csv_errors_name_their_place() {
+    let mut lines: Vec<String> = digits_text().lines().map(str::to_owned).collect();
+    let mut fields: Vec<&str> = lines[16].split(',').collect();
+    fields[4] = "abc";
+    lines[16] = fields.join(",");
+    let bad = lines[..20].join("\n");
+    let csv = Csv::new().label_column("label");
+    assert_eq!(
+        message(csv.parse_classes(&bad, "digits.csv")),
+        r#"digits.csv:17:5: "abc" is not a number"#
+    );
+
+    let cases: [(Csv, &str, &str); 7] = [
+        (
+            Csv::new(),
+            "y,a\n1,2\n1,2,3\n",
+            "t.csv:3: expected 2 fields, got 3",
+        ),
+        (
+            Csv::new(),
+            "y,a\n1,2\n3,\"4\"\n",
+            "t.csv:3:2: quoted fields are not supported (plain numeric CSV only)",
+        ),
+        (
+            Csv::new().label_column("class"),
+            "y,a,b\n1,2,3\n",
+            r#"t.csv: no column "class"; the header has: y, a, b"#,
+        ),
+        (
+            Csv::new().label_index(1).delimiter(b';'),
+            "a;y\n1.5;2\n0;x\n",
+            r#"t.csv:3:2: "x" is not a class label (a non-negative integer)"#,
+        ),
+        (
+            Csv::new().classes(10),
+            "y,a\n9,0\n10,0\n",
+            "t.csv:3: label 10 is out of range for 10 classes",
+        ),
+        (Csv::new(), "y,a\n\n", "t.csv: no samples"),
+        (
+            Csv::new().target_indices(&[0, 1]),
+            "y,a\n1,2\n",
+            "t.csv: no feature columns: every column is a target",
+        ),
+    ];
+    for (csv, text, expected) in cases {
+        assert_eq!(message(csv.parse_classes(text, "t.csv")), expected);
+    }
+}
+
+#[test]
+fn io_errors_keep_their_cause() {
+    let err = Csv::new().read_classes("no/such/file.csv").unwrap_err();
+    assert!(err.to_string().starts_with("no/such/file.csv: "), "{err}");
+    let cause = err
+        .source()
+        .unwrap()
+        .downcast_ref::<std::io::Error>()
+        .unwrap();
+    assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+    let err = idx::read("no/such/file.idx").unwrap_err();
+    assert!(matches!(err, DataError::Io { .. }), "{err}");
+}
+
+#[test]
+fn idx_errors_name_their_place() {
+    let images = || idx::parse(&idx_bytes(0x08, &[2, 1, 1], &[3, 4]), "im.idx").unwrap();
+    let labels = |l: &[u8]| {
+        let n = l.len() as u32;
+        idx::parse(&idx_bytes(0x08, &[n], l), "lb.idx").unwrap()
+    };
+    let cases: [(Vec<u8>, &str); 5] = [
+        (
+            b"GIF89a".to_vec(),
+            "t.idx: not an IDX file (starts with 47 49 46 38, expected 00 00 <type> <dims>)",
+        ),
+        (
+            idx_bytes(0x07, &[1], &[0]),
+            "t.idx: unsupported IDX element type 0x07 \
+             (known: 08 u8, 09 i8, 0b i16, 0c i32, 0d f32, 0e f64)",
+        ),
+        (
+            idx_bytes(0x0D, &[2, 2], &[0; 15]),
+            "t.idx: truncated: the header describes 28 bytes, 27 are present",
+        ),
+        (
+            idx_bytes(0x08, &[1], &[0; 2]),
+            "t.idx: trailing bytes: the header describes 9 bytes, 10 are present",
+        ),
+        (vec![], "t.idx: no samples"),
+    ];
+    for (bytes, expected) in cases {
+        assert_eq!(message(idx::parse(&bytes, "t.idx")), expected);
+    }
+    assert_eq!(
+        message(idx::dataset(images(), labels(&[1, 2, 3]), None)),
+        "im.idx has 2 images but lb.idx has 3 labels"
+    );
+    assert_eq!(
+        message(idx::dataset(images(), labels(&[1, 12]), Some(10))),
+        "lb.idx: item 1: label 12 is out of range for 10 classes"
+    );
+    assert_eq!(
+        message(idx::dataset(images(), images(), None)),
+        "im.idx: labels must be one-dimensional u8 (type 0x08), not type 0x08 with dims [2, 1, 1]"
+    );
+    let gz = gzip(&idx_bytes(0x08, &[2], &[1, 2]));
+    let err = idx::parse(&gz[..gz.len() - 1], "t.idx.gz").unwrap_err();
+    assert!(matches!(err, DataError::Gzip { .. }), "{err}");
+    assert!(err.to_string().starts_with("t.idx.gz: gzip: "), "{err}");
+    assert!(err.source().is_some());
+}
+
+#[test]
+fn idx_files_round_trip_plain_and_gzip() {
+    let pixels: Vec<u8> = (0..3 * 4 * 5).map(|i| (i * 37 % 256) as u8).collect();
+    let images = idx_bytes(0x08, &[3, 4, 5], &pixels);
+    let labels = idx_bytes(0x08, &[3], &[7, 0, 9]);
+    for (name, wrap) in [("plain", false), ("gz", true)] {
+        let write = |file: &str, b: &[u8]| {
+            let b = if wrap { gzip(b) } else { b.to_vec() };
+            temp_file(&format!("{name}-{file}"), &b)
+        };
+        let (im, lb) = (write("images", &images), write("labels", &labels));
+        let data = idx::load(&im, &lb, Some(10)).unwrap();
+        assert_eq!((data.len(), data.features()), (3, 20));
+        let expected: Vec<f32> = pixels.iter().map(|&p| f32::from(p)).collect();
+        assert_eq!(data.x(), &expected[..]);
+        assert_eq!(data.y(), &[7, 0, 9]);
+        assert_eq!(idx::read(&im).unwrap().dims(), &[3, 4, 5]);
+    }
+    let values = [1.5f32, -0.0, f32::MAX, 1e-30, -7.25, 3.0];
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+    let path = temp_file("floats.gz", &gzip(&idx_bytes(0x0D, &[2, 3], &data)));
+    let read = idx::read(&path).unwrap();
+    assert_eq!(read.dims(), &[2, 3]);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(read.values()), bits(&values));
+}
+
+#[test]
+fn min_max_maps_train_to_unit_range_and_test_by_train() {
+    let (train, test) = digits().split(0.25, Seed(3));
+    let scaler = MinMax::fit(&train);
+    let (mut a, mut b) = (train.clone(), test.clone());
+    scaler.apply(&mut a);
+    scaler.apply(&mut b);
+    for j in 0..64 {
+        let column = |d: &Dataset<u32>| {
+            d.x()
+                .iter()
+                .skip(j)
+                .step_by(64)
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let raw = column(&train);
+        let lo = raw.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = raw.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let scaled = column(&a);
+        if lo == hi {
+            assert!(scaled.iter().all(|&v| v == 0.0), "feature {j}");
+        } else {
+            assert!(
+                scaled.iter().all(|v| (0.0..=1.0).contains(v)),
+                "feature {j}"
+            );
+            assert!(
+                scaled.contains(&0.0) && scaled.contains(&1.0),
+                "feature {j}"
+            );
+        }
+        let range = if lo == hi { 1.0 } else { hi - lo };
+        for (t, s) in column(&test).iter().zip(column(&b)) {
+            assert_eq!(s, (t - lo) / range, "feature {j}");
+        }
+    }
+    assert_eq!(a.y(), train.y());
+}
+
+#[test]
+fn standardize_gives_train_mean_zero_std_one_and_test_by_train() {
+    let (train, test) = digits().split(0.25, Seed(4));
+    let scaler = Standardize::fit(&train);
+    let (mut a, mut b) = (train.clone(), test.clone());
+    scaler.apply(&mut a);
+    scaler.apply(&mut b);
+    let n = train.len() as f64;
+    let mut constant = 0;
+    for j in 0..64 {
+        let column = |d: &Dataset<u32>| {
+            d.x()
+                .iter()
+                .skip(j)
+                .step_by(64)
+                .map(|&v| f64::from(v))
+                .collect::<Vec<_>>()
+        };
+        let scaled = column(&a);
+        let mean = scaled.iter().sum::<f64>() / n;
+        let std = (scaled.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert!(mean.abs() < 1e-6, "feature {j}: mean {mean}");
+        if scaler.scale()[j] == 1.0 && column(&train).windows(2).all(|w| w[0] == w[1]) {
+            constant += 1;
+            assert_eq!(std, 0.0, "feature {j}");
+        } else {
+            assert!((std - 1.0).abs() < 1e-6, "feature {j}: std {std}");
+        }
+        let (m, s) = (scaler.mean()[j], scaler.scale()[j]);
+        for (t, z) in column(&test).iter().zip(column(&b)) {
+            assert_eq!(z, ((t - m) / s) as f32 as f64, "feature {j}");
+        }
+    }
+    assert!(constant > 0, "digits have constant pixels (the corners)");
+}
+
+#[cfg(not(feature = "gzip"))]
+#[test]
+fn gzip_needs_the_feature() {
+    let gz = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    assert_eq!(
+        message(idx::parse(&gz, "t.gz")),
+        "t.gz: gzip-compressed, but fusegraph was built without the `gzip` feature"
+    );
+}
+
+/// A small valid IDX file: a type, 1 to 3 dims of 0 to 4, and random data bytes.
+fn idx_file() -> impl Strategy<Value = Vec<u8>> {
+    let codes = prop::sample::select(vec![0x08u8, 0x09, 0x0B, 0x0C, 0x0D, 0x0E]);
+    (codes, prop::collection::vec(0u32..5, 1..4)).prop_flat_map(|(code, dims)| {
+        let size = [1, 1, 0, 2, 4, 4, 8][(code - 0x08) as usize];
+        let len = size * dims.iter().product::<u32>() as usize;
+        prop::collection::vec(any::<u8>(), len).prop_map(move |data| idx_bytes(code, &dims, &data))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn csv_parsers_never_panic(
+        bytes in prop::collection::vec(any::<u8>(), 0..200),
+        text in "[0-9,;.e+\\- \"\r\nxy]{0,120}",
+    ) {
+        for input in [&bytes[..], text.as_bytes()] {
+            let _ = Csv::new().parse_classes(input, "p");
+            let _ = Csv::new().no_header().classes(3).parse_classes(input, "p");
+            let _ = Csv::new().no_header().delimiter(b';').target_indices(&[1, 0]).parse_values(input, "p");
+            let _ = Csv::new().label_column("y").parse_values(input, "p");
+        }
+    }
+
+    #[test]
+    fn idx_parser_never_panics(
+        bytes in prop::collection::vec(any::<u8>(), 0..200),
+        code in 0x07u8..0x10,
+        ndims in 0u8..4,
+    ) {
+        let _ = idx::parse(&bytes, "p");
+        let mut headed = vec![0, 0, code, ndims];
+        headed.extend_from_slice(&bytes);
+        let _ = idx::parse(&headed, "p");
+        let _ = idx::parse(&gzip(&headed), "p");
+        let mut gz = vec![0x1f, 0x8b];
+        gz.extend_from_slice(&bytes);
+        let _ = idx::parse(&gz, "p");
+    }
+
+    #[test]
+    fn every_idx_truncation_is_an_error(file in idx_file()) {
+        let whole = idx::parse(&file, "p").unwrap();
+        let gz = gzip(&file);
+        prop_assert_eq!(&idx::parse(&gz, "p").unwrap(), &whole);
+        for n in 0..file.len() {
+            prop_assert!(idx::parse(&file[..n], "p").is_err(), "plain prefix of {}", n);
+        }
+        for n in 0..gz.len() {
+            prop_assert!(idx::parse(&gz[..n], "p").is_err(), "gzip prefix of {}", n);
+        }
+    }
+
+    #[test]
+    fn csv_truncation_errs_or_is_consistent(cut in 0usize..4000, crlf in any::<bool>()) {
+        let end = if crlf { "\r\n" } else { "\n" };
+        let full: String = digits_text().lines().take(40).map(|l| format!("{l}{end}")).collect();
+        let text = &full[..cut.min(full.len())];
+        if let Ok(data) = Csv::new().label_column("label").parse_classes(text, "p") {
+            prop_assert_eq!(data.features(), 64);
+            let rows = text.trim_end().lines().count() - 1;
+            prop_assert_eq!(data.len(), rows);
+            let whole = digits_text();
+            for i in 0..rows {
+                let (label, pixels) = digits_row(&whole, i);
+                let (x, y) = data.sample(i);
+                prop_assert_eq!(y, &[label][..]);
+                if i + 1 < rows {
+                    prop_assert_eq!(x, &pixels[..]);
+                } else {
+                    let last: f32 = text.trim_end().rsplit(',').next().unwrap().parse().unwrap();
+                    prop_assert_eq!(&x[..63], &pixels[..63]);
+                    prop_assert_eq!(x[63], last);
+                }
+            }
+        }
+    }
+}

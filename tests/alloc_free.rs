@@ -1,14 +1,16 @@
 //! A train step allocates nothing: a counting global allocator sees no allocation during
 //! optimizer steps and model train steps, whatever options are folded into the pass, with every
-//! layer kind, serial or across rayon.
+//! layer kind, serial or across rayon; nor does the Trainer's loop after its first epoch.
 
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
 use fusegraph::prelude::{
-    model, AvgPool2d, BatchNorm, Conv2d, Dense, Dropout, Flatten, LayerNorm, MaxPool2d, Relu, Same,
-    Seed, SoftmaxCrossEntropy, TrainStep,
+    model, AvgPool2d, BatchNorm, Conv2d, Dataset, Dense, Dropout, EarlyStopping, FitOptions,
+    Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
+    TrainStep, Trainer, Verbose,
 };
+use fusegraph::train::{Control, EpochLog, FitState, Hook, TerminateOnNan};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -85,6 +87,7 @@ fn steps_do_not_allocate() {
     pool.broadcast(|_| ());
     optimizer_steps_do_not_allocate(&pool);
     train_steps_do_not_allocate(&pool);
+    fit_loops_do_not_allocate_after_the_first_epoch();
 }
 
 fn optimizer_steps_do_not_allocate(pool: &rayon::ThreadPool) {
@@ -193,5 +196,56 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in parallel train steps"
+    );
+}
+
+/// Allocations counted between the end of the first epoch and the end of the last, in a fit
+/// with validation, metrics and callbacks, in a pool of `threads` tracked workers.
+fn allocations_after_first_epoch<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy> + Send,
+    const B: usize,
+>(
+    model: M,
+    samples: usize,
+    threads: usize,
+) -> usize {
+    let x: Vec<f32> = (0..samples * M::IN)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let y: Vec<u32> = (0..samples as u32).map(|i| i % 10).collect();
+    let data = Dataset::new(x, y, M::IN).unwrap();
+    let step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
+    let pool = tracked_pool(threads);
+    pool.broadcast(|_| ());
+    let mut trainer = Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent)
+        .pool(pool);
+    let mut marks = [0usize; 2];
+    let mut mark = Hook::new(|log: &EpochLog, _: FitState<'_, M, keras::Adam, B>| {
+        let now = ALLOCATIONS.load(Ordering::SeqCst);
+        marks[usize::from(log.epoch > 1)] = now;
+        Ok(Control::Continue)
+    });
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(100)
+        .restore_best_weights();
+    trainer
+        .fit(
+            &data,
+            &FitOptions::new(4).validation_split(0.25),
+            &mut [&mut mark, &mut stop, &mut TerminateOnNan],
+        )
+        .unwrap();
+    marks[1] - marks[0]
+}
+
+fn fit_loops_do_not_allocate_after_the_first_epoch() {
+    let serial = allocations_after_first_epoch::<_, 8>(Everything::init(Seed(1)), 44, 1);
+    assert_eq!(serial, 0, "{serial} allocations in epochs 2-4 of a fit");
+    let parallel = allocations_after_first_epoch::<_, 64>(WideMlp::init(Seed(2)), 200, 2);
+    assert_eq!(
+        parallel, 0,
+        "{parallel} allocations in epochs 2-4 of a parallel fit"
     );
 }

@@ -3,8 +3,9 @@
 //! Plain means: fields separated by one delimiter byte, no quoting, no escapes, no comments.
 //! Every field is a number (spaces around it are ignored); a field that starts with a quote is
 //! an error saying that quoting is not supported. Lines end in `\n` or `\r\n`; empty lines at
-//! the end are skipped, an empty line elsewhere is a row with too few fields. This is what
-//! numeric data sets exported by pandas, NumPy or R look like, and it needs no CSV crate.
+//! the end are skipped, an empty line elsewhere is a row with too few fields; a UTF-8 byte
+//! order mark at the start (as Excel writes) is skipped. This is what numeric data sets
+//! exported by pandas, NumPy or R look like, and it needs no CSV crate.
 
 use super::error::{Column, Place};
 use super::{DataError, Dataset};
@@ -148,12 +149,13 @@ impl Csv {
 
     /// Parses rows into features and targets, each target field through `target(field, line,
     /// column)`.
-    fn parse<T: Copy + Default>(
+    fn parse<T: Copy>(
         &self,
         bytes: &[u8],
         source: &str,
         target: impl Fn(&[u8], usize, usize) -> Result<T, DataError>,
     ) -> Result<Dataset<T>, DataError> {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').map(strip_cr).collect();
         while lines.last().is_some_and(|l| l.trim_ascii().is_empty()) {
             lines.pop();
@@ -332,6 +334,14 @@ mod tests {
         let d = classes(text).unwrap();
         assert_eq!(d.x(), &[1.0, -2.5, 1000.0, 4.0, 0.5, -0.07]);
         assert_eq!(d.y(), &[3, 0]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let d = Csv::new()
+            .label_column("y")
+            .parse_classes("\u{feff}y,a\n1,2\n", "t");
+        assert_eq!(d.unwrap().y(), &[1]);
     }
 
     #[test]

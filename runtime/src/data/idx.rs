@@ -370,4 +370,14 @@ mod tests {
         let err = parse(&gz[..gz.len() - 3], "t").unwrap_err();
         assert!(matches!(err, DataError::Gzip { .. }), "{err}");
     }
+
+    #[cfg(not(feature = "gzip"))]
+    #[test]
+    fn gzip_needs_the_feature() {
+        let gz = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+        assert_eq!(
+            parse(&gz, "t.gz").unwrap_err().to_string(),
+            "t.gz: gzip-compressed, but fusegraph was built without the `gzip` feature"
+        );
+    }
 }

@@ -354,7 +354,12 @@ proptest! {
         let _ = idx::parse(&bytes, "p");
         let mut headed = vec![0, 0, code, ndims];
         headed.extend_from_slice(&bytes);
-        let _ = idx::parse(&headed, "p");
+        if let Ok(images) = idx::parse(&headed, "p") {
+            let n = images.dims().first().copied().unwrap_or(0).min(1000);
+            let labels = idx::parse(&idx_bytes(0x08, &[n as u32], &vec![1; n]), "l").unwrap();
+            let _ = idx::dataset(images.clone(), labels, Some(2));
+            let _ = idx::dataset(images.clone(), images, None);
+        }
         let _ = idx::parse(&gzip(&headed), "p");
         let mut gz = vec![0x1f, 0x8b];
         gz.extend_from_slice(&bytes);
@@ -363,7 +368,14 @@ proptest! {
 
     #[test]
     fn every_idx_truncation_is_an_error(file in idx_file()) {
-        idx::parse(&file, "p").unwrap();
+        let images = idx::parse(&file, "p").unwrap();
+        let n = images.dims()[0];
+        let labels = idx::parse(&idx_bytes(0x08, &[n as u32], &vec![3; n]), "l").unwrap();
+        let features: usize = images.dims()[1..].iter().product();
+        match idx::dataset(images, labels, Some(4)) {
+            Ok(data) => prop_assert_eq!((data.len(), data.features()), (n, features)),
+            Err(e) => prop_assert!(features == 0, "{}", e),
+        }
         for n in 0..file.len() {
             prop_assert!(idx::parse(&file[..n], "p").is_err(), "plain prefix of {}", n);
         }

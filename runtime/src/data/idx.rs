@@ -125,13 +125,13 @@ pub fn dataset(images: Idx, labels: Idx, classes: Option<u32>) -> Result<Dataset
             label_count: labels.dims[0],
         });
     }
-    let features: usize = item.iter().product();
-    if features == 0 {
+    let features = item.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let Some(features) = features.filter(|&f| f > 0) else {
         return Err(DataError::Shape(format!(
-            "{}: images of dims {item:?} hold no values",
+            "{}: images of dims {item:?} do not make samples",
             images.source
         )));
-    }
+    };
     let y: Vec<u32> = labels.values.iter().map(|&v| v as u32).collect();
     if let Some(classes) = classes {
         if let Some(i) = y.iter().position(|&label| label >= classes) {
@@ -355,6 +355,21 @@ mod tests {
         let labels = parse(&file(0x08, &[2], &[1, 9]), "lb").unwrap();
         let err = dataset(images(), labels, Some(5)).unwrap_err().to_string();
         assert_eq!(err, "lb: item 1: label 9 is out of range for 5 classes");
+    }
+
+    #[test]
+    fn images_must_have_values() {
+        let labels = || parse(&file(0x08, &[0], &[]), "lb").unwrap();
+        let empty = parse(&file(0x08, &[0, 3], &[]), "im").unwrap();
+        assert_eq!(dataset(empty, labels(), None).unwrap().len(), 0);
+        for dims in [&[0, 0][..], &[0, u32::MAX, u32::MAX, u32::MAX]] {
+            let images = parse(&file(0x08, dims, &[]), "im").unwrap();
+            let err = dataset(images, labels(), None).unwrap_err().to_string();
+            assert!(err.contains("do not make samples"), "{dims:?}: {err}");
+        }
+        let scalar = parse(&file(0x08, &[], &[5]), "im").unwrap();
+        let err = dataset(scalar, labels(), None).unwrap_err().to_string();
+        assert_eq!(err, "im: images need at least one dimension (the count)");
     }
 
     #[cfg(feature = "gzip")]

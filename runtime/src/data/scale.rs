@@ -90,6 +90,7 @@ impl Standardize {
     /// # Panics
     /// If `data` has a different number of features than the data fitted.
     pub fn apply<T: Copy>(&self, data: &mut Dataset<T>) {
+        same_features(data.features(), self.mean.len());
         self.apply_samples(data.x_mut());
     }
 
@@ -160,6 +161,7 @@ impl MinMax {
     /// # Panics
     /// If `data` has a different number of features than the data fitted.
     pub fn apply<T: Copy>(&self, data: &mut Dataset<T>) {
+        same_features(data.features(), self.min.len());
         self.apply_samples(data.x_mut());
     }
 
@@ -176,6 +178,14 @@ impl MinMax {
 fn samples(x: &[f32], features: usize) -> std::slice::ChunksExact<'_, f32> {
     check_width(x.len(), features);
     x.chunks_exact(features)
+}
+
+/// Panics unless a data set of `features` fits a scaler fitted to `fitted` features.
+fn same_features(features: usize, fitted: usize) {
+    assert_eq!(
+        features, fitted,
+        "a scaler fitted to {fitted} features applied to {features}"
+    );
 }
 
 /// Panics unless `len` values make whole samples of `features`.
@@ -241,6 +251,13 @@ mod tests {
         s.apply_samples(&mut x);
         m.apply_samples(&mut x);
         assert_eq!(x, [3.0, -4.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "a scaler fitted to 2 features applied to 1")]
+    fn apply_checks_the_features() {
+        let mut data = Dataset::new(std::vec![1.0; 4], std::vec![0u32; 4], 1).unwrap();
+        Standardize::fit_samples(&[1.0, 2.0], 2).apply(&mut data);
     }
 
     #[test]

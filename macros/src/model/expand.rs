@@ -260,7 +260,26 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     let tensor_count = sum(tys.iter().map(|ty| quote!(<#ty as #l>::TENSORS.len())));
     let pushes = (0..nf).map(|i| {
         let (ty, nm, oi) = (tys[i], &names[i], &o[i]);
-        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::TENSORS, #oi);)
+        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::TENSORS, <#ty as #l>::TORCH, #oi);)
+    });
+    let state_count = sum(tys
+        .iter()
+        .map(|ty| quote!(<#ty as #l>::STATE_TENSORS.len())));
+    let state_pushes = (0..nf).map(|i| {
+        let (ty, nm, si) = (tys[i], &names[i], &st[i]);
+        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::STATE_TENSORS, &[], #si);)
+    });
+    let counter_count = sum(tys
+        .iter()
+        .map(|ty| quote!((<#ty as #l>::BATCH_COUNTER as usize))));
+    let counter_pushes = (0..nf).map(|i| {
+        let (ty, nm) = (tys[i], &names[i]);
+        quote! {
+            if <#ty as #l>::BATCH_COUNTER {
+                __out[__at] = #nm;
+                __at += 1;
+            }
+        }
     });
     let scratch = tys
         .iter()
@@ -305,6 +324,24 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 let _ = __at;
                 __out
             };
+            const __STATE_TENSOR_COUNT: usize = #state_count;
+            const __STATE_TENSORS: [#p::NamedTensor; __STATE_TENSOR_COUNT] = {
+                let __out = [#p::NamedTensor::EMPTY; __STATE_TENSOR_COUNT];
+                let __at = 0usize;
+                #(#state_pushes)*
+                let _ = __at;
+                __out
+            };
+            const __COUNTER_COUNT: usize = #counter_count;
+            const __COUNTERS: [&'static str; __COUNTER_COUNT] = {
+                #[allow(unused_mut)]
+                let mut __out = [""; __COUNTER_COUNT];
+                #[allow(unused_mut)]
+                let mut __at = 0usize;
+                #(#counter_pushes)*
+                let _ = __at;
+                __out
+            };
 
             impl #name {
                 /// A model with parameters drawn from each layer's initializer, reproducibly from
@@ -344,6 +381,8 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 const NODE_GRADS: usize = #g_last + #w_last;
                 const OUTPUT_GRAD_OFFSET: usize = #g_last;
                 const TENSORS: &'static [#p::NamedTensor] = &__TENSORS;
+                const STATE_TENSORS: &'static [#p::NamedTensor] = &__STATE_TENSORS;
+                const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
                 type Loss = #loss;
 
                 fn scratch_len(batch: usize) -> usize {

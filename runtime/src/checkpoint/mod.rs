@@ -1,1 +1,192 @@
 //! Checkpoints in the safetensors format, written atomically.
+//!
+//! [`save`] writes a model and its [`TrainStep`] (parameters, normalization statistics,
+//! optimizer slots, carried scalars, the EMA, the step counter, the dropout seed and the
+//! hyper-parameters); [`load`] restores all of it into a freshly constructed model and train
+//! step, so that training resumes bit for bit as if it had never stopped. [`save_model`] and
+//! [`load_model`] keep the model only, for inference. [`to_bytes`], [`from_bytes`],
+//! [`model_to_bytes`] and [`model_from_bytes`] do the same in memory.
+//!
+//! ```ignore
+//! // (Compiled and run as `docs_example` in tests/checkpoint.rs: the macros live in the
+//! // `fusegraph` crate.)
+//! use fusegraph::optim::keras::Adam;
+//! use fusegraph::prelude::*;
+//!
+//! #[fusegraph::model(loss = SoftmaxCrossEntropy)]
+//! pub struct Mlp {
+//!     fc1: Dense<8, 16, Relu>,
+//!     fc2: Dense<16, 4>,
+//! }
+//!
+//! let mut model = Mlp::init(Seed(7));
+//! let mut step = TrainStep::<_, _, 32>::new(&model, Adam::default());
+//! step.run(&mut model, &x, &y);
+//! fusegraph::checkpoint::save_with("run.safetensors", &model, &step, &[("epoch", "3")])?;
+//!
+//! let mut model = Mlp::init(Seed(8));
+//! let mut step = TrainStep::<_, _, 32>::new(&model, Adam::default());
+//! let meta = fusegraph::checkpoint::load("run.safetensors", &mut model, &mut step)?;
+//! assert_eq!(meta.get("epoch"), Some("3"));
+//! ```
+//!
+//! # What the file holds
+//!
+//! Parameters and state are named and laid out as PyTorch's `state_dict` of the equivalent
+//! module, whose attributes are named as the model's fields (`fc1`, `conv`, `bn`), so that
+//! `load_state_dict(strict=True)` takes them:
+//!
+//! | fusegraph layer | tensors (F32 unless said) | PyTorch module |
+//! |---|---|---|
+//! | `Dense<IN, OUT>` | `fc1.weight` `[OUT, IN]` (the transpose of the stored `[IN, OUT]`), `fc1.bias` `[OUT]` | `nn.Linear(IN, OUT)` |
+//! | `Conv2d<..>` | `conv.weight` `[F, C, KH, KW]` (OIHW, from the stored HWIO), `conv.bias` `[F]` | `nn.Conv2d(C, F, (KH, KW))` |
+//! | `LayerNorm<N>` | `ln.weight` (`gamma`), `ln.bias` (`beta`) `[N]` | `nn.LayerNorm(N)` |
+//! | `BatchNorm<C, S>` | `bn.weight`, `bn.bias`, `bn.running_mean`, `bn.running_var` `[C]`, `bn.num_batches_tracked` I64 `[]` | `nn.BatchNorm1d(C)` / `nn.BatchNorm2d(C)` |
+//!
+//! `num_batches_tracked` is not tracked by the layer: [`save`] stores the optimizer's step
+//! count there (the number of training batches when every batch went through
+//! [`TrainStep::run`]), [`save_model`] stores 0, and loading ignores it. PyTorch reads it only
+//! with `momentum=None`; fusegraph's BatchNorm has PyTorch's default momentum, 0.1.
+//!
+//! A training checkpoint adds, with names that PyTorch's `load_state_dict` never sees once
+//! filtered out:
+//!
+//! - `optimizer.<slot>.<tensor>`: each slot of each parameter, in the parameter's PyTorch
+//!   layout (`optimizer.m.fc1.weight` is `[16, 8]`);
+//! - `optimizer.ema.<tensor>`: the EMA of the weights, when [`Config::ema`] is set;
+//! - `optimizer.<name>`: each carried scalar (Nadam's `u_product`), F32 `[]`;
+//! - `train.step`: the number of completed steps (the optimizer's `iterations`, from which the
+//!   schedule's position and the dropout streams follow), I64 `[]`;
+//! - `train.seed`: the dropout seed, its 64 bits as I64 `[]`.
+//!
+//! The metadata (the header's string map) holds `format` = `fusegraph`, `format_version` =
+//! `1`, `contents` = `model` or `training`, `model_signature` (see [`signature`]), and for a
+//! training checkpoint `optimizer` (the rule's name), `optimizer.slots`, `optimizer.carried`,
+//! `optimizer.hyper.<name>` for every hyper-parameter (printed so that it parses back to the
+//! same `f32`), `optimizer.config` and `optimizer.schedule` (Rust's `Debug` of the
+//! [`Config`] and its schedule), and the caller's entries of [`save_with`] as `user.<key>`.
+//!
+//! # Loading
+//!
+//! Loading checks the whole file before it changes anything: the format and its version, the
+//! model's signature, the optimizer's name, slots and carried scalars, the presence, type and
+//! shape of every tensor, and that there are no others; each failure is a
+//! [`CheckpointError`] that names the tensor or key and what was expected. Then it copies the
+//! values, sets the step counter and the dropout seed, and restores the hyper-parameters with
+//! [`Rule::set_hyper`](crate::optim::Rule::set_hyper). The [`Config`] (clipping, weight
+//! decay, schedule) is the train step's: it is recorded in the file but not checked, so that
+//! a resumed run may change it. [`load_model`] also takes a training checkpoint and ignores
+//! its `optimizer.` and `train.` tensors.
+//!
+//! # Writing
+//!
+//! Files are replaced atomically ([`write_atomic`]): after a crash, a kill or a failed write,
+//! the path holds the old checkpoint or the new one, never a mix.
+//!
+//! # From Python
+//!
+//! ```python
+//! import torch.nn as nn
+//! from safetensors.torch import load_file
+//!
+//! class Mlp(nn.Module):  # the attributes are named as the Rust fields
+//!     def __init__(self):
+//!         super().__init__()
+//!         self.fc1 = nn.Linear(8, 16)
+//!         self.fc2 = nn.Linear(16, 4)
+//!
+//!     def forward(self, x):
+//!         return self.fc2(self.fc1(x).relu())
+//!
+//! model = Mlp()
+//! sd = load_file("run.safetensors")
+//! params = {k: v for k, v in sd.items()
+//!           if not k.startswith("optimizer.") and not k.startswith("train.")}
+//! model.load_state_dict(params)  # strict=True
+//!
+//! # Adam's moments, in the layout of their parameters:
+//! m = {k[len("optimizer.m."):]: v for k, v in sd.items() if k.startswith("optimizer.m.")}
+//! v = {k[len("optimizer.v."):]: v for k, v in sd.items() if k.startswith("optimizer.v.")}
+//! step = int(sd["train.step"])
+//!
+//! from safetensors import safe_open
+//! with safe_open("run.safetensors", "np") as f:
+//!     meta = f.metadata()  # {"optimizer": "Adam", "optimizer.hyper.lr": "0.001", ...}
+//! ```
+//!
+//! Without torch, `safetensors.numpy.load_file` reads the same dictionary as numpy arrays.
+//! Keep in mind that fusegraph's images are NHWC: a `Dense` after `Flatten` after a
+//! convolution sees its inputs in (H, W, C) order, where `nn.Flatten` gives (C, H, W), so such
+//! a model needs its first `Dense` weight's columns permuted (or an NHWC flatten) in PyTorch.
+//!
+//! [`TrainStep`]: crate::train::TrainStep
+//! [`TrainStep::run`]: crate::train::TrainStep::run
+//! [`Config`]: crate::optim::Config
+//! [`Config::ema`]: crate::optim::Config::ema
+
+mod atomic;
+mod error;
+mod format;
+mod layout;
+mod metadata;
+
+pub use atomic::{write_atomic, write_atomic_failing, Fault};
+pub use error::CheckpointError;
+pub use format::{from_bytes, model_from_bytes, model_to_bytes, to_bytes, to_bytes_with};
+pub use layout::signature;
+pub use metadata::Metadata;
+
+use crate::optim::Rule;
+use crate::train::{Model, TrainStep};
+use std::fs;
+use std::path::Path;
+use std::vec::Vec;
+
+fn read(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    fs::read(path).map_err(|e| CheckpointError::io(path, "read", e))
+}
+
+/// Saves the model and the train step to `path` (see the [module docs](self)), atomically.
+pub fn save<M: Model, R: Rule, const B: usize>(
+    path: impl AsRef<Path>,
+    model: &M,
+    step: &TrainStep<M, R, B>,
+) -> Result<(), CheckpointError> {
+    save_with(path, model, step, &[])
+}
+
+/// [`save`] with the caller's metadata entries (the epoch, the data position), stored as
+/// `user.<key>` and read back by [`Metadata::get`]`(key)`.
+pub fn save_with<M: Model, R: Rule, const B: usize>(
+    path: impl AsRef<Path>,
+    model: &M,
+    step: &TrainStep<M, R, B>,
+    extra: &[(&str, &str)],
+) -> Result<(), CheckpointError> {
+    write_atomic(path, &to_bytes_with(model, step, extra)?)
+}
+
+/// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layout,
+/// optimizer and EMA setting; returns its metadata. Nothing changes unless the whole file is
+/// valid.
+pub fn load<M: Model, R: Rule, const B: usize>(
+    path: impl AsRef<Path>,
+    model: &mut M,
+    step: &mut TrainStep<M, R, B>,
+) -> Result<Metadata, CheckpointError> {
+    from_bytes(&read(path.as_ref())?, model, step)
+}
+
+/// Saves the model's parameters and state only (for inference), atomically.
+pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<(), CheckpointError> {
+    write_atomic(path, &model_to_bytes(model)?)
+}
+
+/// Loads parameters and state from a file of [`save_model`] or [`save`]; returns its
+/// metadata. Nothing changes unless the whole file fits the model.
+pub fn load_model<M: Model>(
+    path: impl AsRef<Path>,
+    model: &mut M,
+) -> Result<Metadata, CheckpointError> {
+    model_from_bytes(&read(path.as_ref())?, model)
+}

@@ -3,7 +3,7 @@
 //! ([`ConvDims`]).
 
 use super::lanes::add_rows;
-use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor};
+use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
 use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use crate::LANES;
 use core::marker::PhantomData;
@@ -560,6 +560,17 @@ impl<
             shape: &[F],
             fans: (KH * KW * C, KH * KW * F),
             init: Init::Zeros,
+        },
+    ];
+    /// PyTorch's `Conv2d` stores the weight as OIHW.
+    const TORCH: &'static [Torch] = &[
+        Torch {
+            name: "weight",
+            axes: &[3, 2, 0, 1],
+        },
+        Torch {
+            name: "bias",
+            axes: &[],
         },
     ];
 

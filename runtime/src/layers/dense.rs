@@ -2,7 +2,7 @@
 //! [`dense_forward`] and [`dense_backward`], which take them at run time ([`DenseDims`]).
 
 use super::lanes::add_rows;
-use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor};
+use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
 use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use core::marker::PhantomData;
 
@@ -259,6 +259,24 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
             shape: &[IN, OUT],
             fans: (IN, OUT),
             init: Init::GlorotUniform,
+        }]
+    };
+    /// PyTorch's `Linear` stores the weight as `[out, in]`.
+    const TORCH: &'static [Torch] = if BIAS {
+        &[
+            Torch {
+                name: "weight",
+                axes: &[1, 0],
+            },
+            Torch {
+                name: "bias",
+                axes: &[],
+            },
+        ]
+    } else {
+        &[Torch {
+            name: "weight",
+            axes: &[1, 0],
         }]
     };
 

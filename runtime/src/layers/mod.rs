@@ -68,6 +68,18 @@ impl Tensor {
     }
 }
 
+/// How PyTorch names and lays out one of a layer's tensors, for checkpoints that
+/// `torch.nn.Module.load_state_dict` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Torch {
+    /// PyTorch's name for the tensor (`weight` for a normalization's `gamma`).
+    pub name: &'static str,
+    /// PyTorch's axes as axes of the stored shape: PyTorch's axis `i` is stored axis
+    /// `axes[i]`. `[1, 0]` transposes a Dense weight (`[in, out]` to `[out, in]`),
+    /// `[3, 2, 0, 1]` turns a Conv2d weight from HWIO into OIHW; empty for the same order.
+    pub axes: &'static [usize],
+}
+
 /// Where a gradient with respect to an input goes.
 pub enum Grad<'a> {
     /// Not needed (the first layer, unless an input gradient is asked for).
@@ -139,6 +151,16 @@ pub trait Layer {
     const SAVED: usize;
     /// The parameter tensors, in storage order.
     const TENSORS: &'static [Tensor];
+    /// PyTorch's name and layout of each of [`TENSORS`](Self::TENSORS), in the same order;
+    /// empty (the default) when they are the layer's own.
+    const TORCH: &'static [Torch] = &[];
+    /// The non-trainable state as tensors, in storage order, named as PyTorch names them
+    /// (BatchNorm's `running_mean` and `running_var`); their lengths add up to
+    /// [`STATE`](Self::STATE). None by default.
+    const STATE_TENSORS: &'static [Tensor] = &[];
+    /// Whether the equivalent PyTorch module keeps an integer `num_batches_tracked` beside its
+    /// state (BatchNorm does); `false` by default.
+    const BATCH_COUNTER: bool = false;
 
     /// Scratch values one call needs for `batch` samples (im2col patches); none by default.
     fn scratch_len(batch: usize) -> usize {

@@ -2,7 +2,7 @@
 //! batch for each channel. Statistics are computed in `f64`, summing in a fixed order (sample
 //! after sample), so they do not depend on threads or on how a pass is split.
 
-use super::{buffers, Ctx, Grad, Init, Layer, Mode, Tensor};
+use super::{buffers, Ctx, Grad, Init, Layer, Mode, Tensor, Torch};
 use crate::math;
 
 /// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
@@ -31,6 +31,18 @@ macro_rules! affine_tensors {
     };
 }
 
+/// PyTorch's names for `gamma` and `beta`: `weight` and `bias`.
+const TORCH_AFFINE: &[Torch] = &[
+    Torch {
+        name: "weight",
+        axes: &[],
+    },
+    Torch {
+        name: "bias",
+        axes: &[],
+    },
+];
+
 /// Layer normalization over the `N` features of each sample:
 /// `y = (x - mean) / sqrt(var + 1e-5) * gamma + beta`, with the biased variance.
 ///
@@ -55,6 +67,7 @@ impl<const N: usize> Layer for LayerNorm<N> {
     const STATE: usize = 0;
     const SAVED: usize = 2;
     const TENSORS: &'static [Tensor] = affine_tensors!(N);
+    const TORCH: &'static [Torch] = TORCH_AFFINE;
 
     fn forward(
         _ctx: &mut Ctx<'_>,
@@ -205,6 +218,22 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
     const STATE: usize = 2 * C;
     const SAVED: usize = 2 * C;
     const TENSORS: &'static [Tensor] = affine_tensors!(C);
+    const TORCH: &'static [Torch] = TORCH_AFFINE;
+    const STATE_TENSORS: &'static [Tensor] = &[
+        Tensor {
+            name: "running_mean",
+            shape: &[C],
+            fans: (C, C),
+            init: Init::Zeros,
+        },
+        Tensor {
+            name: "running_var",
+            shape: &[C],
+            fans: (C, C),
+            init: Init::Ones,
+        },
+    ];
+    const BATCH_COUNTER: bool = true;
 
     fn init_state(state: &mut [f32]) {
         let (mean, var) = state.split_at_mut(C);
@@ -449,6 +478,11 @@ mod tests {
         assert_eq!(s, [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
         assert_eq!(BatchNorm::<3, 4>::IN, 12);
         assert_eq!(LayerNorm::<3>::TENSORS[0].name, "gamma");
+        type B = BatchNorm<3, 4>;
+        let state: usize = B::STATE_TENSORS.iter().map(Tensor::len).sum();
+        assert_eq!(state, B::STATE);
+        assert_eq!(B::STATE_TENSORS[1].name, "running_var");
+        assert_eq!(B::TORCH[0].name, "weight");
         assert_eq!(BatchNorm::<3>::new(), BatchNorm::<3, 1>);
         assert_eq!(LayerNorm::<3>::new(), LayerNorm::<3>);
     }

@@ -213,6 +213,10 @@ impl<R: Rule> Optimizer<R> {
     pub fn ema(&self) -> Option<&[f32]> {
         self.config.ema.map(|_| self.ema.as_slice())
     }
+    /// The EMA of the parameters, writable (when restoring a state).
+    pub fn ema_mut(&mut self) -> Option<&mut [f32]> {
+        self.config.ema.map(|_| self.ema.as_mut_slice())
+    }
     /// The value of carried scalar `name`.
     pub fn carried(&self, name: &str) -> Option<f32> {
         let i = R::CARRIED.iter().position(|s| *s == name)?;

@@ -1,0 +1,371 @@
+//! To and from bytes: a model (and a train step) as a safetensors file in memory, and back,
+//! checking the whole file before changing anything.
+
+use super::layout::{
+    check_unique, for_each_permuted, model_entries, train_entries, Entry, Source, OPTIMIZER, TRAIN,
+};
+use super::metadata::{Metadata, MODEL, TRAINING};
+use super::CheckpointError;
+use crate::optim::Rule;
+use crate::rng::Seed;
+use crate::train::{Model, NamedTensor, TrainStep};
+use safetensors::tensor::Metadata as Header;
+use safetensors::{Dtype, SafeTensorError, SafeTensors, View};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::format;
+use std::string::{String, ToString};
+use std::vec;
+use std::vec::Vec;
+
+/// Bytes of the header-length prefix of a safetensors file.
+const PREFIX: usize = 8;
+
+/// One tensor to write, owning its little-endian bytes.
+struct Owned {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for Owned {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The values of tensor `t` of a flat buffer, in PyTorch's layout, as little-endian bytes.
+fn f32_bytes(t: &NamedTensor, values: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; values.len() * 4];
+    for_each_permuted(t.tensor.shape, t.torch.axes, |i, j| {
+        out[4 * i..4 * i + 4].copy_from_slice(&values[j].to_le_bytes());
+    });
+    out
+}
+
+/// Reads the little-endian bytes of tensor `t`, in PyTorch's layout, into `dst`.
+fn read_f32(t: &NamedTensor, data: &[u8], dst: &mut [f32]) {
+    for_each_permuted(t.tensor.shape, t.torch.axes, |i, j| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&data[4 * i..4 * i + 4]);
+        dst[j] = f32::from_le_bytes(b);
+    });
+}
+
+fn read_i64(data: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&data[..8]);
+    i64::from_le_bytes(b)
+}
+
+/// The values of `values` from `offset`, as long as tensor `t`.
+fn range<'a>(t: &NamedTensor, values: &'a [f32]) -> &'a [f32] {
+    &values[t.offset..t.offset + t.tensor.len()]
+}
+
+/// The entry's values from the model (`counter` for BatchNorm counters); `None` for the
+/// optimizer's and the step's.
+fn model_tensor<M: Model>(model: &M, counter: i64, e: &Entry) -> Option<Owned> {
+    let data = match e.source {
+        Source::Param(i) => {
+            let t = &M::TENSORS[i];
+            f32_bytes(t, range(t, model.params()))
+        }
+        Source::State(i) => {
+            let t = &M::STATE_TENSORS[i];
+            f32_bytes(t, range(t, model.state()))
+        }
+        Source::Counter => counter.to_le_bytes().to_vec(),
+        _ => return None,
+    };
+    Some(Owned {
+        dtype: e.dtype,
+        shape: e.shape.clone(),
+        data,
+    })
+}
+
+/// The entry's values from the train step; `None` for the model's.
+fn train_tensor<M: Model, R: Rule, const B: usize>(
+    step: &TrainStep<M, R, B>,
+    e: &Entry,
+) -> Option<Owned> {
+    let opt = step.optimizer();
+    let data = match e.source {
+        Source::Slot { slot, tensor } => f32_bytes(
+            &M::TENSORS[tensor],
+            opt.slot_tensor(R::SLOTS[slot], tensor)?,
+        ),
+        Source::Ema(i) => {
+            let t = &M::TENSORS[i];
+            f32_bytes(t, range(t, opt.ema()?))
+        }
+        Source::Carried(i) => opt.carried(R::CARRIED[i])?.to_le_bytes().to_vec(),
+        Source::Step => (opt.iterations() as i64).to_le_bytes().to_vec(),
+        Source::Seed => (step.seed().0 as i64).to_le_bytes().to_vec(),
+        _ => return None,
+    };
+    Some(Owned {
+        dtype: e.dtype,
+        shape: e.shape.clone(),
+        data,
+    })
+}
+
+/// A safetensors file of `tensors` and `meta`.
+fn encode(tensors: Vec<(String, Owned)>, meta: Metadata) -> Result<Vec<u8>, CheckpointError> {
+    safetensors::serialize(tensors, Some(meta.into_map())).map_err(|e| CheckpointError::Header {
+        reason: e.to_string(),
+    })
+}
+
+/// The model's parameters and state as a safetensors file (what
+/// [`save_model`](super::save_model) writes).
+pub fn model_to_bytes<M: Model>(model: &M) -> Result<Vec<u8>, CheckpointError> {
+    let entries = model_entries::<M>();
+    check_unique(&entries)?;
+    let tensors = entries
+        .iter()
+        .filter_map(|e| Some((e.name.clone(), model_tensor(model, 0, e)?)))
+        .collect();
+    encode(tensors, Metadata::for_model::<M>(MODEL, &[]))
+}
+
+/// The model and the train step as a safetensors file (what [`save`](super::save) writes).
+pub fn to_bytes<M: Model, R: Rule, const B: usize>(
+    model: &M,
+    step: &TrainStep<M, R, B>,
+) -> Result<Vec<u8>, CheckpointError> {
+    to_bytes_with(model, step, &[])
+}
+
+/// [`to_bytes`] with the caller's metadata entries, stored under `user.` and read back by
+/// [`Metadata::get`] with their own keys.
+pub fn to_bytes_with<M: Model, R: Rule, const B: usize>(
+    model: &M,
+    step: &TrainStep<M, R, B>,
+    extra: &[(&str, &str)],
+) -> Result<Vec<u8>, CheckpointError> {
+    let opt = step.optimizer();
+    let entries = train_entries::<M, R>(opt.ema().is_some());
+    check_unique(&entries)?;
+    let counter = opt.iterations() as i64;
+    let tensors = entries
+        .iter()
+        .filter_map(|e| {
+            let t = model_tensor(model, counter, e).or_else(|| train_tensor(step, e))?;
+            Some((e.name.clone(), t))
+        })
+        .collect();
+    let mut meta = Metadata::for_model::<M>(TRAINING, extra);
+    meta.add_optimizer(opt);
+    encode(tensors, meta)
+}
+
+/// A safetensors error as a checkpoint error: a file that ends too early is truncated, any
+/// other fault is in the header.
+fn header_error(e: SafeTensorError, len: usize) -> CheckpointError {
+    match e {
+        SafeTensorError::HeaderTooSmall
+        | SafeTensorError::InvalidHeaderLength
+        | SafeTensorError::MetadataIncompleteBuffer => CheckpointError::Truncated { len },
+        e => CheckpointError::Header {
+            reason: e.to_string(),
+        },
+    }
+}
+
+/// A parsed file: its header, metadata and data section.
+struct File<'a> {
+    header: Header,
+    meta: Metadata,
+    data: &'a [u8],
+}
+
+impl<'a> File<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Self, CheckpointError> {
+        let (n, header) =
+            SafeTensors::read_metadata(bytes).map_err(|e| header_error(e, bytes.len()))?;
+        let meta = header
+            .metadata()
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let data = bytes
+            .get(PREFIX + n..)
+            .ok_or(CheckpointError::Truncated { len: bytes.len() })?;
+        Ok(File { header, meta, data })
+    }
+
+    /// The data of every entry, after checking that each is present with its type and shape,
+    /// and that the file holds nothing else (but tensors whose names start with one of
+    /// `ignored`).
+    fn check<'e>(
+        &self,
+        entries: &'e [Entry],
+        ignored: &[&str],
+    ) -> Result<Vec<(&'e Entry, &'a [u8])>, CheckpointError> {
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let info = self
+                .header
+                .info(&e.name)
+                .ok_or_else(|| CheckpointError::MissingTensor {
+                    name: e.name.clone(),
+                    shape: e.shape.clone(),
+                })?;
+            if info.dtype != e.dtype {
+                return Err(CheckpointError::Dtype {
+                    name: e.name.clone(),
+                    expected: e.dtype.to_string(),
+                    found: info.dtype.to_string(),
+                });
+            }
+            if info.shape != e.shape {
+                return Err(CheckpointError::Shape {
+                    name: e.name.clone(),
+                    expected: e.shape.clone(),
+                    found: info.shape.clone(),
+                });
+            }
+            let (start, end) = info.data_offsets;
+            let width = if e.dtype == Dtype::I64 { 8 } else { 4 };
+            let len = e.shape.iter().product::<usize>() * width;
+            let data = self
+                .data
+                .get(start..end)
+                .filter(|d| d.len() == len)
+                .ok_or_else(|| CheckpointError::Header {
+                    reason: format!("the data of `{}` does not fit its shape", e.name),
+                })?;
+            out.push((e, data));
+        }
+        let known: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        let mut unexpected: Vec<String> = self
+            .header
+            .tensors()
+            .into_keys()
+            .filter(|k| !known.contains(k.as_str()) && !ignored.iter().any(|p| k.starts_with(p)))
+            .collect();
+        unexpected.sort();
+        match unexpected.into_iter().next() {
+            Some(name) => Err(CheckpointError::UnexpectedTensor { name }),
+            None => Ok(out),
+        }
+    }
+}
+
+/// Copies one checked model entry into the model.
+fn load_model_tensor<M: Model>(model: &mut M, e: &Entry, data: &[u8]) {
+    match e.source {
+        Source::Param(i) => {
+            let t = &M::TENSORS[i];
+            read_f32(
+                t,
+                data,
+                &mut model.params_mut()[t.offset..][..t.tensor.len()],
+            );
+        }
+        Source::State(i) => {
+            let t = &M::STATE_TENSORS[i];
+            read_f32(
+                t,
+                data,
+                &mut model.split_mut().1[t.offset..][..t.tensor.len()],
+            );
+        }
+        _ => {}
+    }
+}
+
+/// Loads a model's parameters and state from a file of [`model_to_bytes`] or
+/// [`to_bytes`] (whose optimizer state is then ignored). Nothing changes unless the whole
+/// file fits the model.
+pub fn model_from_bytes<M: Model>(
+    bytes: &[u8],
+    model: &mut M,
+) -> Result<Metadata, CheckpointError> {
+    let file = File::parse(bytes)?;
+    file.meta.check_model::<M>(MODEL)?;
+    let entries = model_entries::<M>();
+    for (e, data) in file.check(&entries, &[OPTIMIZER, TRAIN])? {
+        load_model_tensor(model, e, data);
+    }
+    Ok(file.meta)
+}
+
+/// Loads a model and a train step from a file of [`to_bytes`]: parameters, state, optimizer
+/// slots, carried scalars, EMA, step counter, dropout seed and hyper-parameters. Nothing
+/// changes unless the whole file fits the model and the optimizer.
+pub fn from_bytes<M: Model, R: Rule, const B: usize>(
+    bytes: &[u8],
+    model: &mut M,
+    step: &mut TrainStep<M, R, B>,
+) -> Result<Metadata, CheckpointError> {
+    let file = File::parse(bytes)?;
+    file.meta.check_model::<M>(TRAINING)?;
+    let hyper = file.meta.check_optimizer::<R>()?;
+    let entries = train_entries::<M, R>(step.optimizer().ema().is_some());
+    let checked = file.check(&entries, &[])?;
+    let mut iterations = 0;
+    let mut seed = 0;
+    for (e, data) in &checked {
+        let v = if e.dtype == Dtype::I64 {
+            read_i64(data)
+        } else {
+            0
+        };
+        match e.source {
+            Source::Step => {
+                iterations = u64::try_from(v).map_err(|_| CheckpointError::Value {
+                    name: e.name.clone(),
+                    value: v.to_string(),
+                    expected: "a step count, at least 0",
+                })?;
+            }
+            Source::Seed => seed = v as u64,
+            _ => {}
+        }
+    }
+    for (e, data) in checked {
+        load_model_tensor(model, e, data);
+        let opt = step.optimizer_mut();
+        match e.source {
+            Source::Slot { slot, tensor } => {
+                if let Some(dst) = opt.slot_tensor_mut(R::SLOTS[slot], tensor) {
+                    read_f32(&M::TENSORS[tensor], data, dst);
+                }
+            }
+            Source::Ema(i) => {
+                let t = &M::TENSORS[i];
+                if let Some(ema) = opt.ema_mut() {
+                    read_f32(t, data, &mut ema[t.offset..][..t.tensor.len()]);
+                }
+            }
+            Source::Carried(i) => {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(data);
+                // The name comes from the rule, so it is always known.
+                let _ = opt.set_carried(R::CARRIED[i], f32::from_le_bytes(b));
+            }
+            _ => {}
+        }
+    }
+    let opt = step.optimizer_mut();
+    opt.set_iterations(iterations);
+    for (name, v) in R::HYPER.iter().zip(hyper) {
+        opt.rule_mut().set_hyper(name, v);
+    }
+    step.set_seed(Seed(seed));
+    Ok(file.meta)
+}

@@ -1,0 +1,283 @@
+//! Names and layouts: which value of a model or train step goes under which name of the file,
+//! in which shape and element type, and the signature of a model's layout.
+
+use super::CheckpointError;
+use crate::optim::Rule;
+use crate::train::Model;
+use safetensors::Dtype;
+use std::collections::BTreeSet;
+use std::format;
+use std::string::String;
+use std::vec;
+use std::vec::Vec;
+
+/// Prefix of the optimizer's tensors.
+pub(crate) const OPTIMIZER: &str = "optimizer.";
+/// Prefix of the train step's own values.
+pub(crate) const TRAIN: &str = "train.";
+/// The number of completed steps, an `I64` scalar.
+pub(crate) const STEP: &str = "train.step";
+/// The dropout seed's 64 bits, an `I64` scalar.
+pub(crate) const SEED: &str = "train.seed";
+/// PyTorch's counter of BatchNorm.
+const COUNTER: &str = "num_batches_tracked";
+
+/// Where the values of one tensor of the file come from (and go to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Parameter tensor `i` of [`Model::TENSORS`].
+    Param(usize),
+    /// State tensor `i` of [`Model::STATE_TENSORS`].
+    State(usize),
+    /// A BatchNorm's `num_batches_tracked`.
+    Counter,
+    /// Slot `slot` of parameter tensor `tensor`.
+    Slot {
+        /// Index in [`Rule::SLOTS`].
+        slot: usize,
+        /// Index in [`Model::TENSORS`].
+        tensor: usize,
+    },
+    /// The EMA of parameter tensor `i`.
+    Ema(usize),
+    /// Carried scalar `i` of [`Rule::CARRIED`].
+    Carried(usize),
+    /// The optimizer's step counter.
+    Step,
+    /// The dropout seed.
+    Seed,
+}
+
+/// One tensor of the file: its name, element type, shape (PyTorch's layout) and source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub source: Source,
+}
+
+impl Entry {
+    fn f32(name: String, shape: Vec<usize>, source: Source) -> Self {
+        Entry {
+            name,
+            dtype: Dtype::F32,
+            shape,
+            source,
+        }
+    }
+
+    fn i64(name: String, source: Source) -> Self {
+        Entry {
+            name,
+            dtype: Dtype::I64,
+            shape: vec![],
+            source,
+        }
+    }
+}
+
+/// The shape of a tensor stored as `shape`, in PyTorch's order `axes` (empty: the same).
+pub(crate) fn torch_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    if axes.is_empty() {
+        shape.to_vec()
+    } else {
+        axes.iter().map(|&a| shape[a]).collect()
+    }
+}
+
+/// Calls `f(i, j)` for every value: `i` its index in PyTorch's layout (in order), `j` its
+/// index in the stored layout `shape`, where PyTorch's axis `k` is stored axis `axes[k]`.
+pub(crate) fn for_each_permuted(shape: &[usize], axes: &[usize], mut f: impl FnMut(usize, usize)) {
+    let n: usize = shape.iter().product();
+    if axes.is_empty() {
+        (0..n).for_each(|i| f(i, i));
+        return;
+    }
+    let mut strides = vec![1usize; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1];
+    }
+    let dims: Vec<usize> = axes.iter().map(|&a| shape[a]).collect();
+    let steps: Vec<usize> = axes.iter().map(|&a| strides[a]).collect();
+    let mut index = vec![0usize; axes.len()];
+    let mut at = 0;
+    for i in 0..n {
+        f(i, at);
+        for k in (0..axes.len()).rev() {
+            index[k] += 1;
+            at += steps[k];
+            if index[k] < dims[k] {
+                break;
+            }
+            at -= steps[k] * dims[k];
+            index[k] = 0;
+        }
+    }
+}
+
+/// `layer.name`, the PyTorch name of a tensor of layer `layer`.
+fn key(layer: &str, name: &str) -> String {
+    format!("{layer}.{name}")
+}
+
+/// The tensors of a model: parameters, state and BatchNorm counters, named as PyTorch's
+/// `state_dict` names them.
+pub(crate) fn model_entries<M: Model>() -> Vec<Entry> {
+    let params = M::TENSORS.iter().enumerate().map(|(i, t)| {
+        Entry::f32(
+            key(t.layer, t.torch.name),
+            torch_shape(t.tensor.shape, t.torch.axes),
+            Source::Param(i),
+        )
+    });
+    let state = M::STATE_TENSORS.iter().enumerate().map(|(i, t)| {
+        Entry::f32(
+            key(t.layer, t.torch.name),
+            torch_shape(t.tensor.shape, t.torch.axes),
+            Source::State(i),
+        )
+    });
+    let counters = M::BATCH_COUNTERS
+        .iter()
+        .map(|layer| Entry::i64(key(layer, COUNTER), Source::Counter));
+    params.chain(state).chain(counters).collect()
+}
+
+/// The tensors of a model and the train step's optimizer: the model's, then each slot of each
+/// parameter (`optimizer.<slot>.<tensor>`), the EMA (`optimizer.ema.<tensor>`) when `ema`,
+/// each carried scalar (`optimizer.<name>`), the step counter and the dropout seed.
+pub(crate) fn train_entries<M: Model, R: Rule>(ema: bool) -> Vec<Entry> {
+    let mut out = model_entries::<M>();
+    let per_param = |prefix: &str, source: &dyn Fn(usize) -> Source| -> Vec<Entry> {
+        M::TENSORS
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                Entry::f32(
+                    format!("{OPTIMIZER}{prefix}.{}", key(t.layer, t.torch.name)),
+                    torch_shape(t.tensor.shape, t.torch.axes),
+                    source(i),
+                )
+            })
+            .collect()
+    };
+    for (slot, name) in R::SLOTS.iter().enumerate() {
+        out.extend(per_param(name, &|tensor| Source::Slot { slot, tensor }));
+    }
+    if ema {
+        out.extend(per_param("ema", &Source::Ema));
+    }
+    out.extend(
+        R::CARRIED
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Entry::f32(format!("{OPTIMIZER}{name}"), vec![], Source::Carried(i))),
+    );
+    out.push(Entry::i64(STEP.into(), Source::Step));
+    out.push(Entry::i64(SEED.into(), Source::Seed));
+    out
+}
+
+/// `Ok` when no two entries have the same name.
+pub(crate) fn check_unique(entries: &[Entry]) -> Result<(), CheckpointError> {
+    let mut seen = BTreeSet::new();
+    for e in entries {
+        if !seen.insert(e.name.as_str()) {
+            return Err(CheckpointError::Clash {
+                name: e.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The signature of a model's layout: 64-bit FNV-1a over the layer name, tensor name and
+/// shape of every parameter and state tensor and the layers with a batch counter, as 16 hex
+/// digits. The same model type always has the same one, on every platform.
+pub fn signature<M: Model>() -> String {
+    let mut h = Fnv::new();
+    for (kind, tensors) in [("param", M::TENSORS), ("state", M::STATE_TENSORS)] {
+        for t in tensors {
+            h.str(kind);
+            h.str(t.layer);
+            h.str(t.tensor.name);
+            h.u64(t.tensor.shape.len() as u64);
+            t.tensor.shape.iter().for_each(|&d| h.u64(d as u64));
+        }
+    }
+    for layer in M::BATCH_COUNTERS {
+        h.str(COUNTER);
+        h.str(layer);
+    }
+    format!("{:016x}", h.0)
+}
+
+/// 64-bit FNV-1a, fed with length-prefixed strings and little-endian integers so that no two
+/// layouts feed the same bytes.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.bytes(s.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn permuted(shape: &[usize], axes: &[usize]) -> Vec<usize> {
+        let mut out = vec![usize::MAX; shape.iter().product()];
+        for_each_permuted(shape, axes, |i, j| out[i] = j);
+        out
+    }
+
+    #[test]
+    fn dense_weight_is_transposed() {
+        // Stored [in = 3, out = 2]: value (i, o) at 2 * i + o; PyTorch's [2, 3] row o, column i.
+        assert_eq!(permuted(&[3, 2], &[1, 0]), [0, 2, 4, 1, 3, 5]);
+        assert_eq!(torch_shape(&[3, 2], &[1, 0]), [2, 3]);
+    }
+
+    #[test]
+    fn conv_weight_goes_from_hwio_to_oihw() {
+        let shape = [2, 3, 4, 5];
+        let axes = [3, 2, 0, 1];
+        let map = permuted(&shape, &axes);
+        let mut i = 0;
+        for o in 0..5 {
+            for c in 0..4 {
+                for h in 0..2 {
+                    for w in 0..3 {
+                        assert_eq!(map[i], ((h * 3 + w) * 4 + c) * 5 + o);
+                        i += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(torch_shape(&shape, &axes), [5, 4, 2, 3]);
+    }
+
+    #[test]
+    fn same_order_and_empty_shapes() {
+        assert_eq!(permuted(&[4], &[]), [0, 1, 2, 3]);
+        assert_eq!(permuted(&[], &[]), [0]);
+        assert!(permuted(&[0, 3], &[1, 0]).is_empty());
+    }
+}

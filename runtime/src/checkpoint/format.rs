@@ -121,11 +121,60 @@ fn train_tensor<M: Model, R: Rule, const B: usize>(
     })
 }
 
-/// A safetensors file of `tensors` and `meta`.
-fn encode(tensors: Vec<(String, Owned)>, meta: Metadata) -> Result<Vec<u8>, CheckpointError> {
-    safetensors::serialize(tensors, Some(meta.into_map())).map_err(|e| CheckpointError::Header {
+/// `s` as a JSON string literal.
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A safetensors file of `tensors` and `meta`. The crate writes the tensors; the metadata,
+/// which it would write in the random order of a `HashMap`, goes first in the header with its
+/// keys sorted, so that the same state always gives the same bytes.
+fn encode(tensors: Vec<(String, Owned)>, meta: &Metadata) -> Result<Vec<u8>, CheckpointError> {
+    let corrupt = |e: SafeTensorError| CheckpointError::Header {
         reason: e.to_string(),
-    })
+    };
+    let plain = safetensors::serialize(tensors, None).map_err(corrupt)?;
+    let (n, _) = SafeTensors::read_metadata(&plain).map_err(corrupt)?;
+    let rest = std::str::from_utf8(&plain[PREFIX..PREFIX + n])
+        .map_err(|e| corrupt(SafeTensorError::InvalidHeader(e)))?
+        .trim_end()
+        .strip_prefix('{')
+        .unwrap_or("}");
+    let mut header = String::from("{\"__metadata__\":{");
+    for (i, (k, v)) in meta.iter().enumerate() {
+        if i > 0 {
+            header.push(',');
+        }
+        json_string(k, &mut header);
+        header.push(':');
+        json_string(v, &mut header);
+    }
+    header.push('}');
+    if rest != "}" {
+        header.push(',');
+    }
+    header.push_str(rest);
+    while header.len() % PREFIX != 0 {
+        header.push(' ');
+    }
+    let mut out = Vec::with_capacity(PREFIX + header.len() + plain.len() - PREFIX - n);
+    out.extend((header.len() as u64).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(&plain[PREFIX + n..]);
+    SafeTensors::read_metadata(&out).map_err(corrupt)?;
+    Ok(out)
 }
 
 /// The model's parameters and state as a safetensors file (what
@@ -137,7 +186,7 @@ pub fn model_to_bytes<M: Model>(model: &M) -> Result<Vec<u8>, CheckpointError> {
         .iter()
         .filter_map(|e| Some((e.name.clone(), model_tensor(model, 0, e)?)))
         .collect();
-    encode(tensors, Metadata::for_model::<M>(MODEL, &[]))
+    encode(tensors, &Metadata::for_model::<M>(MODEL, &[]))
 }
 
 /// The model and the train step as a safetensors file (what [`save`](super::save) writes).
@@ -168,7 +217,7 @@ pub fn to_bytes_with<M: Model, R: Rule, const B: usize>(
         .collect();
     let mut meta = Metadata::for_model::<M>(TRAINING, extra);
     meta.add_optimizer(opt);
-    encode(tensors, meta)
+    encode(tensors, &meta)
 }
 
 /// A safetensors error as a checkpoint error: a file that ends too early is truncated, any

@@ -5,7 +5,7 @@ use super::layout::signature;
 use super::CheckpointError;
 use crate::optim::{Optimizer, Rule};
 use crate::train::Model;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::format;
 use std::string::{String, ToString};
 use std::vec::Vec;
@@ -82,11 +82,6 @@ impl Metadata {
     /// The entry stored under exactly `key`.
     pub(crate) fn raw(&self, key: &str) -> Option<&str> {
         self.entries.get(key).map(String::as_str)
-    }
-
-    /// The entries as the safetensors header holds them.
-    pub(crate) fn into_map(self) -> HashMap<String, String> {
-        self.entries.into_iter().collect()
     }
 
     fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {

@@ -1,0 +1,821 @@
+//! Checkpoints: PyTorch names and layouts in the file, exact resume (Adam with a schedule,
+//! BatchNorm and Dropout with SGD-momentum, Nadam's carried scalar with an EMA), one typed
+//! error per kind of bad file with nothing changed, atomic writes under injected failures and
+//! under `kill`, and random corruption that never panics.
+
+mod common;
+
+use common::{bits, Rng};
+use fusegraph::checkpoint::{self, CheckpointError, Fault};
+use fusegraph::optim::{keras, torch, Ema, Schedule};
+use fusegraph::prelude::*;
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The smallest layout test: one Dense.
+#[fusegraph::model(loss = Mse)]
+pub struct Tiny {
+    fc: Dense<3, 2>,
+}
+
+/// An MLP.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Mlp {
+    fc1: Dense<8, 16, Relu>,
+    fc2: Dense<16, 4>,
+}
+
+/// Running statistics, seeded dropout masks and a LayerNorm.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Normed {
+    fc1: Dense<8, 16, Relu>,
+    bn: BatchNorm<16>,
+    drop: Dropout<16, 300>,
+    ln: LayerNorm<16>,
+    head: Dense<16, 4>,
+}
+
+/// A convolution (OIHW in the file) with a BatchNorm2d over its channels.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Conv {
+    conv: Conv2d<5, 5, 2, 3, 3, 3, 1, Valid, Relu>,
+    bn: BatchNorm<3, 9>,
+    flat: Flatten<27>,
+    fc: Dense<27, 4>,
+}
+
+/// Large enough that a save takes a while (three 1 MiB tensors), for the kill test.
+#[fusegraph::model(loss = Mse)]
+pub struct Big {
+    fc: Dense<512, 512, Identity, false>,
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "fusegraph-checkpoint-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The names of the files in `dir`.
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A safetensors file taken apart: its header (JSON) and data section.
+struct Parsed {
+    header: Map<String, Value>,
+    data: Vec<u8>,
+}
+
+impl Parsed {
+    fn new(bytes: &[u8]) -> Self {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        Parsed {
+            header,
+            data: bytes[8 + n..].to_vec(),
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut json = serde_json::to_vec(&self.header).unwrap();
+        json.resize(json.len().next_multiple_of(8), b' ');
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend(json);
+        out.extend(&self.data);
+        out
+    }
+
+    fn info(&self, name: &str) -> &Map<String, Value> {
+        self.header[name].as_object().unwrap()
+    }
+
+    fn shape(&self, name: &str) -> Vec<usize> {
+        let shape = self.info(name)["shape"].as_array().unwrap();
+        shape.iter().map(|d| d.as_u64().unwrap() as usize).collect()
+    }
+
+    fn raw(&self, name: &str) -> &[u8] {
+        let off = self.info(name)["data_offsets"].as_array().unwrap();
+        let (s, e) = (off[0].as_u64().unwrap(), off[1].as_u64().unwrap());
+        &self.data[s as usize..e as usize]
+    }
+
+    fn f32s(&self, name: &str) -> Vec<f32> {
+        assert_eq!(self.info(name)["dtype"], "F32", "{name}");
+        let raw = self.raw(name).chunks_exact(4);
+        raw.map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    }
+
+    fn i64(&self, name: &str) -> i64 {
+        assert_eq!(self.info(name)["dtype"], "I64", "{name}");
+        i64::from_le_bytes(self.raw(name).try_into().unwrap())
+    }
+
+    fn meta(&self, key: &str) -> Option<&str> {
+        self.header["__metadata__"][key].as_str()
+    }
+
+    fn names(&self) -> Vec<&str> {
+        let mut n: Vec<&str> = self.header.keys().map(String::as_str).collect();
+        n.retain(|k| *k != "__metadata__");
+        n.sort();
+        n
+    }
+}
+
+/// Classification data: `n` samples of `inputs` features, targets in `0..4`.
+fn batch(seed: u64, n: usize, inputs: usize) -> (Vec<f32>, Vec<u32>) {
+    let mut rng = Rng::new(seed);
+    let x = rng.vec(n * inputs, 1.0);
+    let y = (0..n).map(|i| (i % 4) as u32).collect();
+    (x, y)
+}
+
+/// Everything a train step and model hold, bit for bit: parameters, state, every slot, the
+/// EMA, carried scalars, the step counter and seed, the hyper-parameters.
+fn snapshot<M: Model, R: Rule, const B: usize>(m: &M, s: &TrainStep<M, R, B>) -> Vec<Vec<u32>> {
+    let opt = s.optimizer();
+    let mut out = vec![bits(m.params()), bits(m.state())];
+    out.extend(R::SLOTS.iter().map(|n| bits(opt.slot(n).unwrap())));
+    out.push(bits(opt.ema().unwrap_or_default()));
+    let carried: Vec<f32> = R::CARRIED.iter().map(|c| opt.carried(c).unwrap()).collect();
+    out.push(bits(&carried));
+    let hyper: Vec<f32> = R::HYPER
+        .iter()
+        .map(|h| opt.rule().hyper(h).unwrap())
+        .collect();
+    out.push(bits(&hyper));
+    out.push(vec![opt.iterations() as u32, s.seed().0 as u32]);
+    out
+}
+
+/// Trains `n + m` steps without a stop, and `n` steps, a save, a load into a fresh model and
+/// train step (other initial weights, seed and hyper-parameters), `m` more steps: the two end
+/// bit for bit the same, in memory and through a file.
+fn resume_is_exact<M: Model<Loss = SoftmaxCrossEntropy>, R: Rule, const B: usize>(
+    name: &str,
+    init: impl Fn(u64) -> M,
+    step: impl Fn(&M, bool) -> TrainStep<M, R, B>,
+    (n, m): (usize, usize),
+) {
+    let batches: Vec<(Vec<f32>, Vec<u32>)> = (0..n + m)
+        .map(|i| batch(100 + i as u64, B, M::IN))
+        .collect();
+    let mut model = init(1);
+    let mut train = step(&model, true);
+    for (x, y) in &batches {
+        train.run(&mut model, x, y);
+    }
+    let straight = snapshot(&model, &train);
+
+    let mut model = init(1);
+    let mut train = step(&model, true);
+    for (x, y) in &batches[..n] {
+        train.run(&mut model, x, y);
+    }
+    let path = scratch(name).join("run.safetensors");
+    checkpoint::save_with(&path, &model, &train, &[("epoch", "2")]).unwrap();
+    let bytes = checkpoint::to_bytes_with(&model, &train, &[("epoch", "2")]).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file is to_bytes");
+
+    let mut model = init(2);
+    let mut train = step(&model, false);
+    let meta = checkpoint::load(&path, &mut model, &mut train).unwrap();
+    assert_eq!(meta.get("epoch"), Some("2"));
+    assert_eq!(train.optimizer().iterations(), n as u64);
+    for (x, y) in &batches[n..] {
+        train.run(&mut model, x, y);
+    }
+    assert_eq!(
+        snapshot(&model, &train),
+        straight,
+        "{name}: resumed run differs"
+    );
+}
+
+#[test]
+fn resume_adam_with_a_cosine_schedule_is_exact() {
+    resume_is_exact::<Mlp, keras::Adam, 8>(
+        "adam",
+        |s| Mlp::init(Seed(s)),
+        |m, first| {
+            let lr = if first { 0.01 } else { 0.5 };
+            let config = Config::default().schedule(Schedule::cosine(0.01, 12, 0.1));
+            TrainStep::with_config(m, keras::Adam::default().with_lr(lr), config)
+                .with_seed(Seed(if first { 3 } else { 4 }))
+        },
+        (5, 6),
+    );
+}
+
+#[test]
+fn resume_torch_adam_with_batchnorm_and_dropout_is_exact() {
+    resume_is_exact::<Normed, torch::Adam, 8>(
+        "torch-adam",
+        |s| Normed::init(Seed(s)),
+        |m, first| {
+            let beta2 = if first { 0.99 } else { 0.9 };
+            TrainStep::new(m, torch::Adam::default().with_beta2(beta2)).with_seed(Seed(if first {
+                11
+            } else {
+                12
+            }))
+        },
+        (4, 5),
+    );
+}
+
+#[test]
+fn resume_sgd_momentum_with_batchnorm_and_dropout_is_exact() {
+    resume_is_exact::<Normed, keras::SgdMomentum, 8>(
+        "sgd-momentum",
+        |s| Normed::init(Seed(s)),
+        |m, first| {
+            let momentum = if first { 0.9 } else { 0.5 };
+            TrainStep::new(m, keras::SgdMomentum::default().with_momentum(momentum))
+                .with_seed(Seed(if first { 21 } else { 22 }))
+        },
+        (3, 4),
+    );
+}
+
+#[test]
+fn resume_nadam_with_carried_scalar_and_ema_is_exact() {
+    resume_is_exact::<Conv, keras::Nadam, 4>(
+        "nadam-ema",
+        |s| Conv::init(Seed(s)),
+        |m, _| {
+            let config = Config::default().ema(Ema {
+                momentum: 0.9,
+                overwrite_every: 0,
+            });
+            TrainStep::with_config(m, keras::Nadam::default(), config)
+        },
+        (3, 3),
+    );
+}
+
+#[test]
+fn dense_weight_is_saved_transposed_as_pytorch_stores_it() {
+    let model = Tiny::init(Seed(5));
+    let step = TrainStep::<Tiny, keras::Adam, 2>::new(&model, keras::Adam::default().with_lr(0.25));
+    let f = Parsed::new(&checkpoint::to_bytes(&model, &step).unwrap());
+    let w = model.fc().weight(); // [in = 3, out = 2]
+    assert_eq!(f.shape("fc.weight"), [2, 3]);
+    let transposed: Vec<f32> = (0..2)
+        .flat_map(|o| (0..3).map(move |i| w[i * 2 + o]))
+        .collect();
+    assert_eq!(bits(&f.f32s("fc.weight")), bits(&transposed));
+    assert_eq!(bits(&f.f32s("fc.bias")), bits(model.fc().bias()));
+    assert_eq!(f.shape("optimizer.momentum.fc.weight"), [2, 3]);
+    assert_eq!(f.shape("train.step"), Vec::<usize>::new());
+    assert_eq!(f.i64("train.step"), 0);
+    assert_eq!(f.i64("train.seed") as u64, step.seed().0);
+    assert_eq!(
+        f.names(),
+        [
+            "fc.bias",
+            "fc.weight",
+            "optimizer.momentum.fc.bias",
+            "optimizer.momentum.fc.weight",
+            "optimizer.velocity.fc.bias",
+            "optimizer.velocity.fc.weight",
+            "train.seed",
+            "train.step",
+        ]
+    );
+    assert_eq!(f.meta("format"), Some("fusegraph"));
+    assert_eq!(f.meta("format_version"), Some("1"));
+    assert_eq!(f.meta("contents"), Some("training"));
+    assert_eq!(f.meta("optimizer"), Some("Adam"));
+    assert_eq!(f.meta("optimizer.slots"), Some("momentum,velocity"));
+    assert_eq!(f.meta("optimizer.hyper.lr"), Some("0.25"));
+    assert_eq!(f.meta("optimizer.hyper.beta_1"), Some("0.9"));
+    assert_eq!(f.meta("optimizer.hyper.beta_2"), Some("0.999"));
+    assert_eq!(f.meta("optimizer.hyper.epsilon"), Some("0.0000001"));
+    assert_eq!(f.meta("optimizer.schedule"), Some("none"));
+    assert!(f.meta("optimizer.config").unwrap().starts_with("Config {"));
+    let sig = f.meta("model_signature").unwrap();
+    assert_eq!(sig, checkpoint::signature::<Tiny>());
+    assert!(sig.len() == 16 && sig.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+#[test]
+fn conv_weight_is_oihw_and_batchnorm_has_pytorch_state() {
+    let mut model = Conv::init(Seed(6));
+    let mut step = TrainStep::<Conv, torch::SgdMomentum, 4>::new(&model, Default::default());
+    let (x, y) = batch(1, 4, Conv::IN);
+    step.run(&mut model, &x, &y);
+    step.run(&mut model, &x, &y);
+    let config = Config::default().schedule(Schedule::step(0.1, 10, 0.5));
+    let scheduled =
+        TrainStep::<Conv, torch::SgdMomentum, 4>::with_config(&model, Default::default(), config);
+    let f = Parsed::new(&checkpoint::to_bytes(&model, &step).unwrap());
+    let w = model.conv().weight(); // [KH = 3, KW = 3, C = 2, F = 3]
+    assert_eq!(f.shape("conv.weight"), [3, 2, 3, 3]);
+    let saved = f.f32s("conv.weight");
+    let mut i = 0;
+    for o in 0..3 {
+        for c in 0..2 {
+            for h in 0..3 {
+                for x in 0..3 {
+                    assert_eq!(
+                        saved[i].to_bits(),
+                        w[((h * 3 + x) * 2 + c) * 3 + o].to_bits()
+                    );
+                    i += 1;
+                }
+            }
+        }
+    }
+    let bn = model.bn();
+    assert_eq!(
+        bits(&f.f32s("bn.weight")),
+        bits(bn.tensor("gamma").unwrap())
+    );
+    assert_eq!(bits(&f.f32s("bn.bias")), bits(bn.tensor("beta").unwrap()));
+    assert_eq!(bits(&f.f32s("bn.running_mean")), bits(&model.state()[..3]));
+    assert_eq!(bits(&f.f32s("bn.running_var")), bits(&model.state()[3..]));
+    assert!(
+        model.state()[..3].iter().any(|&m| m != 0.0),
+        "statistics moved"
+    );
+    assert_eq!(f.i64("bn.num_batches_tracked"), 2);
+    assert_eq!(
+        f.shape("optimizer.momentum_buffer.conv.weight"),
+        [3, 2, 3, 3]
+    );
+    let meta = Parsed::new(&checkpoint::to_bytes(&model, &scheduled).unwrap());
+    assert!(meta
+        .meta("optimizer.schedule")
+        .unwrap()
+        .contains("staircase: true"));
+    assert!(meta
+        .meta("optimizer.config")
+        .unwrap()
+        .contains("schedule: Some("));
+
+    let only = Parsed::new(&checkpoint::model_to_bytes(&model).unwrap());
+    assert_eq!(only.i64("bn.num_batches_tracked"), 0);
+    assert_eq!(only.meta("contents"), Some("model"));
+    assert_eq!(
+        only.names(),
+        [
+            "bn.bias",
+            "bn.num_batches_tracked",
+            "bn.running_mean",
+            "bn.running_var",
+            "bn.weight",
+            "conv.bias",
+            "conv.weight",
+            "fc.bias",
+            "fc.weight",
+        ]
+    );
+}
+
+#[test]
+fn model_files_load_for_inference_and_training_files_too() {
+    let dir = scratch("model-only");
+    let (model_file, train_file) = (dir.join("model.safetensors"), dir.join("run.safetensors"));
+    let mut model = Normed::init(Seed(1));
+    let mut step = TrainStep::<Normed, keras::Adam, 8>::new(&model, keras::Adam::default());
+    let (x, y) = batch(3, 8, Normed::IN);
+    step.run(&mut model, &x, &y);
+    checkpoint::save_model(&model_file, &model).unwrap();
+    checkpoint::save(&train_file, &model, &step).unwrap();
+    for file in [&model_file, &train_file] {
+        let mut other = Normed::init(Seed(2));
+        let meta = checkpoint::load_model(file, &mut other).unwrap();
+        assert_eq!(meta.get("format"), Some("fusegraph"));
+        assert_eq!(bits(other.params()), bits(model.params()));
+        assert_eq!(bits(other.state()), bits(model.state()));
+    }
+    let mut other = Normed::init(Seed(2));
+    let mut fresh = TrainStep::<Normed, keras::Adam, 8>::new(&other, keras::Adam::default());
+    let err = checkpoint::load(&model_file, &mut other, &mut fresh).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Metadata { key, found: Some(f), .. } if key == "contents" && f == "model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn metadata_and_signatures() {
+    let model = Mlp::init(Seed(1));
+    let step = TrainStep::<Mlp, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let note = "a \"quoted\" \\ line\n\u{1}\t\u{e9}";
+    let extra = [("epoch", "7"), ("format", "mine"), ("note", note)];
+    let bytes = checkpoint::to_bytes_with(&model, &step, &extra).unwrap();
+    assert_eq!(
+        bytes,
+        checkpoint::to_bytes_with(&model, &step, &extra).unwrap()
+    );
+    let mut other = Mlp::init(Seed(2));
+    let mut fresh = TrainStep::<Mlp, keras::Adam, 4>::new(&other, keras::Adam::default());
+    let meta = checkpoint::from_bytes(&bytes, &mut other, &mut fresh).unwrap();
+    assert_eq!(meta.get("epoch"), Some("7"));
+    assert_eq!(meta.get("format"), Some("mine"), "the caller's entry first");
+    assert_eq!(meta.get("format_version"), Some("1"));
+    assert_eq!(meta.get("optimizer.hyper.lr"), Some("0.001"));
+    assert_eq!(meta.get("missing"), None);
+    let extra: Vec<(&str, &str)> = meta.extra().collect();
+    assert_eq!(extra, [("epoch", "7"), ("format", "mine"), ("note", note)]);
+
+    let sig = checkpoint::signature::<Mlp>();
+    assert_eq!(sig, checkpoint::signature::<Mlp>());
+    let others = [
+        checkpoint::signature::<Tiny>(),
+        checkpoint::signature::<Normed>(),
+        checkpoint::signature::<Conv>(),
+        checkpoint::signature::<Big>(),
+    ];
+    for s in &others {
+        assert_ne!(&sig, s);
+    }
+}
+
+/// Every kind of bad file gives its error, with a message that names what is wrong, and
+/// leaves the model and the train step as they were.
+#[test]
+fn bad_files_give_typed_errors_and_change_nothing() {
+    let mut model = Mlp::init(Seed(1));
+    let mut step = TrainStep::<Mlp, keras::Adam, 8>::new(&model, keras::Adam::default());
+    let (x, y) = batch(9, 8, Mlp::IN);
+    step.run(&mut model, &x, &y);
+    let good = checkpoint::to_bytes(&model, &step).unwrap();
+
+    let mut target = Mlp::init(Seed(2));
+    let mut train = TrainStep::<Mlp, keras::Adam, 8>::new(&target, keras::Adam::default());
+    let before = snapshot(&target, &train);
+    let mut check = |bytes: &[u8], ok: &dyn Fn(&CheckpointError) -> bool, says: &str| {
+        let err = checkpoint::from_bytes(bytes, &mut target, &mut train).unwrap_err();
+        assert!(ok(&err), "unexpected error: {err:?}");
+        assert!(
+            err.to_string().contains(says),
+            "`{err}` should say `{says}`"
+        );
+        assert_eq!(
+            snapshot(&target, &train),
+            before,
+            "changed by a failed load"
+        );
+    };
+
+    let edit = |f: &dyn Fn(&mut Parsed)| {
+        let mut p = Parsed::new(&good);
+        f(&mut p);
+        p.bytes()
+    };
+    let renamed = edit(&|p| {
+        let v = p.header.remove("fc2.bias").unwrap();
+        p.header.insert("fc2.b".into(), v);
+    });
+    check(
+        &renamed,
+        &|e| matches!(e, CheckpointError::MissingTensor { name, shape } if name == "fc2.bias" && shape == &[4]),
+        "`fc2.bias` (expected shape [4])",
+    );
+    let extra = edit(&|p| {
+        let end = p.data.len();
+        let info = serde_json::json!({"dtype": "F32", "shape": [0], "data_offsets": [end, end]});
+        p.header.insert("fc3.weight".into(), info);
+    });
+    check(
+        &extra,
+        &|e| matches!(e, CheckpointError::UnexpectedTensor { name } if name == "fc3.weight"),
+        "`fc3.weight`",
+    );
+    let reshaped = edit(&|p| {
+        p.header["fc1.weight"]["shape"] = serde_json::json!([8, 16]);
+    });
+    check(
+        &reshaped,
+        &|e| matches!(e, CheckpointError::Shape { name, expected, found } if name == "fc1.weight" && expected == &[16, 8] && found == &[8, 16]),
+        "`fc1.weight` has shape [8, 16], expected [16, 8]",
+    );
+    let retyped = edit(&|p| p.header["optimizer.velocity.fc1.bias"]["dtype"] = "I32".into());
+    check(
+        &retyped,
+        &|e| matches!(e, CheckpointError::Dtype { name, .. } if name == "optimizer.velocity.fc1.bias"),
+        "holds I32 values, expected F32",
+    );
+    let negative = edit(&|p| {
+        let off = p.info("train.step")["data_offsets"][0].as_u64().unwrap() as usize;
+        p.data[off..off + 8].copy_from_slice(&(-3i64).to_le_bytes());
+    });
+    check(
+        &negative,
+        &|e| matches!(e, CheckpointError::Value { name, .. } if name == "train.step"),
+        "holds -3",
+    );
+    let bad_hyper = edit(&|p| p.header["__metadata__"]["optimizer.hyper.lr"] = "fast".into());
+    check(
+        &bad_hyper,
+        &|e| matches!(e, CheckpointError::Metadata { key, .. } if key == "optimizer.hyper.lr"),
+        "`optimizer.hyper.lr` is `fast`, expected a number",
+    );
+    let version = edit(&|p| p.header["__metadata__"]["format_version"] = "99".into());
+    check(
+        &version,
+        &|e| matches!(e, CheckpointError::Metadata { key, .. } if key == "format_version"),
+        "`format_version` is `99`",
+    );
+    let foreign = edit(&|p| {
+        p.header.remove("__metadata__");
+    });
+    check(
+        &foreign,
+        &|e| matches!(e, CheckpointError::Metadata { key, found: None, .. } if key == "format"),
+        "has no `format`",
+    );
+
+    let tiny = Tiny::init(Seed(1));
+    let tiny_step = TrainStep::<Tiny, keras::Adam, 8>::new(&tiny, keras::Adam::default());
+    check(
+        &checkpoint::to_bytes(&tiny, &tiny_step).unwrap(),
+        &|e| matches!(e, CheckpointError::Signature { .. }),
+        "another model",
+    );
+    let sgd = TrainStep::<Mlp, keras::SgdMomentum, 8>::new(&model, Default::default());
+    check(
+        &checkpoint::to_bytes(&model, &sgd).unwrap(),
+        &|e| matches!(e, CheckpointError::Optimizer { what: "name", .. }),
+        "its name `SgdMomentum`, this optimizer's `Adam`",
+    );
+    let ema = Config::default().ema(Ema {
+        momentum: 0.99,
+        overwrite_every: 0,
+    });
+    let with_ema = TrainStep::<Mlp, keras::Adam, 8>::with_config(&model, Default::default(), ema);
+    check(
+        &checkpoint::to_bytes(&model, &with_ema).unwrap(),
+        &|e| matches!(e, CheckpointError::UnexpectedTensor { name } if name.starts_with("optimizer.ema.")),
+        "optimizer.ema.fc1.bias",
+    );
+
+    check(
+        &good[..good.len() - 1],
+        &|e| matches!(e, CheckpointError::Truncated { .. }),
+        "truncated",
+    );
+    check(
+        &good[..5],
+        &|e| matches!(e, CheckpointError::Truncated { .. }),
+        "truncated",
+    );
+    let mut garbled = good.clone();
+    garbled[8] = b'#';
+    check(
+        &garbled,
+        &|e| matches!(e, CheckpointError::Header { .. }),
+        "header is corrupt",
+    );
+
+    let missing = scratch("bad-files").join("nothing.safetensors");
+    let err = checkpoint::load(&missing, &mut target, &mut train).unwrap_err();
+    assert!(matches!(err, CheckpointError::Io { action: "read", .. }));
+    assert!(err.to_string().contains("nothing.safetensors"), "{err}");
+
+    // And the file this all started from does load.
+    checkpoint::from_bytes(&good, &mut target, &mut train).unwrap();
+    assert_eq!(bits(target.params()), bits(model.params()));
+}
+
+/// A write that fails at any point (after any number of bytes, at the flush, the sync or the
+/// rename) leaves the old checkpoint, which loads with its old values, and no temporary file.
+#[test]
+fn failed_writes_leave_the_old_checkpoint() {
+    let dir = scratch("faults");
+    let path = dir.join("run.safetensors");
+    let mut model = Mlp::init(Seed(1));
+    let mut step = TrainStep::<Mlp, keras::Adam, 8>::new(&model, keras::Adam::default());
+    checkpoint::save(&path, &model, &step).unwrap();
+    let old = snapshot(&model, &step);
+    let (x, y) = batch(4, 8, Mlp::IN);
+    step.run(&mut model, &x, &y);
+    let new = checkpoint::to_bytes(&model, &step).unwrap();
+    assert_ne!(snapshot(&model, &step), old);
+
+    let len = new.len();
+    let mut faults: Vec<Fault> = (0..len).step_by(97).map(Fault::AfterBytes).collect();
+    faults.extend([0, 1, 7, 8, 9, len / 2, len - 1].map(Fault::AfterBytes));
+    faults.extend([Fault::Flush, Fault::Sync, Fault::Rename]);
+    for fault in faults {
+        let err = checkpoint::write_atomic_failing(&path, &new, fault).unwrap_err();
+        assert!(
+            matches!(err, CheckpointError::Io { .. }),
+            "{fault:?}: {err}"
+        );
+        assert_eq!(files(&dir), ["run.safetensors"], "{fault:?} left a file");
+        let mut m = Mlp::init(Seed(9));
+        let mut s = TrainStep::<Mlp, keras::Adam, 8>::new(&m, keras::Adam::default());
+        checkpoint::load(&path, &mut m, &mut s).unwrap();
+        assert_eq!(snapshot(&m, &s), old, "{fault:?}");
+    }
+
+    // A failure to sync the directory comes after the rename: the new file is in place, and
+    // the error says it may not be durable.
+    let err = checkpoint::write_atomic_failing(&path, &new, Fault::SyncDir).unwrap_err();
+    assert!(matches!(
+        err,
+        CheckpointError::Io {
+            action: "sync directory",
+            ..
+        }
+    ));
+    assert_eq!(files(&dir), ["run.safetensors"]);
+    assert_eq!(std::fs::read(&path).unwrap(), new);
+    checkpoint::write_atomic(&path, &new).unwrap();
+    assert_eq!(files(&dir), ["run.safetensors"]);
+}
+
+/// The environment variable that makes [`child_saves_generations_until_killed`] run: the path
+/// it saves to.
+const CHILD: &str = "FUSEGRAPH_CHECKPOINT_CHILD";
+
+/// A train step of [`Big`] whose every value is `g`.
+fn generation(model: &mut Big, step: &mut TrainStep<Big, keras::Adam, 1>, g: u64) {
+    model.params_mut().fill(g as f32);
+    let opt = step.optimizer_mut();
+    for slot in ["momentum", "velocity"] {
+        opt.slot_tensor_mut(slot, 0).unwrap().fill(g as f32);
+    }
+    opt.set_iterations(g);
+}
+
+/// The generation a checkpoint of [`Big`] holds, after checking that every value has it.
+fn generation_of(path: &Path) -> u64 {
+    let mut model = Big::init(Seed(0));
+    let mut step = TrainStep::<Big, keras::Adam, 1>::new(&model, keras::Adam::default());
+    checkpoint::load(path, &mut model, &mut step).expect("a torn checkpoint");
+    let g = step.optimizer().iterations();
+    let opt = step.optimizer();
+    let values = [
+        model.params(),
+        opt.slot("momentum").unwrap(),
+        opt.slot("velocity").unwrap(),
+    ];
+    for v in values {
+        assert!(v.iter().all(|&x| x == g as f32), "generation {g} mixed");
+    }
+    g
+}
+
+/// Run by [`killed_writers_never_tear_the_checkpoint`] in a child process: saves generation
+/// after generation until killed.
+#[test]
+#[ignore = "run by killed_writers_never_tear_the_checkpoint in a child process"]
+fn child_saves_generations_until_killed() {
+    let Some(path) = std::env::var_os(CHILD) else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let mut model = Big::init(Seed(0));
+    let mut step = TrainStep::<Big, keras::Adam, 1>::new(&model, keras::Adam::default());
+    let mut g = generation_of(&path);
+    loop {
+        g += 1;
+        generation(&mut model, &mut step, g);
+        checkpoint::save(&path, &model, &step).unwrap();
+    }
+}
+
+/// Kills a process that saves large checkpoints in a loop at several moments: each time the
+/// file holds one complete generation, at least as new as the last one seen.
+#[test]
+fn killed_writers_never_tear_the_checkpoint() {
+    let dir = scratch("kill");
+    let path = dir.join("run.safetensors");
+    let mut model = Big::init(Seed(0));
+    let mut step = TrainStep::<Big, keras::Adam, 1>::new(&model, keras::Adam::default());
+    generation(&mut model, &mut step, 0);
+    checkpoint::save(&path, &model, &step).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut last = 0;
+    for delay_ms in [0, 3, 10, 25, 60] {
+        let mut child = Command::new(&exe)
+            .args([
+                "child_saves_generations_until_killed",
+                "--exact",
+                "--ignored",
+            ])
+            .env(CHILD, &path)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait for the child's first new generation, so the kill lands inside its loop.
+        let start = Instant::now();
+        while generation_of(&path) == last {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the child saves nothing"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "the child stopped");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let g = generation_of(&path);
+        assert!(g > last, "generation {g} after {last}");
+        last = g;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The module docs' example.
+#[test]
+fn docs_example() -> Result<(), CheckpointError> {
+    let dir = scratch("docs");
+    let path = dir.join("run.safetensors");
+    let (x, y) = batch(5, 4, Mlp::IN);
+
+    let mut model = Mlp::init(Seed(7));
+    let mut step = TrainStep::<_, _, 32>::new(&model, keras::Adam::default());
+    step.run(&mut model, &x, &y);
+    checkpoint::save_with(&path, &model, &step, &[("epoch", "3")])?;
+
+    let mut resumed = Mlp::init(Seed(8));
+    let mut step = TrainStep::<_, _, 32>::new(&resumed, keras::Adam::default());
+    let meta = checkpoint::load(&path, &mut resumed, &mut step)?;
+    assert_eq!(meta.get("epoch"), Some("3"));
+    assert_eq!(bits(resumed.params()), bits(model.params()));
+    Ok(())
+}
+
+/// What `load` does with a corrupted copy of a valid checkpoint: `Ok` leaves buffers of the
+/// right lengths, `Err` changes nothing; neither panics.
+fn load_corrupted(bytes: &[u8]) {
+    let mut model = Normed::init(Seed(3));
+    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let before = snapshot(&model, &step);
+    match checkpoint::from_bytes(bytes, &mut model, &mut step) {
+        Ok(_) => {
+            assert_eq!(model.params().len(), Normed::PARAMS);
+            assert_eq!(model.state().len(), Normed::STATE);
+            assert_eq!(
+                step.optimizer().slot("momentum").unwrap().len(),
+                Normed::PARAMS
+            );
+        }
+        Err(_) => assert_eq!(snapshot(&model, &step), before),
+    }
+    let mut model = Normed::init(Seed(3));
+    let _ = checkpoint::model_from_bytes(bytes, &mut model);
+}
+
+fn valid_checkpoint() -> Vec<u8> {
+    let mut model = Normed::init(Seed(1));
+    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let (x, y) = batch(2, 4, Normed::IN);
+    step.run(&mut model, &x, &y);
+    checkpoint::to_bytes_with(&model, &step, &[("epoch", "1")]).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn corrupted_bytes_never_panic(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        header_bias in any::<bool>(),
+    ) {
+        let mut bytes = valid_checkpoint();
+        // Half the cases edit the header (where a byte matters most), half anywhere.
+        let n = if header_bias {
+            8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize
+        } else {
+            bytes.len()
+        };
+        for (at, value) in edits {
+            bytes[at.index(n)] = value;
+        }
+        load_corrupted(&bytes);
+    }
+
+    #[test]
+    fn truncated_bytes_are_errors(cut in any::<prop::sample::Index>()) {
+        let bytes = valid_checkpoint();
+        let at = cut.index(bytes.len());
+        let mut model = Normed::init(Seed(3));
+        let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+        prop_assert!(checkpoint::from_bytes(&bytes[..at], &mut model, &mut step).is_err());
+        load_corrupted(&bytes[..at]);
+    }
+}

@@ -53,15 +53,29 @@ pub struct Big {
     fc: Dense<512, 512, Identity, false>,
 }
 
-/// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh directory for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!(
         "fusegraph-checkpoint-{}-{name}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// The names of the files in `dir`.
@@ -188,7 +202,8 @@ fn resume_is_exact<M: Model<Loss = SoftmaxCrossEntropy>, R: Rule, const B: usize
     for (x, y) in &batches[..n] {
         train.run(&mut model, x, y);
     }
-    let path = scratch(name).join("run.safetensors");
+    let dir = scratch(name);
+    let path = dir.join("run.safetensors");
     checkpoint::save_with(&path, &model, &train, &[("epoch", "2")]).unwrap();
     let bytes = checkpoint::to_bytes_with(&model, &train, &[("epoch", "2")]).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file is to_bytes");
@@ -587,7 +602,8 @@ fn bad_files_give_typed_errors_and_change_nothing() {
         "header is corrupt",
     );
 
-    let missing = scratch("bad-files").join("nothing.safetensors");
+    let dir = scratch("bad-files");
+    let missing = dir.join("nothing.safetensors");
     let err = checkpoint::load(&missing, &mut target, &mut train).unwrap_err();
     assert!(matches!(err, CheckpointError::Io { action: "read", .. }));
     assert!(err.to_string().contains("nothing.safetensors"), "{err}");
@@ -622,7 +638,7 @@ fn failed_writes_leave_the_old_checkpoint() {
             matches!(err, CheckpointError::Io { .. }),
             "{fault:?}: {err}"
         );
-        assert_eq!(files(&dir), ["run.safetensors"], "{fault:?} left a file");
+        assert_eq!(files(&dir.0), ["run.safetensors"], "{fault:?} left a file");
         let mut m = Mlp::init(Seed(9));
         let mut s = TrainStep::<Mlp, keras::Adam, 8>::new(&m, keras::Adam::default());
         checkpoint::load(&path, &mut m, &mut s).unwrap();
@@ -639,10 +655,10 @@ fn failed_writes_leave_the_old_checkpoint() {
             ..
         }
     ));
-    assert_eq!(files(&dir), ["run.safetensors"]);
+    assert_eq!(files(&dir.0), ["run.safetensors"]);
     assert_eq!(std::fs::read(&path).unwrap(), new);
     checkpoint::write_atomic(&path, &new).unwrap();
-    assert_eq!(files(&dir), ["run.safetensors"]);
+    assert_eq!(files(&dir.0), ["run.safetensors"]);
 }
 
 /// The environment variable that makes [`child_saves_generations_until_killed`] run: the path
@@ -736,7 +752,6 @@ fn killed_writers_never_tear_the_checkpoint() {
         assert!(g > last, "generation {g} after {last}");
         last = g;
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The module docs' example.

@@ -834,3 +834,33 @@ proptest! {
         load_corrupted(&bytes[..at]);
     }
 }
+
+fusegraph::optimizer! {
+    /// Momentum whose slot is named as the EMA's tensors are.
+    pub struct SlotNamedEma {
+        hyper  { lr: f32 = 0.1 }
+        slots  { ema = 0.0 }
+        update {
+            ema = ema * 0.9 + g;
+            p -= lr * ema;
+        }
+    }
+}
+
+#[test]
+fn names_that_clash_are_an_error() {
+    let model = Tiny::init(Seed(1));
+    let config = Config::default().ema(Ema {
+        momentum: 0.9,
+        overwrite_every: 0,
+    });
+    let step =
+        TrainStep::<Tiny, SlotNamedEma, 2>::with_config(&model, SlotNamedEma::default(), config);
+    let err = checkpoint::to_bytes(&model, &step).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Clash { name } if name == "optimizer.ema.fc.weight"),
+        "{err}"
+    );
+    let plain = TrainStep::<Tiny, SlotNamedEma, 2>::new(&model, SlotNamedEma::default());
+    checkpoint::to_bytes(&model, &plain).expect("without an EMA the slot's names are free");
+}

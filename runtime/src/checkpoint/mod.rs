@@ -73,7 +73,7 @@
 //! shape of every tensor, and that there are no others; each failure is a
 //! [`CheckpointError`] that names the tensor or key and what was expected. Then it copies the
 //! values, sets the step counter and the dropout seed, and restores the hyper-parameters with
-//! [`Rule::set_hyper`](crate::optim::Rule::set_hyper). The [`Config`] (clipping, weight
+//! [`Rule::set_hyper`]. The [`Config`] (clipping, weight
 //! decay, schedule) is the train step's: it is recorded in the file but not checked, so that
 //! a resumed run may change it. [`load_model`] also takes a training checkpoint and ignores
 //! its `optimizer.` and `train.` tensors.

@@ -92,6 +92,8 @@ pub mod prelude;
 pub use fusegraph_runtime::checkpoint;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::data;
+#[cfg(feature = "std")]
+pub use fusegraph_runtime::fs;
 pub use fusegraph_runtime::kernels;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;

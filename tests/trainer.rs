@@ -446,3 +446,97 @@ fn a_hook_can_stop_the_fit() {
         .unwrap_err();
     assert_eq!(e.to_string(), "callback: disk full");
 }
+
+/// With dropout, so that resuming must restore the seed as well as the weights and slots.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct DropNet {
+    fc1: Dense<4, 32, Relu>,
+    drop: Dropout<32, 300>,
+    fc2: Dense<32, 3>,
+}
+
+fn drop_trainer(init: u64) -> Trainer<DropNet, Adam, 16> {
+    let model = DropNet::init(Seed(init));
+    let step = TrainStep::new(&model, Adam::default().with_lr(0.01)).with_seed(Seed(init + 100));
+    Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent)
+}
+
+#[test]
+fn a_fit_resumed_from_a_checkpoint_gives_the_same_bits() {
+    use fusegraph::train::ModelCheckpoint;
+    let dir = std::env::temp_dir().join(format!("fusegraph-trainer-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = blobs(150, 8);
+    let options = FitOptions::new(6).validation_split(0.2).seed(Seed(3));
+    let schedule = |epoch: usize, lr: f32| if epoch == 0 { 0.02 } else { lr * 0.7 };
+
+    let mut straight = drop_trainer(1);
+    let full = straight
+        .fit(
+            &data,
+            &options,
+            &mut [&mut LearningRateScheduler::new(schedule)],
+        )
+        .unwrap();
+
+    let path = dir.join("epoch-{epoch}.safetensors");
+    let mut first = drop_trainer(1);
+    let mut save = ModelCheckpoint::new(&path);
+    first
+        .fit(
+            &data,
+            &FitOptions::new(3).validation_split(0.2).seed(Seed(3)),
+            &mut [&mut LearningRateScheduler::new(schedule), &mut save],
+        )
+        .unwrap();
+    assert_eq!(save.last_saved(), Some(3));
+    assert!(dir.join("epoch-2.safetensors").exists());
+
+    // A new trainer, initialized differently, takes everything from the file.
+    let mut resumed = drop_trainer(2);
+    let done = resumed.resume(save.path_for(3)).unwrap();
+    assert_eq!(done, 3);
+    let rest = resumed
+        .fit(
+            &data,
+            &options.initial_epoch(done),
+            &mut [&mut LearningRateScheduler::new(schedule)],
+        )
+        .unwrap();
+    assert_eq!(rest.epochs.len(), 3);
+    assert_eq!(rest.epochs[0].epoch, 4);
+    let bits = |t: &Trainer<DropNet, Adam, 16>| -> Vec<u32> {
+        t.model().params().iter().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(bits(&resumed), bits(&straight));
+    let measured = |h: &[EpochLog]| -> Vec<_> {
+        h.iter()
+            .map(|e| (e.epoch, e.train, e.val, e.lr, e.steps))
+            .collect()
+    };
+    assert_eq!(measured(&rest.epochs), measured(&full.epochs[3..]));
+    assert_eq!(
+        resumed.step().optimizer().get_weights(),
+        straight.step().optimizer().get_weights()
+    );
+
+    // Best-only saving writes when the validation loss improves, and a file that is not a
+    // checkpoint is an error, not a panic.
+    let best = dir.join("best.safetensors");
+    let mut keep_best = ModelCheckpoint::new(&best).save_best_only(Monitor::ValLoss);
+    let mut t = drop_trainer(1);
+    let h = t.fit(&data, &options, &mut [&mut keep_best]).unwrap();
+    let best_epoch = (1..=6)
+        .min_by(|&a, &b| {
+            let v = |e: usize| h.epochs[e - 1].val.unwrap().loss;
+            v(a).total_cmp(&v(b))
+        })
+        .unwrap();
+    assert_eq!(keep_best.last_saved(), Some(best_epoch));
+    std::fs::write(dir.join("junk.safetensors"), b"not a checkpoint").unwrap();
+    let e = t.resume(dir.join("junk.safetensors")).unwrap_err();
+    assert!(matches!(e, TrainError::Checkpoint(_)), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,6 +15,8 @@ extern crate std;
 pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
+#[cfg(feature = "std")]
+pub mod fs;
 pub mod kernels;
 pub mod layers;
 pub mod loss;

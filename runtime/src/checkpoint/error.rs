@@ -115,6 +115,16 @@ impl CheckpointError {
     }
 }
 
+impl From<crate::fs::WriteError> for CheckpointError {
+    fn from(e: crate::fs::WriteError) -> Self {
+        CheckpointError::Io {
+            path: e.path,
+            action: e.action,
+            source: e.source,
+        }
+    }
+}
+
 impl fmt::Display for CheckpointError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -124,18 +124,17 @@
 //! [`Config`]: crate::optim::Config
 //! [`Config::ema`]: crate::optim::Config::ema
 
-mod atomic;
 mod error;
 mod format;
 mod layout;
 mod metadata;
 
-pub use atomic::{write_atomic, write_atomic_failing, Fault};
 pub use error::CheckpointError;
 pub use format::{from_bytes, model_from_bytes, model_to_bytes, to_bytes, to_bytes_with};
 pub use layout::signature;
 pub use metadata::Metadata;
 
+use crate::fs::write_atomic;
 use crate::optim::Rule;
 use crate::train::{Model, TrainStep};
 use std::fs;
@@ -163,7 +162,7 @@ pub fn save_with<M: Model, R: Rule, const B: usize>(
     step: &TrainStep<M, R, B>,
     extra: &[(&str, &str)],
 ) -> Result<(), CheckpointError> {
-    write_atomic(path, &to_bytes_with(model, step, extra)?)
+    Ok(write_atomic(path, &to_bytes_with(model, step, extra)?)?)
 }
 
 /// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layout,
@@ -179,7 +178,7 @@ pub fn load<M: Model, R: Rule, const B: usize>(
 
 /// Saves the model's parameters and state only (for inference), atomically.
 pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<(), CheckpointError> {
-    write_atomic(path, &model_to_bytes(model)?)
+    Ok(write_atomic(path, &model_to_bytes(model)?)?)
 }
 
 /// Loads parameters and state from a file of [`save_model`] or [`save`]; returns its

@@ -21,13 +21,11 @@ pub enum TrainError {
     },
     /// An option or callback that cannot work with this model, optimizer or data.
     Config(String),
-    /// Writing or reading a file (a checkpoint, a history).
-    Io {
-        /// The file.
-        path: String,
-        /// What went wrong.
-        source: std::io::Error,
-    },
+    /// Writing a file (a history, a plot).
+    Io(crate::fs::WriteError),
+    /// Saving or loading a checkpoint.
+    #[cfg(feature = "checkpoint")]
+    Checkpoint(crate::checkpoint::CheckpointError),
     /// An error from user code in a callback.
     Callback(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -44,7 +42,9 @@ impl fmt::Display for TrainError {
                 f,
                 "sample {sample} has label {label}, but the model has {classes} classes (0..{classes})"
             ),
-            TrainError::Io { path, source } => write!(f, "{path}: {source}"),
+            TrainError::Io(e) => write!(f, "{e}"),
+            #[cfg(feature = "checkpoint")]
+            TrainError::Checkpoint(e) => write!(f, "{e}"),
             TrainError::Callback(e) => write!(f, "callback: {e}"),
         }
     }
@@ -53,9 +53,24 @@ impl fmt::Display for TrainError {
 impl std::error::Error for TrainError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TrainError::Io { source, .. } => Some(source),
+            TrainError::Io(e) => Some(e),
+            #[cfg(feature = "checkpoint")]
+            TrainError::Checkpoint(e) => Some(e),
             TrainError::Callback(e) => Some(e.as_ref()),
             _ => None,
         }
+    }
+}
+
+impl From<crate::fs::WriteError> for TrainError {
+    fn from(e: crate::fs::WriteError) -> Self {
+        TrainError::Io(e)
+    }
+}
+
+#[cfg(feature = "checkpoint")]
+impl From<crate::checkpoint::CheckpointError> for TrainError {
+    fn from(e: crate::checkpoint::CheckpointError) -> Self {
+        TrainError::Checkpoint(e)
     }
 }

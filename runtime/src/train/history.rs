@@ -1,5 +1,6 @@
 //! [`History`]: what each epoch of a fit measured, as Keras' `History`, writable as CSV.
 
+use super::error::TrainError;
 use super::metrics::{Metric, Metrics};
 use std::fmt::Write as _;
 use std::string::String;
@@ -130,6 +131,26 @@ impl History {
         }
         out
     }
+}
+
+impl History {
+    /// Writes [`to_csv`](Self::to_csv) to `path`, atomically (a temporary file, then a rename).
+    pub fn write_csv(&self, path: impl AsRef<std::path::Path>) -> Result<(), TrainError> {
+        write_file(path.as_ref(), self.to_csv().as_bytes())
+    }
+
+    /// Writes [`to_svg`](Self::to_svg) to `path`, atomically.
+    pub fn write_svg(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        title: &str,
+    ) -> Result<(), TrainError> {
+        write_file(path.as_ref(), self.to_svg(title).as_bytes())
+    }
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), TrainError> {
+    crate::fs::write_atomic(path, bytes).map_err(TrainError::from)
 }
 
 /// The value of column `name` in epoch `e`.

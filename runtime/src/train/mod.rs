@@ -15,12 +15,16 @@ mod model;
 #[cfg(feature = "std")]
 mod options;
 #[cfg(feature = "std")]
+mod plot;
+#[cfg(feature = "std")]
 mod progress;
 #[cfg(feature = "alloc")]
 mod step;
 #[cfg(feature = "std")]
 mod trainer;
 
+#[cfg(feature = "checkpoint")]
+pub use callbacks::ModelCheckpoint;
 #[cfg(feature = "std")]
 pub use callbacks::{
     Callback, Control, EarlyStopping, FitState, Hook, LearningRateScheduler, Monitor,

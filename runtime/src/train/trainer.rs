@@ -132,6 +132,35 @@ where
         (self.model, self.step)
     }
 
+    /// Saves the model and the training state to `path` (see
+    /// [`checkpoint`](crate::checkpoint)), recording that `epoch` epochs are done.
+    #[cfg(feature = "checkpoint")]
+    pub fn save_checkpoint(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        epoch: usize,
+    ) -> Result<(), TrainError> {
+        let epoch = std::string::ToString::to_string(&epoch);
+        crate::checkpoint::save_with(path, &self.model, &self.step, &[("epoch", &epoch)])?;
+        Ok(())
+    }
+
+    /// Loads a checkpoint of [`save_checkpoint`](Self::save_checkpoint) or
+    /// [`ModelCheckpoint`](super::ModelCheckpoint) into the model and the train step; returns
+    /// the epochs it records as done (0 if none), to pass to
+    /// [`FitOptions::initial_epoch`]. Resuming a fit this way gives the same bits as never
+    /// stopping it.
+    #[cfg(feature = "checkpoint")]
+    pub fn resume(&mut self, path: impl AsRef<std::path::Path>) -> Result<usize, TrainError> {
+        let meta = crate::checkpoint::load(path, &mut self.model, &mut self.step)?;
+        match meta.get("epoch") {
+            None => Ok(0),
+            Some(e) => e.parse().map_err(|_| {
+                TrainError::Config(std::format!("the checkpoint's epoch `{e}` is not a number"))
+            }),
+        }
+    }
+
     /// Runs `f` in the trainer's pool (with `parallel`), so that no step hands work into a
     /// pool from outside it.
     fn in_pool<T: Send>(&mut self, f: impl FnOnce(&mut Self) -> T + Send) -> T {

@@ -1,11 +1,15 @@
 //! Callbacks: code that runs at the start and end of a fit, of each epoch and of each batch,
 //! as Keras' `keras.callbacks`.
 
+#[cfg(feature = "checkpoint")]
+mod checkpoint;
 mod early_stopping;
 mod hook;
 mod lr;
 mod monitor;
 
+#[cfg(feature = "checkpoint")]
+pub use checkpoint::ModelCheckpoint;
 pub use early_stopping::EarlyStopping;
 pub use hook::{Hook, TerminateOnNan};
 pub use lr::{LearningRateScheduler, ReduceLrOnPlateau};

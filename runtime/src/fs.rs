@@ -1,8 +1,9 @@
 //! Atomic replacement of a file: the new bytes go to a temporary file beside it, which is
 //! flushed, synced and renamed over the target, and the directory is synced. Readers see the
 //! old file or the new one, never a mix, even if the writer is killed or the machine stops.
+//! Checkpoints, histories and plots are written this way.
 
-use super::CheckpointError;
+use std::fmt;
 use std::format;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -28,6 +29,46 @@ pub enum Fault {
     SyncDir,
 }
 
+/// A failed atomic write: the file (or directory) involved, the step that failed, and the
+/// error of the operating system.
+#[derive(Debug)]
+pub struct WriteError {
+    /// The file (or directory) involved.
+    pub path: PathBuf,
+    /// What was being done (`create`, `write`, `flush`, `sync`, `rename`, `sync directory`).
+    pub action: &'static str,
+    /// The error of the operating system.
+    pub source: io::Error,
+}
+
+impl WriteError {
+    fn new(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Self {
+        WriteError {
+            path: path.into(),
+            action,
+            source,
+        }
+    }
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}`: {} failed: {}",
+            self.path.display(),
+            self.action,
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 /// Temporary files created by this process, so that two writes never pick the same name.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -38,14 +79,14 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("fusegraph-atomic-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
-/// use fusegraph_runtime::checkpoint::{write_atomic, write_atomic_failing, Fault};
+/// use fusegraph_runtime::fs::{write_atomic, write_atomic_failing, Fault};
 /// let path = dir.join("run.safetensors");
 /// write_atomic(&path, b"old").unwrap();
 /// assert!(write_atomic_failing(&path, b"new", Fault::Sync).is_err());
 /// assert_eq!(std::fs::read(&path).unwrap(), b"old");
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
-pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<(), CheckpointError> {
+pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<(), WriteError> {
     write(path.as_ref(), bytes, None)
 }
 
@@ -54,7 +95,7 @@ pub fn write_atomic_failing(
     path: impl AsRef<Path>,
     bytes: &[u8],
     fault: Fault,
-) -> Result<(), CheckpointError> {
+) -> Result<(), WriteError> {
     write(path.as_ref(), bytes, Some(fault))
 }
 
@@ -67,7 +108,7 @@ fn inject(fault: Option<Fault>, at: Fault) -> io::Result<()> {
     }
 }
 
-fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), CheckpointError> {
+fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -76,7 +117,7 @@ fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), Checkpoi
     let done = fill(&tmp, file, bytes, fault).and_then(|()| {
         inject(fault, Fault::Rename)
             .and_then(|()| fs::rename(&tmp, path))
-            .map_err(|e| CheckpointError::io(path, "rename", e))
+            .map_err(|e| WriteError::new(path, "rename", e))
     });
     if let Err(e) = done {
         // The write failed; the old file is as it was. Removing the temporary file is best
@@ -88,7 +129,7 @@ fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), Checkpoi
 }
 
 /// A new temporary file beside `path`, with a name no other writer uses.
-fn create_temp(path: &Path, dir: &Path) -> Result<(PathBuf, File), CheckpointError> {
+fn create_temp(path: &Path, dir: &Path) -> Result<(PathBuf, File), WriteError> {
     let name = path
         .file_name()
         .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy());
@@ -102,19 +143,14 @@ fn create_temp(path: &Path, dir: &Path) -> Result<(PathBuf, File), CheckpointErr
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
-            Err(e) => return Err(CheckpointError::io(tmp, "create", e)),
+            Err(e) => return Err(WriteError::new(tmp, "create", e)),
         }
     }
 }
 
 /// Writes, flushes and syncs the temporary file.
-fn fill(
-    tmp: &Path,
-    mut file: File,
-    bytes: &[u8],
-    fault: Option<Fault>,
-) -> Result<(), CheckpointError> {
-    let io = |action| move |e| CheckpointError::io(tmp, action, e);
+fn fill(tmp: &Path, mut file: File, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteError> {
+    let io = |action| move |e| WriteError::new(tmp, action, e);
     let limit = match fault {
         Some(Fault::AfterBytes(k)) => k.min(bytes.len()),
         _ => bytes.len(),
@@ -133,11 +169,11 @@ fn fill(
 
 /// Syncs the directory, so that the rename survives a power failure (on unix; elsewhere the
 /// file system does not offer it).
-fn sync_dir(dir: &Path, fault: Option<Fault>) -> Result<(), CheckpointError> {
-    inject(fault, Fault::SyncDir).map_err(|e| CheckpointError::io(dir, "sync directory", e))?;
+fn sync_dir(dir: &Path, fault: Option<Fault>) -> Result<(), WriteError> {
+    inject(fault, Fault::SyncDir).map_err(|e| WriteError::new(dir, "sync directory", e))?;
     #[cfg(unix)]
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| CheckpointError::io(dir, "sync directory", e))?;
+        .map_err(|e| WriteError::new(dir, "sync directory", e))?;
     Ok(())
 }

@@ -53,7 +53,7 @@ pub fn concat(a: &[f32], wa: usize, b: &[f32], wb: usize, y: &mut [f32]) {
     }
 }
 
-/// One input's gradient of [`concat`]: its columns of `dy` (`part` 0 for the first input,
+/// One input's gradient of [`concat()`]: its columns of `dy` (`part` 0 for the first input,
 /// 1 for the second).
 pub fn concat_grad(dy: &[f32], wa: usize, wb: usize, part: usize, dst: Grad<'_>) {
     let (lo, w) = if part == 0 { (0, wa) } else { (wa, wb) };

@@ -119,8 +119,8 @@ pub(crate) fn summary(log: &EpochLog) -> String {
         s.push_str(&metrics_text(v, "val_"));
     }
     s.push_str(&std::format!(
-        " - {:.2} s - {} samples/s",
-        log.seconds,
+        " - {} - {} samples/s",
+        duration(log.seconds),
         si(log.samples_per_second)
     ));
     s
@@ -134,6 +134,15 @@ fn metrics_text(m: &Metrics, prefix: &str) -> String {
         }
     }
     s
+}
+
+/// Seconds as `1.50 s`, or `12 ms` below a second.
+fn duration(seconds: f64) -> String {
+    if seconds >= 1.0 {
+        std::format!("{seconds:.2} s")
+    } else {
+        std::format!("{:.0} ms", seconds * 1e3)
+    }
 }
 
 /// `1234567.0` as `1.23M`.
@@ -174,6 +183,7 @@ mod tests {
             "loss 0.5000 - accuracy 0.8750 - val_loss 0.2500 - val_mae 0.1250 - 1.50 s - 12.3k samples/s"
         );
         assert_eq!(si(2.5e6), "2.50M");
+        assert_eq!(duration(0.0123), "12 ms");
         assert_eq!(si(12.0), "12");
     }
 }

@@ -540,3 +540,49 @@ fn a_fit_resumed_from_a_checkpoint_gives_the_same_bits() {
     assert!(matches!(e, TrainError::Checkpoint(_)), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A logistic regression: one logit from two features.
+#[fusegraph::model(loss = BinaryCrossEntropyWithLogits)]
+struct Logistic {
+    fc: Dense<2, 1>,
+}
+
+#[test]
+fn binary_accuracy_is_the_sign_of_the_logit() {
+    let mut rng = Rng::new(Seed(12));
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let (a, b) = (rng.normal(), rng.normal());
+        x.extend_from_slice(&[a, b]);
+        // A noisy linear boundary, so that accuracy is neither 0 nor 1.
+        y.push(if a + 0.5 * b + 0.5 * rng.normal() > 0.0 {
+            1.0
+        } else {
+            0.0
+        });
+    }
+    let data = Dataset::new(x, y, 2).unwrap();
+    let model = Logistic::init(Seed(2));
+    let step = TrainStep::<Logistic, Sgd, 16>::new(&model, Sgd::default().with_lr(0.1));
+    let mut trainer = Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy, Metric::Mae])
+        .verbose(Verbose::Silent);
+    let h = trainer.fit(&data, &FitOptions::new(5), &mut []).unwrap();
+    let m = trainer.evaluate(&data).unwrap();
+    let logits = trainer.predict(data.x());
+    let right = logits
+        .iter()
+        .zip(data.y())
+        .filter(|(&z, &t)| (z > 0.0) == (t > 0.5))
+        .count();
+    assert_eq!(m.accuracy, Some(right as f32 / 200.0));
+    assert!((0.7..1.0).contains(&m.accuracy.unwrap()), "{m:?}");
+    let mae = logits
+        .iter()
+        .zip(data.y())
+        .map(|(&z, &t)| f64::from((z - t).abs()))
+        .sum::<f64>()
+        / 200.0;
+    assert!((f64::from(m.mae.unwrap()) - mae).abs() < 1e-6);
+    assert!(h.last().unwrap().train.accuracy.is_some());
+}

@@ -10,12 +10,15 @@ use crate::train::model::Model;
 /// history; it returns whether to go on.
 ///
 /// ```
-/// use fusegraph_runtime::train::{Control, Hook};
-/// let mut best = f32::INFINITY;
-/// let _log = Hook::new(move |log: &fusegraph_runtime::train::EpochLog, _state| {
-///     best = best.min(log.train.loss);
-///     Ok(Control::Continue)
-/// });
+/// use fusegraph_runtime::optim::Rule;
+/// use fusegraph_runtime::train::{Callback, Control, EpochLog, FitState, Hook, Model};
+///
+/// /// Stops a fit once the training loss is below `target`.
+/// fn stop_below<M: Model, R: Rule, const B: usize>(target: f32) -> impl Callback<M, R, B> {
+///     Hook::new(move |log: &EpochLog, _state: FitState<'_, M, R, B>| {
+///         Ok(if log.train.loss < target { Control::Stop } else { Control::Continue })
+///     })
+/// }
 /// ```
 pub struct Hook<F> {
     f: F,

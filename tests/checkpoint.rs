@@ -856,3 +856,116 @@ fn names_that_clash_are_an_error() {
     let plain = TrainStep::<Tiny, SlotNamedEma, 2>::new(&model, SlotNamedEma::default());
     checkpoint::to_bytes(&model, &plain).expect("without an EMA the slot's names are free");
 }
+
+/// A safetensors file of header text `json` (padded) and `data`.
+fn with_header(json: &str, data: &[u8]) -> Vec<u8> {
+    let mut json = json.as_bytes().to_vec();
+    json.resize(json.len().next_multiple_of(8), b' ');
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    out.extend(data);
+    out
+}
+
+/// Headers that describe impossible tensors give errors that name the tensor, change nothing
+/// and never panic: offsets summing past `usize::MAX` (which overflowed inside `safetensors`),
+/// a shape whose size overflows, a dtype whose size does not match the bytes, a name given
+/// twice.
+#[test]
+fn impossible_headers_name_their_tensor_and_never_panic() {
+    let mut model = Tiny::init(Seed(1));
+    let mut step = TrainStep::<Tiny, keras::Adam, 2>::new(&model, keras::Adam::default());
+    let good = checkpoint::to_bytes(&model, &step).unwrap();
+    let before = snapshot(&model, &step);
+    let mut check = |bytes: &[u8], says: &str| {
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            checkpoint::from_bytes(bytes, &mut model, &mut step)
+        }));
+        let err = loaded.expect("no panic").unwrap_err();
+        assert!(
+            err.to_string().contains(says),
+            "`{err}` should say `{says}`"
+        );
+        assert_eq!(snapshot(&model, &step), before);
+    };
+
+    let mut p = Parsed::new(&good);
+    let mut start = p.data.len() as u64;
+    let chunk = (u64::MAX - start) / 8;
+    for i in 0..8 {
+        let end = if i == 7 { u64::MAX } else { start + chunk };
+        let info = serde_json::json!({"dtype": "U8", "shape": [end - start], "data_offsets": [start, end]});
+        p.header.insert(format!("x{i}"), info);
+        start = end;
+    }
+    check(&p.bytes(), "truncated");
+
+    let mut p = Parsed::new(&good);
+    p.header["fc.weight"]["shape"] = serde_json::json!([1u64 << 40, 1u64 << 40]);
+    check(
+        &p.bytes(),
+        "tensor `fc.weight`: shape [1099511627776, 1099511627776] of F32 has more bytes than a u64 counts",
+    );
+
+    let mut p = Parsed::new(&good);
+    p.header["fc.weight"]["dtype"] = "F64".into();
+    check(
+        &p.bytes(),
+        "tensor `fc.weight`: shape [2, 3] of F64 needs 48 bytes, data_offsets [24, 48] hold 24",
+    );
+
+    let p = Parsed::new(&good);
+    let bias = p.header["fc.bias"].to_string();
+    let json = serde_json::to_string(&p.header).unwrap();
+    let twice = json.replacen(
+        "\"fc.bias\":",
+        &format!("\"fc.bias\":{bias},\"fc.bias\":"),
+        1,
+    );
+    check(
+        &with_header(&twice, &p.data),
+        "the header names `fc.bias` twice",
+    );
+
+    checkpoint::from_bytes(&good, &mut model, &mut step).expect("the original loads");
+}
+
+/// Names that clash are refused on load as on save: a file must not fill two buffers from one
+/// tensor.
+#[test]
+fn names_that_clash_are_an_error_on_load() {
+    let model = Tiny::init(Seed(1));
+    let plain = TrainStep::<Tiny, SlotNamedEma, 2>::new(&model, SlotNamedEma::default());
+    let bytes = checkpoint::to_bytes(&model, &plain).unwrap();
+    let config = Config::default().ema(Ema {
+        momentum: 0.9,
+        overwrite_every: 0,
+    });
+    let mut target = Tiny::init(Seed(2));
+    let mut step =
+        TrainStep::<Tiny, SlotNamedEma, 2>::with_config(&target, SlotNamedEma::default(), config);
+    let err = checkpoint::from_bytes(&bytes, &mut target, &mut step).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Clash { name } if name == "optimizer.ema.fc.weight"),
+        "{err}"
+    );
+}
+
+/// A step counter beyond what an I64 holds is an error on save (it used to be written
+/// negative, which no load accepts); the largest I64 loads back.
+#[test]
+fn step_counts_round_trip_up_to_the_largest_i64() {
+    let mut model = Tiny::init(Seed(1));
+    let mut step = TrainStep::<Tiny, keras::Adam, 2>::new(&model, keras::Adam::default());
+    step.optimizer_mut().set_iterations(1 << 63);
+    let err = checkpoint::to_bytes(&model, &step).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Value { name, .. } if name == "train.step"),
+        "{err}"
+    );
+    step.optimizer_mut().set_iterations(i64::MAX as u64);
+    let bytes = checkpoint::to_bytes(&model, &step).unwrap();
+    step.optimizer_mut().set_iterations(0);
+    checkpoint::from_bytes(&bytes, &mut model, &mut step).unwrap();
+    assert_eq!(step.optimizer().iterations(), i64::MAX as u64);
+}

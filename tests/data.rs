@@ -5,10 +5,51 @@ use flate2::{write::GzEncoder, Compression};
 use fusegraph::data::{idx, Csv, DataError, Dataset, MinMax, Standardize};
 use fusegraph::Seed;
 use proptest::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::error::Error;
 use std::io::Write;
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+
+/// The system allocator, recording the largest block each thread asks for.
+struct Largest;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+}
+
+// SAFETY: every call is passed on to `System` unchanged.
+unsafe impl GlobalAlloc for Largest {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Largest = Largest;
+
+/// The largest block `f` allocates on this thread, and its result.
+fn largest_allocation<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    LARGEST.with(|l| l.set(0));
+    let out = f();
+    (LARGEST.with(Cell::get), out)
+}
 
 fn digits_text() -> String {
     std::fs::read_to_string(DIGITS).unwrap()
@@ -414,4 +455,36 @@ proptest! {
             }
         }
     }
+}
+
+/// A short CSV of a wide header over many empty lines reserves memory in proportion to its
+/// bytes, not rows x columns (20 000 x 20 000 values, 1.6 GB, before the fix).
+#[test]
+fn csv_reserves_no_more_than_its_bytes() {
+    let columns = 20_000;
+    let mut text = vec!["c"; columns].join(",");
+    text.push_str(&"\n".repeat(columns));
+    text.push_str("1\n");
+    let (largest, parsed) = largest_allocation(|| Csv::new().parse_classes(&text, "wide.csv"));
+    assert_eq!(message(parsed), "wide.csv:2: expected 20000 fields, got 0");
+    assert!(
+        largest < 16 * text.len(),
+        "{largest} bytes for {} of text",
+        text.len()
+    );
+}
+
+/// A small gzip file whose header describes 10 bytes but which decompresses to 64 MiB is
+/// refused without keeping the 64 MiB.
+#[test]
+fn gzip_keeps_only_what_the_header_describes() {
+    let mut plain = idx_bytes(0x08, &[2], &[7, 8]);
+    plain.resize(64 << 20, 0);
+    let gz = gzip(&plain);
+    let (largest, parsed) = largest_allocation(|| idx::parse(&gz, "bomb.idx.gz"));
+    assert_eq!(
+        message(parsed),
+        "bomb.idx.gz: trailing bytes: the header describes 10 bytes, 67108864 are present"
+    );
+    assert!(largest < 1 << 20, "{largest} bytes kept");
 }

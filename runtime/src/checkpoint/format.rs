@@ -2,7 +2,8 @@
 //! checking the whole file before changing anything.
 
 use super::layout::{
-    check_unique, for_each_permuted, model_entries, train_entries, Entry, Source, OPTIMIZER, TRAIN,
+    check_unique, for_each_permuted, model_entries, train_entries, Entry, Source, OPTIMIZER, STEP,
+    TRAIN,
 };
 use super::metadata::{Metadata, MODEL, TRAINING};
 use super::CheckpointError;
@@ -110,7 +111,8 @@ fn train_tensor<M: Model, R: Rule, const B: usize>(
             f32_bytes(t, range(t, opt.ema()?))
         }
         Source::Carried(i) => opt.carried(R::CARRIED[i])?.to_le_bytes().to_vec(),
-        Source::Step => (opt.iterations() as i64).to_le_bytes().to_vec(),
+        // Below 2^63 (checked by `to_bytes_with`): the bytes of the same I64.
+        Source::Step => opt.iterations().to_le_bytes().to_vec(),
         Source::Seed => (step.seed().0 as i64).to_le_bytes().to_vec(),
         _ => return None,
     };
@@ -207,7 +209,11 @@ pub fn to_bytes_with<M: Model, R: Rule, const B: usize>(
     let opt = step.optimizer();
     let entries = train_entries::<M, R>(opt.ema().is_some());
     check_unique(&entries)?;
-    let counter = opt.iterations() as i64;
+    let counter = i64::try_from(opt.iterations()).map_err(|_| CheckpointError::Value {
+        name: STEP.into(),
+        value: opt.iterations().to_string(),
+        expected: "a step count below 2^63 (stored as I64)",
+    })?;
     let tensors = entries
         .iter()
         .filter_map(|e| {
@@ -233,6 +239,16 @@ fn header_error(e: SafeTensorError, len: usize) -> CheckpointError {
     }
 }
 
+/// The header of a safetensors file as text, and the length of the data section after it, when
+/// the length prefix fits the file and the header is UTF-8 (otherwise `safetensors` says why
+/// not).
+fn split_header(bytes: &[u8]) -> Option<(&str, usize)> {
+    let prefix: [u8; PREFIX] = bytes.get(..PREFIX)?.try_into().ok()?;
+    let n = usize::try_from(u64::from_le_bytes(prefix)).ok()?;
+    let json = bytes.get(PREFIX..PREFIX.checked_add(n)?)?;
+    Some((std::str::from_utf8(json).ok()?, bytes.len() - PREFIX - n))
+}
+
 /// A parsed file: its header, metadata and data section.
 struct File<'a> {
     header: Header,
@@ -242,6 +258,9 @@ struct File<'a> {
 
 impl<'a> File<'a> {
     fn parse(bytes: &'a [u8]) -> Result<Self, CheckpointError> {
+        if let Some((json, data_len)) = split_header(bytes) {
+            super::header::check(json, data_len, bytes.len())?;
+        }
         let (n, header) =
             SafeTensors::read_metadata(bytes).map_err(|e| header_error(e, bytes.len()))?;
         let meta = header
@@ -347,6 +366,7 @@ pub fn model_from_bytes<M: Model>(
     let file = File::parse(bytes)?;
     file.meta.check_model::<M>(MODEL)?;
     let entries = model_entries::<M>();
+    check_unique(&entries)?;
     for (e, data) in file.check(&entries, &[OPTIMIZER, TRAIN])? {
         load_model_tensor(model, e, data);
     }
@@ -365,6 +385,7 @@ pub fn from_bytes<M: Model, R: Rule, const B: usize>(
     file.meta.check_model::<M>(TRAINING)?;
     let hyper = file.meta.check_optimizer::<R>()?;
     let entries = train_entries::<M, R>(step.optimizer().ema().is_some());
+    check_unique(&entries)?;
     let checked = file.check(&entries, &[])?;
     let mut iterations = 0;
     let mut seed = 0;

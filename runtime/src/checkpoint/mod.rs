@@ -126,6 +126,7 @@
 
 mod error;
 mod format;
+mod header;
 mod layout;
 mod metadata;
 

@@ -3,7 +3,7 @@
 //! Plain means: fields separated by one delimiter byte, no quoting, no escapes, no comments.
 //! Every field is a number (spaces around it are ignored); a field that starts with a quote is
 //! an error saying that quoting is not supported. Lines end in `\n` or `\r\n`; empty lines at
-//! the end are skipped, an empty line elsewhere is a row with too few fields; a UTF-8 byte
+//! the end are skipped, an empty line elsewhere is an error that names it; a UTF-8 byte
 //! order mark at the start (as Excel writes) is skipped. This is what numeric data sets
 //! exported by pandas, NumPy or R look like, and it needs no CSV crate.
 
@@ -161,6 +161,12 @@ impl Csv {
             lines.pop();
         }
         let first = *lines.first().ok_or_else(|| empty(source))?;
+        if first.trim_ascii().is_empty() {
+            let what = if self.header { "header" } else { "first row" };
+            return Err(DataError::Shape(std::format!(
+                "{source}:1: an empty line where the {what} should be"
+            )));
+        }
         let mut fields = Vec::new();
         split_fields(first, self.delimiter, source, 1, &mut fields)?;
         let width = fields.len();
@@ -187,9 +193,12 @@ impl Csv {
         if lines.len() == skip {
             return Err(empty(source));
         }
+        // Reserved for every row, but never more values than the input has bytes: a short
+        // input of many empty lines under a wide header must not reserve rows x columns.
         let rows = lines.len() - skip;
-        let mut x = Vec::with_capacity(rows * features);
-        let mut y = Vec::with_capacity(rows * targets.len());
+        let reserve = |per_row: usize| rows.saturating_mul(per_row).min(bytes.len());
+        let mut x = Vec::with_capacity(reserve(features));
+        let mut y = Vec::with_capacity(reserve(targets.len()));
         for (i, row) in lines.iter().enumerate().skip(skip) {
             let line = i + 1;
             if row.trim_ascii().is_empty() {
@@ -230,6 +239,11 @@ impl Csv {
             header: header.to_vec(),
             fields: width,
         };
+        if self.targets.is_empty() {
+            return Err(DataError::Shape(std::format!(
+                "{source}: no target columns: select at least one"
+            )));
+        }
         self.targets
             .iter()
             .map(|column| match column {
@@ -416,6 +430,52 @@ mod tests {
             .target_indices(&[0, 1])
             .parse_values("a,b\n1,2\n", "t");
         assert!(matches!(all, Err(DataError::Shape(_))));
+    }
+
+    #[test]
+    fn a_blank_first_line_is_named() {
+        assert_eq!(
+            message(classes("\r\ny,a\r\n1,2\r\n")),
+            "t.csv:1: an empty line where the header should be"
+        );
+        let no_header = Csv::new().no_header().parse_classes(" \n1,2\n", "t");
+        assert_eq!(
+            message(no_header),
+            "t:1: an empty line where the first row should be"
+        );
+    }
+
+    #[test]
+    fn crlf_lines_and_blank_lines_are_counted_exactly() {
+        let text = "\u{feff}y,a\r\n1,2\r\n0,x\r\n";
+        assert_eq!(message(classes(text)), "t.csv:3:2: \"x\" is not a number");
+        let text = "y,a\r\n1,2\r\n\r\n3,4\r\n";
+        assert_eq!(message(classes(text)), "t.csv:3: expected 2 fields, got 0");
+        let long = std::format!("y,a\n1,{}x\n", "9".repeat(100_000));
+        assert!(message(classes(&long)).starts_with("t.csv:2:2: \"999"));
+    }
+
+    #[test]
+    fn labels_are_trimmed_but_not_converted() {
+        assert_eq!(classes("y,a\n 7 ,2\n").unwrap().y(), &[7]);
+        for bad in ["3.0", "-1", "1e2"] {
+            let err = message(classes(&std::format!("y,a\n{bad},2\n")));
+            assert_eq!(
+                err,
+                std::format!("t.csv:2:1: {bad:?} is not a class label (a non-negative integer)")
+            );
+        }
+    }
+
+    #[test]
+    fn targets_must_be_selected() {
+        let none = Csv::new()
+            .target_indices(&[])
+            .parse_values("a,b\n1,2\n", "t");
+        assert_eq!(
+            none.unwrap_err().to_string(),
+            "t: no target columns: select at least one"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! first (with the `gzip` feature; without it, that is an error).
 //!
 //! The header is checked against the bytes present before anything is allocated: a file whose
-//! dimensions describe more (or fewer) bytes than it holds is an error.
+//! dimensions describe more (or fewer) bytes than it holds is an error. A gzip stream is
+//! decompressed only as far as its header describes (what follows is counted, not kept), and
+//! bytes after its last member are an error.
 //!
 //! ```
 //! use fusegraph_runtime::data::idx;
@@ -85,9 +87,10 @@ pub fn read(path: impl AsRef<Path>) -> Result<Idx, DataError> {
 /// Parses IDX bytes in memory, plain or gzip-compressed; `source` names them in errors.
 pub fn parse(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        parse_plain(&gunzip(bytes, source)?, source)
+        let (plain, beyond) = gunzip(bytes, source)?;
+        parse_plain(&plain, beyond, source)
     } else {
-        parse_plain(bytes, source)
+        parse_plain(bytes, 0, source)
     }
 }
 
@@ -146,31 +149,115 @@ pub fn dataset(images: Idx, labels: Idx, classes: Option<u32>) -> Result<Dataset
     Dataset::new(images.values, y, features)
 }
 
-/// Decompresses a gzip stream (of one or more members).
+/// Decompresses a gzip stream (of one or more members, and nothing after them), keeping at
+/// most the bytes its IDX header describes: returns them and the number of decompressed bytes
+/// beyond them, counted without being kept, so that a small file cannot fill the memory.
 #[cfg(feature = "gzip")]
-fn gunzip(bytes: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
-    use std::io::Read;
+fn gunzip(bytes: &[u8], source: &str) -> Result<(Vec<u8>, u64), DataError> {
+    use std::io::{self, Read};
+    let fail = |error| DataError::Gzip {
+        source: source.to_owned(),
+        error,
+    };
+    let mut stream = Members {
+        rest: bytes,
+        member: None,
+    };
     let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(bytes)
+    (&mut stream).take(4).read_to_end(&mut out).map_err(fail)?;
+    if let [0, 0, _, ndims] = out[..] {
+        let dims = 4 * u64::from(ndims);
+        (&mut stream)
+            .take(dims)
+            .read_to_end(&mut out)
+            .map_err(fail)?;
+    }
+    let keep = match described(&out) {
+        Described::Bytes(total) => total,
+        Described::Overflow => 0,
+        Described::Invalid => return Ok((out, 0)),
+    };
+    let more = keep.saturating_sub(out.len() as u64);
+    (&mut stream)
+        .take(more)
         .read_to_end(&mut out)
-        .map_err(|error| DataError::Gzip {
-            source: source.to_owned(),
-            error,
-        })?;
-    Ok(out)
+        .map_err(fail)?;
+    let beyond = io::copy(&mut stream, &mut io::sink()).map_err(fail)?;
+    Ok((out, beyond))
+}
+
+/// The members of a gzip stream, one after the other; bytes after the last member that do not
+/// start another one are an error.
+#[cfg(feature = "gzip")]
+struct Members<'a> {
+    rest: &'a [u8],
+    member: Option<flate2::bufread::GzDecoder<&'a [u8]>>,
+}
+
+#[cfg(feature = "gzip")]
+impl std::io::Read for Members<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(member) = &mut self.member {
+                let n = member.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                self.rest = member.get_ref();
+                self.member = None;
+            }
+            if self.rest.is_empty() {
+                return Ok(0);
+            }
+            if !self.rest.starts_with(&GZIP_MAGIC) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{} bytes after the end of the gzip stream", self.rest.len()),
+                ));
+            }
+            self.member = Some(flate2::bufread::GzDecoder::new(self.rest));
+        }
+    }
 }
 
 /// Without the `gzip` feature, a gzip stream is an error.
 #[cfg(not(feature = "gzip"))]
-fn gunzip(_: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
+fn gunzip(_: &[u8], source: &str) -> Result<(Vec<u8>, u64), DataError> {
     Err(DataError::GzipDisabled {
         source: source.to_owned(),
     })
 }
 
-/// Parses uncompressed IDX bytes.
-fn parse_plain(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
-    let present = bytes.len() as u64;
+/// What the start of an IDX input says about its length.
+enum Described {
+    /// The whole input is this many bytes long.
+    Bytes(u64),
+    /// More bytes than a `u64` counts.
+    Overflow,
+    /// The header is incomplete, or not an IDX header.
+    Invalid,
+}
+
+/// The length of the input that `bytes` starts, as its header describes it.
+fn described(bytes: &[u8]) -> Described {
+    let [0, 0, code, ndims, ..] = *bytes else {
+        return Described::Invalid;
+    };
+    let header = 4 + 4 * usize::from(ndims);
+    let (Some(size), Some(dims)) = (element_size(code), bytes.get(4..header)) else {
+        return Described::Invalid;
+    };
+    dims.chunks_exact(4)
+        .map(|d| u64::from(u32::from_be_bytes([d[0], d[1], d[2], d[3]])))
+        .try_fold(size as u64, u64::checked_mul)
+        .and_then(|n| n.checked_add(header as u64))
+        .map_or(Described::Overflow, Described::Bytes)
+}
+
+/// Parses uncompressed IDX bytes, followed in the input by `beyond` more bytes that were not
+/// kept (past what the header describes).
+fn parse_plain(bytes: &[u8], beyond: u64, source: &str) -> Result<Idx, DataError> {
+    let present = bytes.len() as u64 + beyond;
     let truncated = |expected| DataError::Truncated {
         source: source.to_owned(),
         expected,
@@ -190,10 +277,12 @@ fn parse_plain(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
     let [_, _, code, ndims, ..] = *bytes else {
         return Err(truncated(Some(4)));
     };
-    let size = element_size(code).ok_or_else(|| DataError::UnsupportedType {
-        source: source.to_owned(),
-        code,
-    })?;
+    if element_size(code).is_none() {
+        return Err(DataError::UnsupportedType {
+            source: source.to_owned(),
+            code,
+        });
+    }
     let header = 4 + 4 * usize::from(ndims);
     let Some(dims) = bytes.get(4..header) else {
         return Err(truncated(Some(header as u64)));
@@ -202,20 +291,17 @@ fn parse_plain(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
         .chunks_exact(4)
         .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
         .collect();
-    let expected = dims
-        .iter()
-        .try_fold(size as u64, |n, &d| n.checked_mul(d as u64))
-        .and_then(|n| n.checked_add(header as u64));
-    match expected {
-        Some(e) if e == present => {}
-        Some(e) if e < present => {
+    match described(bytes) {
+        Described::Bytes(e) if e == present => {}
+        Described::Bytes(e) if e < present => {
             return Err(DataError::Trailing {
                 source: source.to_owned(),
                 expected: e,
                 present,
             })
         }
-        _ => return Err(truncated(expected)),
+        Described::Bytes(e) => return Err(truncated(Some(e))),
+        _ => return Err(truncated(None)),
     }
     Ok(Idx {
         source: source.to_owned(),
@@ -384,6 +470,62 @@ mod tests {
         assert_eq!(parse(&gz, "t").unwrap(), parse(&plain, "t").unwrap());
         let err = parse(&gz[..gz.len() - 3], "t").unwrap_err();
         assert!(matches!(err, DataError::Gzip { .. }), "{err}");
+    }
+
+    #[cfg(feature = "gzip")]
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use flate2::{write::GzEncoder, Compression};
+        use std::io::Write;
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_members_follow_each_other_and_nothing_else() {
+        let plain = file(0x08, &[2, 2], &[1, 2, 3, 4]);
+        let mut two = gzip(&plain[..7]);
+        two.extend(gzip(&plain[7..]));
+        assert_eq!(parse(&two, "t").unwrap(), parse(&plain, "t").unwrap());
+        for tail in [&b"garbage!"[..], &[0; 4], &[0x1f]] {
+            let mut gz = gzip(&plain);
+            gz.extend_from_slice(tail);
+            let err = parse(&gz, "t").unwrap_err().to_string();
+            let says = std::format!(
+                "t: gzip: {} bytes after the end of the gzip stream",
+                tail.len()
+            );
+            assert_eq!(err, says);
+        }
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_beyond_the_header_is_counted_not_kept() {
+        let mut plain = file(0x08, &[2], &[7, 8]);
+        plain.resize(plain.len() + 100_000, 0);
+        let err = parse(&gzip(&plain), "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: trailing bytes: the header describes 10 bytes, 100010 are present"
+        );
+        let overflow = file(0x0E, &[u32::MAX; 3], &[1, 2, 3]);
+        let err = parse(&gzip(&overflow), "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: truncated: the header describes more bytes than a u64 counts, 19 are present"
+        );
+        let short = file(0x0B, &[3], &[0; 5]);
+        let err = parse(&gzip(&short), "t").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "t: truncated: the header describes 14 bytes, 13 are present"
+        );
+        for bad in [&[0, 0, 0x0A, 1][..], &[0, 1, 8, 1], &[0, 0, 8]] {
+            let err = parse(&gzip(bad), "t").unwrap_err();
+            assert_eq!(err.to_string(), parse(bad, "t").unwrap_err().to_string());
+        }
     }
 
     #[cfg(not(feature = "gzip"))]

@@ -2,7 +2,10 @@
 //! data with the same features.
 //!
 //! Both compute their statistics in `f64` and map each value `v` of feature `j` to
-//! `(v - shift[j]) / scale[j]`, in `f64` rounded once to `f32`. Fit on the training set only,
+//! `(v - shift[j]) / scale[j]`, in `f64` rounded once to `f32`. As in scikit-learn, NaN are
+//! missing values: left out when fitting, left NaN when applying. Other values should be
+//! finite (the loaders make sure of it): an infinite value makes its feature's statistics
+//! infinite. Fit on the training set only,
 //! then apply the same scaler to the training and the test set, so that nothing about the test
 //! set leaks into training:
 //!
@@ -51,26 +54,26 @@ impl Standardize {
     /// # Panics
     /// If `x` does not hold whole samples of `features` values.
     pub fn fit_samples(x: &[f32], features: usize) -> Self {
-        let rows = samples(x, features);
-        let n = rows.len().max(1) as f64;
-        let mut mean = vec![0.0; features];
-        for row in rows.clone() {
-            for (m, &v) in mean.iter_mut().zip(row) {
-                *m += f64::from(v);
-            }
-        }
-        mean.iter_mut().for_each(|m| *m /= n);
+        let seen = Seen::of(x, features);
+        let mean: Vec<f64> = seen.iter().map(Seen::mean).collect();
         let mut var = vec![0.0; features];
-        for row in rows {
+        for row in samples(x, features) {
             for ((s, &m), &v) in var.iter_mut().zip(&mean).zip(row) {
-                *s += (f64::from(v) - m) * (f64::from(v) - m);
+                if !v.is_nan() {
+                    *s += (f64::from(v) - m) * (f64::from(v) - m);
+                }
             }
         }
-        let constant = constant_features(x, features);
         let scale = var
             .iter()
-            .zip(constant)
-            .map(|(&s, c)| if c { 1.0 } else { (s / n).sqrt() })
+            .zip(&seen)
+            .map(|(&s, f)| {
+                if f.constant() {
+                    1.0
+                } else {
+                    (s / f.count as f64).sqrt()
+                }
+            })
             .collect();
         Standardize { mean, scale }
     }
@@ -122,25 +125,12 @@ impl MinMax {
     /// # Panics
     /// If `x` does not hold whole samples of `features` values.
     pub fn fit_samples(x: &[f32], features: usize) -> Self {
-        let mut lo = vec![f32::INFINITY; features];
-        let mut hi = vec![f32::NEG_INFINITY; features];
-        for row in samples(x, features) {
-            for ((l, h), &v) in lo.iter_mut().zip(&mut hi).zip(row) {
-                *l = l.min(v);
-                *h = h.max(v);
-            }
-        }
-        let (min, range) = lo
+        let (min, range) = Seen::of(x, features)
             .iter()
-            .zip(&hi)
-            .map(|(&l, &h)| {
-                if l < h {
-                    (f64::from(l), f64::from(h) - f64::from(l))
-                } else if l == h {
-                    (f64::from(l), 1.0)
-                } else {
-                    (0.0, 1.0)
-                }
+            .map(|f| match f.count {
+                0 => (0.0, 1.0),
+                _ if f.constant() => (f64::from(f.lo), 1.0),
+                _ => (f64::from(f.lo), f64::from(f.hi) - f64::from(f.lo)),
             })
             .unzip();
         MinMax { min, range }
@@ -196,17 +186,50 @@ fn check_width(len: usize, features: usize) {
     );
 }
 
-/// Whether each feature takes a single value (true also without samples).
-fn constant_features(x: &[f32], features: usize) -> Vec<bool> {
-    let mut constant = vec![true; features];
-    if let Some(first) = x.get(..features) {
+/// What fitting saw of one feature, NaN left out: how many values, their sum, least and
+/// greatest.
+struct Seen {
+    count: usize,
+    sum: f64,
+    lo: f32,
+    hi: f32,
+}
+
+impl Seen {
+    /// Per feature of the samples `x`.
+    fn of(x: &[f32], features: usize) -> Vec<Seen> {
+        let mut seen: Vec<Seen> = (0..features)
+            .map(|_| Seen {
+                count: 0,
+                sum: 0.0,
+                lo: f32::INFINITY,
+                hi: f32::NEG_INFINITY,
+            })
+            .collect();
         for row in samples(x, features) {
-            for ((c, &v), &f) in constant.iter_mut().zip(row).zip(first) {
-                *c &= v == f;
+            for (f, &v) in seen.iter_mut().zip(row).filter(|(_, v)| !v.is_nan()) {
+                f.count += 1;
+                f.sum += f64::from(v);
+                f.lo = f.lo.min(v);
+                f.hi = f.hi.max(v);
             }
         }
+        seen
     }
-    constant
+
+    /// The mean (0 without values).
+    fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+
+    /// Whether the feature takes at most one value.
+    fn constant(&self) -> bool {
+        self.count == 0 || self.lo == self.hi
+    }
 }
 
 /// `x[j] = (x[j] - shift[j]) / scale[j]` per feature `j`, in `f64`.
@@ -241,6 +264,29 @@ mod tests {
         let mut y = x;
         m.apply_samples(&mut y);
         assert_eq!(y, [0.0; 12]);
+    }
+
+    #[test]
+    fn nan_is_left_out_of_fitting_and_kept_by_applying() {
+        let nan = f32::NAN;
+        let x = [1.0, nan, nan, nan, 3.0, 5.0];
+        let s = Standardize::fit_samples(&x, 2);
+        assert_eq!((s.mean(), s.scale()), (&[2.0, 5.0][..], &[1.0, 1.0][..]));
+        let m = MinMax::fit_samples(&x, 2);
+        assert_eq!((m.min(), m.range()), (&[1.0, 5.0][..], &[2.0, 1.0][..]));
+        let mut y = [nan, 3.0];
+        s.apply_samples(&mut y);
+        assert!(y[0].is_nan());
+        assert_eq!(y[1], -2.0);
+        let all_nan = Standardize::fit_samples(&[nan, nan], 1);
+        assert_eq!((all_nan.mean(), all_nan.scale()), (&[0.0][..], &[1.0][..]));
+    }
+
+    #[test]
+    fn statistics_accumulate_in_f64() {
+        let x: Vec<f32> = (0..100_000).map(|i| 1e6 + (i % 2) as f32).collect();
+        let s = Standardize::fit_samples(&x, 1);
+        assert_eq!((s.mean(), s.scale()), (&[1e6 + 0.5][..], &[0.5][..]));
     }
 
     #[test]

@@ -190,13 +190,16 @@ pub use fusegraph_macros::model;
 #[doc(hidden)]
 pub mod __private {
     pub use fusegraph_runtime::f32x8;
+    pub use fusegraph_runtime::kernels::gemm::Product;
     pub use fusegraph_runtime::lane;
     pub use fusegraph_runtime::layers;
     pub use fusegraph_runtime::layers::{Activation, Ctx, Grad, Layer};
     pub use fusegraph_runtime::math;
     pub use fusegraph_runtime::optim::Rule;
     pub use fusegraph_runtime::rng::Seed;
-    pub use fusegraph_runtime::train::{init_params, push_tensors, Model, NamedTensor, View};
+    pub use fusegraph_runtime::train::{
+        init_params, push_products, push_tensors, Model, NamedTensor, View,
+    };
 
     /// Element-wise graph operations.
     pub mod graph {

@@ -281,12 +281,18 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             }
         }
     });
-    let scratch = tys
-        .iter()
-        .map(|ty| quote!(__m = #p::max(__m, <#ty as #l>::scratch_len(batch));));
-    let gemm = tys
-        .iter()
-        .map(|ty| quote!(__m = #p::max(__m, <#ty as #l>::gemm_len(batch));));
+    let scratch = tys.iter().fold(
+        quote!(0usize),
+        |acc, ty| quote!(#p::max(#acc, <#ty as #l>::SCRATCH_PER_SAMPLE)),
+    );
+    let max_layer_params = tys.iter().fold(
+        quote!(0usize),
+        |acc, ty| quote!(#p::max(#acc, <#ty as #l>::PARAMS)),
+    );
+    let product_count = sum(tys.iter().map(|ty| quote!(<#ty as #l>::PRODUCTS.len())));
+    let product_pushes = tys.iter().map(
+        |ty| quote!(let (__out, __at) = #p::push_products(__out, __at, <#ty as #l>::PRODUCTS);),
+    );
     let init_state = (0..nf).map(|i| {
         let (ty, s0, s1) = (tys[i], &st[i], &st[i + 1]);
         quote!(<#ty as #l>::init_state(&mut __state[#s0..#s1]);)
@@ -321,6 +327,14 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 let __out = [#p::NamedTensor::EMPTY; __TENSOR_COUNT];
                 let __at = 0usize;
                 #(#pushes)*
+                let _ = __at;
+                __out
+            };
+            const __PRODUCT_COUNT: usize = #product_count;
+            const __PRODUCTS: [#p::Product; __PRODUCT_COUNT] = {
+                let __out = [#p::Product::NONE; __PRODUCT_COUNT];
+                let __at = 0usize;
+                #(#product_pushes)*
                 let _ = __at;
                 __out
             };
@@ -385,17 +399,9 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
                 type Loss = #loss;
 
-                fn scratch_len(batch: usize) -> usize {
-                    let mut __m = 0usize;
-                    #(#scratch)*
-                    __m
-                }
-
-                fn gemm_len(batch: usize) -> usize {
-                    let mut __m = 0usize;
-                    #(#gemm)*
-                    __m
-                }
+                const SCRATCH_PER_SAMPLE: usize = #scratch;
+                const PRODUCTS: &'static [#p::Product] = &__PRODUCTS;
+                const MAX_LAYER_PARAMS: usize = #max_layer_params;
 
                 fn params(&self) -> &[f32] {
                     &self.__params

@@ -456,7 +456,7 @@ struct Blocking {
 const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
 
 /// The length of the longest block of `k` (see [`KC`]).
-fn kc_max(k: usize) -> usize {
+const fn kc_max(k: usize) -> usize {
     if k == 0 {
         0
     } else {
@@ -496,7 +496,7 @@ enum Path {
 }
 
 /// The path of an `m`x`k`x`n` product computed as is.
-fn path(m: usize, k: usize, n: usize) -> Path {
+const fn path(m: usize, k: usize, n: usize) -> Path {
     if n <= NR && k <= KC && m.saturating_mul(k).saturating_mul(n) <= SMALL_MACS {
         Path::Small
     } else {
@@ -553,33 +553,53 @@ impl Plan {
 }
 
 /// Workspace of one piece of an `m`x`k`x`n` product computed as is, along `path`.
-fn piece_len(m: usize, k: usize, n: usize, path: Path, blk: Blocking) -> usize {
+const fn piece_len(m: usize, k: usize, n: usize, path: Path, blk: Blocking) -> usize {
     match path {
         Path::Small => k * NR,
         Path::Packed { pack_a } => {
             let a = if pack_a {
-                m.min(blk.mc).div_ceil(MR) * MR
+                min(m, blk.mc).div_ceil(MR) * MR
             } else {
                 0
             };
-            (a + n.min(blk.nc).div_ceil(NR) * NR) * kc_max(k)
+            (a + min(n, blk.nc).div_ceil(NR) * NR) * kc_max(k)
         }
     }
 }
 
+const fn min(a: usize, b: usize) -> usize {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Workspace of one piece, whichever way the product is computed.
-fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
+const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
     let blk = DEFAULT_BLOCKING;
-    piece_len(m, k, n, path(m, k, n), blk).max(piece_len(n, k, m, path(n, k, m), blk))
+    max(
+        piece_len(m, k, n, path(m, k, n), blk),
+        piece_len(n, k, m, path(n, k, m), blk),
+    )
 }
 
 /// Whether a product is large enough to split across threads.
-fn wants_threads(m: usize, k: usize, n: usize) -> bool {
+const fn wants_threads(m: usize, k: usize, n: usize) -> bool {
     2usize.saturating_mul(m).saturating_mul(k).saturating_mul(n) >= PARALLEL_FLOPS
 }
 
-/// Threads of the current rayon pool (1 without the `parallel` feature).
-fn pool_threads() -> usize {
+/// Threads of the current rayon pool (1 without the `parallel` feature): what
+/// [`workspace_len`] sizes the workspace for.
+pub fn pool_threads() -> usize {
     #[cfg(feature = "parallel")]
     {
         rayon::current_num_threads()
@@ -595,13 +615,76 @@ fn pool_threads() -> usize {
 ///
 /// A workspace with room for fewer pieces than the pool has threads is not an error: the
 /// product is then split into as many pieces as fit.
-pub fn workspace_len_threads(m: usize, k: usize, n: usize, threads: usize) -> usize {
+pub const fn workspace_len_threads(m: usize, k: usize, n: usize, threads: usize) -> usize {
     let pieces = if wants_threads(m, k, n) {
-        threads.max(1)
+        max(threads, 1)
     } else {
         1
     };
     piece_len_any(m, k, n) * pieces
+}
+
+/// Which dimension of a [`Product`] grows with the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scaled {
+    /// The rows of `A` and `C`.
+    M,
+    /// The inner dimension.
+    K,
+    /// The columns of `B` and `C`.
+    N,
+}
+
+/// A matrix product a layer computes, `m`x`k` by `k`x`n`, with the dimension that is
+/// multiplied by the batch given per sample: layers declare them so that the GEMM workspace
+/// of a model is a constant of its type and its batch (see [`products_workspace_len`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Product {
+    /// Rows of `A` (per sample if [`scaled`](Self::scaled) is [`Scaled::M`]).
+    pub m: usize,
+    /// The inner dimension (per sample if [`Scaled::K`]).
+    pub k: usize,
+    /// Columns of `B` (per sample if [`Scaled::N`]).
+    pub n: usize,
+    /// The dimension that grows with the batch.
+    pub scaled: Scaled,
+}
+
+impl Product {
+    /// A placeholder, for building tables in constants.
+    pub const NONE: Product = Product {
+        m: 0,
+        k: 0,
+        n: 0,
+        scaled: Scaled::M,
+    };
+
+    /// The product's `(m, k, n)` for `batch` samples.
+    pub const fn dims(&self, batch: usize) -> (usize, usize, usize) {
+        match self.scaled {
+            Scaled::M => (self.m * batch, self.k, self.n),
+            Scaled::K => (self.m, self.k * batch, self.n),
+            Scaled::N => (self.m, self.k, self.n * batch),
+        }
+    }
+}
+
+/// The workspace of the largest of `products` for `batch` samples on `threads` threads.
+///
+/// ```
+/// use fusegraph_runtime::kernels::gemm::{products_workspace_len, workspace_len_threads, Product, Scaled};
+/// let p = [Product { m: 1, k: 64, n: 128, scaled: Scaled::M }];
+/// assert_eq!(products_workspace_len(&p, 32, 1), workspace_len_threads(32, 64, 128, 1));
+/// ```
+pub const fn products_workspace_len(products: &[Product], batch: usize, threads: usize) -> usize {
+    let mut most = 0;
+    let mut i = 0;
+    while i < products.len() {
+        let (m, k, n) = products[i].dims(batch);
+        most = max(most, workspace_len_threads(m, k, n, threads));
+        i += 1;
+    }
+    most
 }
 
 /// Length of the workspace [`gemm`] needs for an `m`x`k` by `k`x`n` product: enough to use

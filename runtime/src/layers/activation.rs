@@ -469,12 +469,6 @@ mod tests {
         const STATE: usize = 0;
         const SAVED: usize = if A::NEEDS_Z { N } else { 0 };
         const TENSORS: &'static [Tensor] = &[];
-        fn scratch_len(_: usize) -> usize {
-            0
-        }
-        fn gemm_len(_: usize) -> usize {
-            0
-        }
         fn init_state(_: &mut [f32]) {}
         fn forward(
             _: &mut Ctx<'_>,

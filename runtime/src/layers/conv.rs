@@ -4,7 +4,9 @@
 
 use super::lanes::add_rows;
 use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
-use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+use crate::kernels::gemm::{
+    gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
+};
 use crate::LANES;
 use core::marker::PhantomData;
 
@@ -164,7 +166,7 @@ impl ConvDims {
 /// matrix, `batch * out_h * out_w` rows of [`patch`](ConvDims::patch) values (none for a 1x1
 /// kernel with stride 1).
 #[inline]
-pub fn conv_scratch_len(dims: ConvDims, batch: usize) -> usize {
+pub const fn conv_scratch_len(dims: ConvDims, batch: usize) -> usize {
     if dims.direct() {
         0
     } else {
@@ -172,13 +174,36 @@ pub fn conv_scratch_len(dims: ConvDims, batch: usize) -> usize {
     }
 }
 
+/// The products of [`conv_forward`] and [`conv_backward`] over the patch matrix `P`
+/// (positions x patch): `P·W`, `Pᵀ·dy` and `dy·Wᵀ`.
+pub const fn conv_products(dims: ConvDims) -> [Product; 3] {
+    let (r, k, f) = (dims.positions(1), dims.patch(), dims.f);
+    [
+        Product {
+            m: r,
+            k,
+            n: f,
+            scaled: Scaled::M,
+        },
+        Product {
+            m: k,
+            k: r,
+            n: f,
+            scaled: Scaled::K,
+        },
+        Product {
+            m: r,
+            k: f,
+            n: k,
+            scaled: Scaled::M,
+        },
+    ]
+}
+
 /// GEMM workspace one [`conv_forward`] or [`conv_backward`] call needs for `batch` samples.
 #[inline]
 pub fn conv_gemm_len(dims: ConvDims, batch: usize) -> usize {
-    let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
-    workspace_len(r, k, f)
-        .max(workspace_len(k, r, f))
-        .max(workspace_len(r, f, k))
+    products_workspace_len(&conv_products(dims), batch, pool_threads())
 }
 
 /// Runs `$body` for every receptive field of `$batch` images, in order, with `$k` the offset of
@@ -574,13 +599,8 @@ impl<
         },
     ];
 
-    fn scratch_len(batch: usize) -> usize {
-        conv_scratch_len(Self::DIMS, batch)
-    }
-
-    fn gemm_len(batch: usize) -> usize {
-        conv_gemm_len(Self::DIMS, batch)
-    }
+    const SCRATCH_PER_SAMPLE: usize = conv_scratch_len(Self::DIMS, 1);
+    const PRODUCTS: &'static [Product] = &conv_products(Self::DIMS);
 
     fn forward(
         ctx: &mut Ctx<'_>,

@@ -3,7 +3,9 @@
 
 use super::lanes::add_rows;
 use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
-use crate::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+use crate::kernels::gemm::{
+    gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
+};
 use core::marker::PhantomData;
 
 /// The sizes of a fully connected layer, for [`dense_forward`] and [`dense_backward`]: a
@@ -38,15 +40,37 @@ impl DenseDims {
     }
 }
 
-/// GEMM workspace one [`dense_forward`] or [`dense_backward`] call needs for `batch` samples.
-#[inline]
-pub fn dense_gemm_len(dims: DenseDims, batch: usize) -> usize {
+/// The products of [`dense_forward`] and [`dense_backward`]: `x·W`, `xᵀ·dy` and `dy·Wᵀ`.
+pub const fn dense_products(dims: DenseDims) -> [Product; 3] {
     let DenseDims {
         inputs, outputs, ..
     } = dims;
-    workspace_len(batch, inputs, outputs)
-        .max(workspace_len(inputs, batch, outputs))
-        .max(workspace_len(batch, outputs, inputs))
+    [
+        Product {
+            m: 1,
+            k: inputs,
+            n: outputs,
+            scaled: Scaled::M,
+        },
+        Product {
+            m: inputs,
+            k: 1,
+            n: outputs,
+            scaled: Scaled::K,
+        },
+        Product {
+            m: 1,
+            k: outputs,
+            n: inputs,
+            scaled: Scaled::M,
+        },
+    ]
+}
+
+/// GEMM workspace one [`dense_forward`] or [`dense_backward`] call needs for `batch` samples.
+#[inline]
+pub fn dense_gemm_len(dims: DenseDims, batch: usize) -> usize {
+    products_workspace_len(&dense_products(dims), batch, pool_threads())
 }
 
 /// `y = A(x·W + b)` for `batch` samples of `dims.inputs` values: one GEMM, then one pass over
@@ -280,9 +304,7 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
         }]
     };
 
-    fn gemm_len(batch: usize) -> usize {
-        dense_gemm_len(Self::DIMS, batch)
-    }
+    const PRODUCTS: &'static [Product] = &dense_products(Self::DIMS);
 
     fn forward(
         ctx: &mut Ctx<'_>,

@@ -5,6 +5,7 @@
 //! images are NHWC. A layer's parameters are one contiguous slice of the model's flat
 //! parameter buffer, in the order of its [`Layer::TENSORS`].
 
+use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::rng::Rng;
 
 /// Training or inference: Dropout and BatchNorm behave differently.
@@ -162,15 +163,19 @@ pub trait Layer {
     /// state (BatchNorm does); `false` by default.
     const BATCH_COUNTER: bool = false;
 
-    /// Scratch values one call needs for `batch` samples (im2col patches); none by default.
+    /// Scratch values per sample one call needs (im2col patches); none by default.
+    const SCRATCH_PER_SAMPLE: usize = 0;
+    /// The matrix products a call computes, from which the GEMM workspace follows; none by
+    /// default.
+    const PRODUCTS: &'static [Product] = &[];
+
+    /// Scratch values one call needs for `batch` samples.
     fn scratch_len(batch: usize) -> usize {
-        let _ = batch;
-        0
+        Self::SCRATCH_PER_SAMPLE * batch
     }
-    /// GEMM workspace one call needs for `batch` samples; none by default.
+    /// GEMM workspace one call needs for `batch` samples, for the threads of the current pool.
     fn gemm_len(batch: usize) -> usize {
-        let _ = batch;
-        0
+        products_workspace_len(Self::PRODUCTS, batch, pool_threads())
     }
     /// Initial state (running variance 1, mean 0); parameters are initialized by the model
     /// from [`TENSORS`](Self::TENSORS). Nothing by default.

@@ -37,7 +37,7 @@ pub use graph::{accumulate, add, concat, concat_grad, mul, product_grad};
 pub use history::{EpochLog, History, Stop};
 #[cfg(feature = "std")]
 pub use metrics::{Metric, Metrics, TargetValue};
-pub use model::{init_params, push_tensors, Bytes, Model, NamedTensor, View};
+pub use model::{init_params, push_products, push_tensors, Bytes, Model, NamedTensor, View};
 #[cfg(feature = "std")]
 pub use options::FitOptions;
 #[cfg(feature = "std")]

@@ -1,5 +1,6 @@
 //! The contract between `#[model]` and the runtime.
 
+use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
 use crate::rng::{Rng, Seed};
@@ -70,6 +71,22 @@ pub const fn push_tensors<const N: usize>(
     (out, at)
 }
 
+/// Appends `products` to a table being built in a constant; returns the table and the next
+/// free index. Used by `#[model]`.
+pub const fn push_products<const N: usize>(
+    mut out: [Product; N],
+    mut at: usize,
+    products: &'static [Product],
+) -> ([Product; N], usize) {
+    let mut i = 0;
+    while i < products.len() {
+        out[at] = products[i];
+        at += 1;
+        i += 1;
+    }
+    (out, at)
+}
+
 /// Initializes every tensor of `params` with its initializer, tensor `i` from its own random
 /// stream of `seed`, so that adding a layer does not change the others' initial values.
 pub fn init_params(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
@@ -132,10 +149,22 @@ pub trait Model: Sized {
     /// The loss the model trains with.
     type Loss: Loss;
 
+    /// Scratch values per sample: the most any layer needs.
+    const SCRATCH_PER_SAMPLE: usize;
+    /// The matrix products of every layer, from which the GEMM workspace follows.
+    const PRODUCTS: &'static [Product];
+    /// The parameters of the largest layer: the gradient buffer of a step that updates each
+    /// layer as soon as its gradient is known.
+    const MAX_LAYER_PARAMS: usize;
+
     /// Scratch one forward or backward call needs for `batch` samples.
-    fn scratch_len(batch: usize) -> usize;
-    /// GEMM workspace one call needs for `batch` samples.
-    fn gemm_len(batch: usize) -> usize;
+    fn scratch_len(batch: usize) -> usize {
+        Self::SCRATCH_PER_SAMPLE * batch
+    }
+    /// GEMM workspace one call needs for `batch` samples, for the threads of the current pool.
+    fn gemm_len(batch: usize) -> usize {
+        products_workspace_len(Self::PRODUCTS, batch, pool_threads())
+    }
 
     /// The flat parameter buffer.
     fn params(&self) -> &[f32];

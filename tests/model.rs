@@ -176,6 +176,11 @@ fn byte_counts_are_exact() {
     assert_eq!(Step::BYTES.activations, (20 + 20 + 8) * 32 * 4);
     let model = Mlp::init(Seed(0));
     assert_eq!(model.params().len() * 4, Step::BYTES.params);
+    // The products of this small model stay on one thread, so the workspace is the same
+    // whatever the pool.
+    let step = Step::new(&model, keras::Adam::default());
+    assert_eq!(step.workspace_bytes(), Step::BYTES.workspace);
+    const { assert!(Step::BYTES.workspace > 0) };
     assert_eq!(model.fc1().weight().len(), 8 * 16);
     assert_eq!(model.fc2().bias().len(), 4);
     let names: Vec<String> = <Mlp as Model>::TENSORS

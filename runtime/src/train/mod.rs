@@ -2,6 +2,7 @@
 //! [`TrainStep`], which owns every buffer a train step needs, and (with `std`) the
 //! [`Trainer`] that fits a model on data with metrics, callbacks and progress.
 
+mod budget;
 #[cfg(feature = "std")]
 mod callbacks;
 #[cfg(feature = "std")]
@@ -23,6 +24,7 @@ mod step;
 #[cfg(feature = "std")]
 mod trainer;
 
+pub use budget::check_budget;
 #[cfg(feature = "checkpoint")]
 pub use callbacks::ModelCheckpoint;
 #[cfg(feature = "std")]

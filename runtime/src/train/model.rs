@@ -3,6 +3,7 @@
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
+use crate::optim::Rule;
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
 
@@ -97,15 +98,20 @@ pub fn init_params(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
     }
 }
 
-/// Sizes in bytes of everything a train step owns.
+/// Sizes in bytes of a model and everything a train step owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bytes {
     /// Parameters (and non-trainable state).
     pub params: usize,
-    /// Gradients, one per parameter.
+    /// Gradients: one per parameter, or, when each layer is updated as soon as its gradient is
+    /// known, one per parameter of the largest layer.
     pub grads: usize,
-    /// Activations and their gradients, scratch and GEMM workspace, for the maximum batch.
+    /// Activations, what layers save for backward, their gradients and the input gradient,
+    /// for the maximum batch.
     pub activations: usize,
+    /// Scratch and GEMM workspace for the maximum batch on one thread, and a copy of the
+    /// non-trainable state for inference.
+    pub workspace: usize,
     /// Optimizer slots.
     pub slots: usize,
 }
@@ -113,7 +119,27 @@ pub struct Bytes {
 impl Bytes {
     /// Everything together.
     pub const fn total(&self) -> usize {
-        self.params + self.grads + self.activations + self.slots
+        self.params + self.grads + self.activations + self.workspace + self.slots
+    }
+
+    /// The bytes of model `M` and a train step of rule `R` for batches of `batch`, with a
+    /// full gradient buffer or (`fused`) one the size of the largest layer.
+    pub const fn of<M: Model, R: Rule>(batch: usize, fused: bool) -> Bytes {
+        let grads = if fused {
+            M::MAX_LAYER_PARAMS
+        } else {
+            M::PARAMS
+        };
+        Bytes {
+            params: (M::PARAMS + M::STATE) * 4,
+            grads: grads * 4,
+            activations: (M::ACTIVATIONS + M::NODE_GRADS + M::IN) * batch * 4,
+            workspace: (M::SCRATCH_PER_SAMPLE * batch
+                + products_workspace_len(M::PRODUCTS, batch, 1)
+                + M::STATE)
+                * 4,
+            slots: R::SLOTS.len() * M::PARAMS * 4,
+        }
     }
 }
 

@@ -46,15 +46,10 @@ fn zeros(n: usize) -> Box<[f32]> {
 
 impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
     /// Bytes of parameters, gradients, activations (outputs of every node, what layers save
-    /// for backward, their gradients, and the input gradient, for `B` samples) and optimizer
-    /// slots. Scratch and GEMM workspace come on top: see
+    /// for backward, their gradients, and the input gradient, for `B` samples), workspace for
+    /// one thread and optimizer slots. With more threads the GEMM workspace grows: see
     /// [`workspace_bytes`](Self::workspace_bytes).
-    pub const BYTES: Bytes = Bytes {
-        params: (M::PARAMS + M::STATE) * 4,
-        grads: M::PARAMS * 4,
-        activations: (M::ACTIVATIONS + M::NODE_GRADS + M::IN) * B * 4,
-        slots: R::SLOTS.len() * M::PARAMS * 4,
-    };
+    pub const BYTES: Bytes = Bytes::of::<M, R>(B, false);
 
     /// A train step for `model` with the default [`Config`].
     pub fn new(model: &M, rule: R) -> Self {
@@ -97,9 +92,10 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         self.seed = seed;
     }
 
-    /// Scratch and GEMM workspace, in bytes.
+    /// Scratch, GEMM workspace and the state copy of inference, in bytes, as allocated for
+    /// the threads of the pool it was built in.
     pub fn workspace_bytes(&self) -> usize {
-        (self.scratch.len() + self.gemm.len()) * 4
+        (self.scratch.len() + self.gemm.len() + self.state.len()) * 4
     }
 
     /// The optimizer (its state, step counter and hyper-parameters).

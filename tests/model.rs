@@ -295,3 +295,197 @@ fn dropout_masks_follow_the_step_seed() {
     assert_eq!(train(5), train(5));
     assert_ne!(train(5), train(6), "another seed must drop other units");
 }
+
+/// Workspace for calling a model's passes directly.
+struct Work {
+    gemm: Vec<f32>,
+    scratch: Vec<f32>,
+    rng: fusegraph::Rng,
+}
+
+impl Work {
+    fn new<M: Model>(batch: usize) -> Work {
+        Work {
+            gemm: vec![0.0; M::gemm_len(batch)],
+            scratch: vec![0.0; M::scratch_len(batch)],
+            rng: fusegraph::Rng::new(Seed(0)),
+        }
+    }
+
+    fn ctx(&mut self) -> fusegraph::layers::Ctx<'_> {
+        fusegraph::layers::Ctx {
+            gemm: &mut self.gemm,
+            scratch: &mut self.scratch,
+            rng: &mut self.rng,
+            mode: fusegraph::layers::Mode::Train,
+        }
+    }
+}
+
+/// One forward pass, driven through `Model` directly: its activations, and node gradients
+/// with a random gradient at the output.
+struct Pass {
+    acts: Vec<f32>,
+    node_grads: Vec<f32>,
+    batch: usize,
+}
+
+impl Pass {
+    fn new<M: Model>(model: &mut M, x: &[f32], seed: u64) -> Pass {
+        let batch = x.len() / M::IN;
+        let mut acts = vec![0.0; M::ACTIVATIONS * batch];
+        let (params, state) = model.split_mut();
+        M::forward(
+            &mut Work::new::<M>(batch).ctx(),
+            params,
+            state,
+            x,
+            &mut acts,
+            batch,
+        );
+        let mut node_grads = vec![0.0; M::NODE_GRADS * batch];
+        let g = M::OUTPUT_GRAD_OFFSET * batch;
+        let dy = Rng::new(seed).vec(M::OUT * batch, 1.0);
+        node_grads[g..g + dy.len()].copy_from_slice(&dy);
+        Pass {
+            acts,
+            node_grads,
+            batch,
+        }
+    }
+
+    /// `backward` into a full gradient buffer: the gradients and d loss / d x.
+    fn backward<M: Model>(&self, params: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (mut grads, mut dx) = (vec![f32::NAN; M::PARAMS], vec![f32::NAN; x.len()]);
+        M::backward(
+            &mut Work::new::<M>(self.batch).ctx(),
+            params,
+            x,
+            &self.acts,
+            &mut self.node_grads.clone(),
+            &mut grads,
+            fusegraph::layers::Grad::Set(&mut dx),
+            self.batch,
+        );
+        (grads, dx)
+    }
+
+    /// `backward_update` with `update`; returns d loss / d x.
+    fn backward_update<M: Model>(
+        &self,
+        params: &mut [f32],
+        x: &[f32],
+        update: &mut dyn FnMut(usize, &mut [f32], &[f32]),
+    ) -> Vec<f32> {
+        let mut dx = vec![f32::NAN; x.len()];
+        M::backward_update(
+            &mut Work::new::<M>(self.batch).ctx(),
+            params,
+            x,
+            &self.acts,
+            &mut self.node_grads.clone(),
+            &mut vec![f32::NAN; M::MAX_LAYER_PARAMS],
+            fusegraph::layers::Grad::Set(&mut dx),
+            self.batch,
+            update,
+        );
+        dx
+    }
+}
+
+/// Each layer's (offset, parameter count), in declaration order, from `M::TENSORS`.
+fn layer_spans<M: Model>() -> Vec<(usize, usize)> {
+    let mut spans: Vec<(&str, usize, usize)> = Vec::new();
+    for t in M::TENSORS {
+        match spans.last_mut() {
+            Some((layer, _, len)) if *layer == t.layer => *len += t.tensor.len(),
+            _ => spans.push((t.layer, t.offset, t.tensor.len())),
+        }
+    }
+    spans.into_iter().map(|(_, o, n)| (o, n)).collect()
+}
+
+/// `backward_update` with an `update` that only copies each layer's gradient into a full
+/// buffer gives `backward`'s gradients and input gradient, bit for bit, and reports each layer
+/// once, last layer first, at the offsets and lengths of `TENSORS`.
+fn check_backward_update<M: Model>(mut model: M, x: &[f32]) {
+    let pass = Pass::new(&mut model, x, 11);
+    let (grads, dx) = pass.backward::<M>(model.params(), x);
+    let mut params = model.params().to_vec();
+    let mut full = vec![f32::NAN; M::PARAMS];
+    let mut reported = Vec::new();
+    let dx_update = pass.backward_update::<M>(&mut params, x, &mut |offset, p, g| {
+        assert_eq!(p.len(), g.len());
+        full[offset..offset + g.len()].copy_from_slice(g);
+        reported.push((offset, g.len()));
+    });
+    assert_eq!(common::bits(&full), common::bits(&grads), "gradients");
+    assert_eq!(
+        common::bits(&dx_update),
+        common::bits(&dx),
+        "input gradient"
+    );
+    assert_eq!(common::bits(&params), common::bits(model.params()));
+    let mut expected = layer_spans::<M>();
+    expected.reverse();
+    assert_eq!(reported, expected, "layers last first, as in TENSORS");
+    assert!(reported.iter().all(|&(_, n)| n <= M::MAX_LAYER_PARAMS));
+}
+
+#[test]
+fn backward_update_gives_the_gradients_of_backward_sequential() {
+    let x = data(&mut Rng::new(12), 5 * 8);
+    check_backward_update(Mlp::init(Seed(3)), &x);
+}
+
+#[test]
+fn backward_update_gives_the_gradients_of_backward_residual() {
+    let x = data(&mut Rng::new(13), 4 * 6);
+    check_backward_update(ResMlp::init(Seed(4)), &x);
+}
+
+#[test]
+fn backward_update_gives_the_gradients_of_backward_two_branch() {
+    let x = data(&mut Rng::new(14), 3 * 4);
+    check_backward_update(TwoBranch::init(Seed(5)), &x);
+}
+
+/// A layer updated by `update` has already passed its gradient down from its old weights: the
+/// layers below see the same gradients as with `backward`, however the update changes it.
+fn check_updates_do_not_reach_the_layers_below<M: Model>(mut model: M, x: &[f32]) {
+    let pass = Pass::new(&mut model, x, 15);
+    let (grads, dx) = pass.backward::<M>(model.params(), x);
+    let mut params = model.params().to_vec();
+    let mut full = vec![f32::NAN; M::PARAMS];
+    let dx_update = pass.backward_update::<M>(&mut params, x, &mut |offset, p, g| {
+        full[offset..offset + g.len()].copy_from_slice(g);
+        for (p, g) in p.iter_mut().zip(g) {
+            *p = 10.0 * *p - 3.0 * g + 1.0;
+        }
+    });
+    assert_eq!(common::bits(&full), common::bits(&grads), "gradients");
+    assert_eq!(
+        common::bits(&dx_update),
+        common::bits(&dx),
+        "input gradient"
+    );
+    let updated: Vec<f32> = model
+        .params()
+        .iter()
+        .zip(&grads)
+        .map(|(p, g)| 10.0 * p - 3.0 * g + 1.0)
+        .collect();
+    assert_eq!(
+        common::bits(&params),
+        common::bits(&updated),
+        "every layer updated once"
+    );
+}
+
+#[test]
+fn backward_update_takes_gradients_below_from_the_old_weights() {
+    let mut rng = Rng::new(16);
+    check_updates_do_not_reach_the_layers_below(Mlp::init(Seed(6)), &data(&mut rng, 5 * 8));
+    check_updates_do_not_reach_the_layers_below(ResMlp::init(Seed(7)), &data(&mut rng, 4 * 6));
+    check_updates_do_not_reach_the_layers_below(TwoBranch::init(Seed(8)), &data(&mut rng, 3 * 4));
+}

@@ -181,39 +181,51 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     });
 
     // Backward: nodes in reverse; the first contribution to a gradient sets it, later ones add.
-    let mut given = vec![false; nodes.len()];
-    let mut x_given = false;
-    let mut backward = Vec::new();
-    for k in (0..nodes.len()).rev() {
-        let n = &nodes[k];
-        let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
-        let mut grad = |src: Src| match src {
-            Src::X => {
-                let first = !x_given;
-                x_given = true;
-                if first {
-                    quote!(dx.reborrow())
-                } else {
-                    quote!(dx.adding())
+    // With `per_layer`, each layer's gradient goes to `layer_grads` and is handed to `update`
+    // right after the layer's backward call.
+    let backward_stmts = |per_layer: bool| {
+        let mut given = vec![false; nodes.len()];
+        let mut x_given = false;
+        let mut backward = Vec::new();
+        for k in (0..nodes.len()).rev() {
+            let n = &nodes[k];
+            let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
+            let mut grad = |src: Src| match src {
+                Src::X => {
+                    let first = !x_given;
+                    x_given = true;
+                    if first {
+                        quote!(dx.reborrow())
+                    } else {
+                        quote!(dx.adding())
+                    }
                 }
-            }
-            Src::Node(j) => {
-                let dj = &d[j];
-                let first = !given[j];
-                given[j] = true;
-                if first {
-                    quote!(#p::Grad::Set(&mut #dj[..]))
-                } else {
-                    quote!(#p::Grad::Add(&mut #dj[..]))
+                Src::Node(j) => {
+                    let dj = &d[j];
+                    let first = !given[j];
+                    given[j] = true;
+                    if first {
+                        quote!(#p::Grad::Set(&mut #dj[..]))
+                    } else {
+                        quote!(#p::Grad::Add(&mut #dj[..]))
+                    }
                 }
-            }
-        };
-        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
-        backward.push(match &n.op {
+            };
+            let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
+            backward.push(match &n.op {
             Op::Layer(f) => {
                 let (ty, of, of1, input) = (tys[*f], &o[*f], &o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                quote!(<#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut grads[#of..#of1], batch);)
+                if per_layer {
+                    quote! {
+                        <#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut layer_grads[..#of1 - #of], batch);
+                        if #of1 > #of {
+                            update(#of, &mut params[#of..#of1], &layer_grads[..#of1 - #of]);
+                        }
+                    }
+                } else {
+                    quote!(<#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut grads[#of..#of1], batch);)
+                }
             }
             Op::Act(act) => {
                 let (input, w) = (&ins[0], width(k));
@@ -247,11 +259,17 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 }
             }
         });
-    }
-    let split_grads = (0..nodes.len()).map(|k| {
-        let (dk, w) = (&d[k], width(k));
-        quote!(let (#dk, __rest) = __rest.split_at_mut(#w * batch);)
-    });
+        }
+        backward
+    };
+    let backward = backward_stmts(false);
+    let backward_update = backward_stmts(true);
+    let split_grads = (0..nodes.len())
+        .map(|k| {
+            let (dk, w) = (&d[k], width(k));
+            quote!(let (#dk, __rest) = __rest.split_at_mut(#w * batch);)
+        })
+        .collect::<Vec<_>>();
     let split_fwd = split_acts(true);
     let split_bwd = split_acts(false);
 
@@ -450,6 +468,26 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                     #(#split_grads)*
                     let _ = __rest;
                     #(#backward)*
+                }
+
+                fn backward_update(
+                    ctx: &mut #p::Ctx<'_>,
+                    params: &mut [f32],
+                    x: &[f32],
+                    acts: &[f32],
+                    node_grads: &mut [f32],
+                    layer_grads: &mut [f32],
+                    mut dx: #p::Grad<'_>,
+                    batch: usize,
+                    update: &mut dyn ::core::ops::FnMut(usize, &mut [f32], &[f32]),
+                ) {
+                    let __rest = acts;
+                    #split_bwd
+                    let _ = __rest;
+                    let __rest = node_grads;
+                    #(#split_grads)*
+                    let _ = __rest;
+                    #(#backward_update)*
                 }
             }
         };

@@ -224,6 +224,26 @@ pub trait Model: Sized {
         dx: Grad<'_>,
         batch: usize,
     );
+
+    /// The backward pass of a step that updates each layer as soon as its parameter gradient is
+    /// known: like [`backward`](Self::backward), but each layer's gradient goes to `layer_grads`
+    /// (at least [`MAX_LAYER_PARAMS`](Self::MAX_LAYER_PARAMS) long) and, right after that layer's
+    /// backward call (which has already taken the gradient for the layer below from the layer's
+    /// old parameters), `update(offset, layer_params, layer_grads)` is called with the layer's
+    /// offset in the flat parameter buffer, its parameters (writable) and their gradient. Layers
+    /// without parameters are not reported. The full gradient buffer never exists.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn backward_update(
+        ctx: &mut Ctx<'_>,
+        params: &mut [f32],
+        x: &[f32],
+        acts: &[f32],
+        node_grads: &mut [f32],
+        layer_grads: &mut [f32],
+        dx: Grad<'_>,
+        batch: usize,
+        update: &mut dyn FnMut(usize, &mut [f32], &[f32]),
+    );
 }
 
 /// A read-only view of one layer's parameters, from a model's accessor (`model.fc1()`).

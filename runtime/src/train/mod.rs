@@ -5,6 +5,7 @@
 mod budget;
 #[cfg(feature = "std")]
 mod callbacks;
+mod embedded;
 #[cfg(feature = "std")]
 mod error;
 mod graph;
@@ -31,6 +32,9 @@ pub use callbacks::ModelCheckpoint;
 pub use callbacks::{
     Callback, Control, EarlyStopping, FitState, Hook, LearningRateScheduler, Monitor,
     ReduceLrOnPlateau, TerminateOnNan,
+};
+pub use embedded::{
+    AllGradientsFirst, ArenaLength, EmbeddedStep, Full, Fused, Static, StepConfig, UpdateMode,
 };
 #[cfg(feature = "std")]
 pub use error::TrainError;

@@ -1,0 +1,262 @@
+//! Training without an allocator: `EmbeddedStep` keeps every buffer in one arena; updating each
+//! layer during the backward pass (`Fused`) gives the same bits as the full gradient and one
+//! update (`Full`, and `TrainStep`), with every option that does not need all gradients first.
+
+mod common;
+
+use common::bits;
+use fusegraph::optim::{keras, torch, Config, NormClip, Rule, Schedule, WeightDecay};
+use fusegraph::prelude::*;
+use fusegraph::train::{ArenaLength, EmbeddedStep, Full, Fused, Static, StepConfig, UpdateMode};
+
+/// The tiny model of embedded targets.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Tiny {
+    fc1: Dense<8, 16, Relu>,
+    fc2: Dense<16, 4>,
+}
+
+/// Every kind of layer state: batch statistics, dropout, normalization, three dense layers.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Deeper {
+    fc1: Dense<8, 32, Relu>,
+    norm: BatchNorm<32>,
+    drop: Dropout<32, 200>,
+    fc2: Dense<32, 16, Tanh>,
+    ln: LayerNorm<16>,
+    fc3: Dense<16, 4>,
+}
+
+/// A residual graph.
+#[fusegraph::model(loss = Mse, graph(h = fc1(x).tanh(), r = fc2(h).sigmoid() + h, y = head(r)))]
+pub struct Residual {
+    fc1: Dense<8, 6>,
+    fc2: Dense<6, 6>,
+    head: Dense<6, 4>,
+}
+
+/// A fixed batch of `n` samples.
+fn batch(n: usize, seed: u64) -> (Vec<f32>, Vec<u32>) {
+    let mut rng = Rng::new(Seed(seed));
+    let x = (0..n * 8).map(|_| rng.normal()).collect();
+    let y = (0..n).map(|_| rng.below(4)).collect();
+    (x, y)
+}
+
+/// Steps `TrainStep` and an `EmbeddedStep` in mode `U` side by side; their parameters (and
+/// slots) must agree bit for bit after every step.
+fn same_bits<M, R, U>(
+    init: fn(Seed) -> M,
+    rule: R,
+    config: Config,
+    step_config: StepConfig<U>,
+    steps: usize,
+) where
+    M: Model<Loss = SoftmaxCrossEntropy>,
+    R: Rule,
+    U: UpdateMode,
+{
+    let mut a = init(Seed(3));
+    let mut b = init(Seed(3));
+    let mut normal = TrainStep::<M, R, 8>::with_config(&a, rule, config);
+    let mut arena = vec![f32::NAN; EmbeddedStep::<M, R, 8, U>::FLOATS];
+    let mut embedded =
+        EmbeddedStep::<M, R, 8, U>::with_config(&b, rule, step_config, &mut arena).unwrap();
+    for s in 0..steps {
+        let (x, y) = batch(1 + s % 8, s as u64);
+        let la = normal.run(&mut a, &x, &y);
+        let lb = embedded.run(&mut b, &x, &y);
+        assert_eq!(la.to_bits(), lb.to_bits(), "loss of step {s}");
+        assert_eq!(
+            bits(a.params()),
+            bits(b.params()),
+            "parameters after step {s}"
+        );
+        assert_eq!(bits(a.state()), bits(b.state()), "state after step {s}");
+    }
+    for (i, _) in M::TENSORS.iter().enumerate() {
+        for slot in R::SLOTS {
+            assert_eq!(
+                bits(normal.optimizer().slot_tensor(slot, i).unwrap()),
+                bits(embedded.slot_tensor(slot, i).unwrap()),
+                "slot {slot} of tensor {i}"
+            );
+        }
+    }
+    assert_eq!(embedded.iterations(), steps as u64);
+    let (x, _) = batch(8, 99);
+    assert_eq!(bits(normal.predict(&a, &x)), bits(embedded.predict(&b, &x)));
+}
+
+#[test]
+fn fused_updates_give_the_bits_of_a_full_gradient() {
+    let plain = || (Config::default(), StepConfig::<Fused>::new());
+    for model in 0..2 {
+        let run = |rule_case: usize| {
+            let (c, sc) = plain();
+            match (model, rule_case) {
+                (0, 0) => same_bits(
+                    Tiny::init,
+                    torch::SgdMomentum::default().with_lr(0.05),
+                    c,
+                    sc,
+                    12,
+                ),
+                (0, _) => same_bits(Tiny::init, keras::Adam::default().with_lr(0.01), c, sc, 12),
+                (_, 0) => same_bits(
+                    Deeper::init,
+                    torch::SgdMomentum::default().with_lr(0.05),
+                    c,
+                    sc,
+                    12,
+                ),
+                (_, _) => same_bits(
+                    Deeper::init,
+                    keras::Adam::default().with_lr(0.01),
+                    c,
+                    sc,
+                    12,
+                ),
+            }
+        };
+        run(0);
+        run(1);
+    }
+}
+
+#[test]
+fn every_layerwise_option_keeps_the_bits() {
+    let schedule = Schedule::cosine(0.02, 20, 0.1).with_warmup(3, 0.0);
+    same_bits(
+        Tiny::init,
+        keras::Adam::default(),
+        Config::default()
+            .clip_value(0.05)
+            .clip_norm(NormClip::PerTensor(0.5))
+            .weight_decay(WeightDecay::Decoupled(0.01))
+            .schedule(schedule),
+        StepConfig::<Fused>::new()
+            .clip_value(0.05)
+            .clip_tensor_norm(0.5)
+            .weight_decay(WeightDecay::Decoupled(0.01))
+            .schedule(schedule),
+        15,
+    );
+    same_bits(
+        Deeper::init,
+        torch::Adam::default(),
+        Config::default()
+            .weight_decay(WeightDecay::L2(0.1))
+            .maximize(true),
+        StepConfig::<Fused>::new()
+            .weight_decay(WeightDecay::L2(0.1))
+            .maximize(true),
+        10,
+    );
+    // Nadam carries a scalar across steps.
+    same_bits(
+        Tiny::init,
+        keras::Nadam::default(),
+        Config::default(),
+        StepConfig::<Fused>::new(),
+        10,
+    );
+    // Global-norm clipping, with every gradient known first.
+    same_bits(
+        Deeper::init,
+        keras::Adam::default(),
+        Config::default().clip_norm(NormClip::Global(0.1)),
+        StepConfig::<Full>::new().clip_global_norm(0.1),
+        10,
+    );
+}
+
+#[test]
+fn graphs_update_layer_by_layer_too() {
+    let mut a = Residual::init(Seed(5));
+    let mut b = Residual::init(Seed(5));
+    let rule = keras::Adam::default().with_lr(0.02);
+    let mut normal = TrainStep::<Residual, _, 4>::new(&a, rule);
+    let mut arena = vec![0.0; EmbeddedStep::<Residual, keras::Adam, 4>::FLOATS];
+    let mut fused = EmbeddedStep::<Residual, _, 4>::new(&b, rule, &mut arena).unwrap();
+    let mut rng = Rng::new(Seed(1));
+    for _ in 0..10 {
+        let x: Vec<f32> = (0..4 * 8).map(|_| rng.normal()).collect();
+        let y: Vec<f32> = (0..4 * 4).map(|_| rng.next_f32()).collect();
+        assert_eq!(
+            normal.run(&mut a, &x, &y).to_bits(),
+            fused.run(&mut b, &x, &y).to_bits()
+        );
+        assert_eq!(bits(a.params()), bits(b.params()));
+    }
+    let x: Vec<f32> = (0..2 * 8).map(|_| rng.normal()).collect();
+    assert_eq!(
+        bits(normal.input_gradient(&a, &x)),
+        bits(fused.input_gradient(&mut b, &x))
+    );
+}
+
+#[test]
+fn the_arena_is_exactly_what_the_bytes_say() {
+    type Normal = EmbeddedStep<'static, Tiny, keras::Adam, 8, Full>;
+    type Layerwise = EmbeddedStep<'static, Tiny, keras::Adam, 8, Fused>;
+    let params = <Tiny as Model>::PARAMS;
+    assert_eq!(params, 8 * 16 + 16 + 16 * 4 + 4);
+    assert_eq!(Normal::BYTES.grads, params * 4);
+    assert_eq!(
+        Layerwise::BYTES.grads,
+        (8 * 16 + 16) * 4,
+        "the largest layer's gradient"
+    );
+    assert_eq!(
+        Normal::BYTES.total() - Layerwise::BYTES.total(),
+        (params - 144) * 4
+    );
+    assert_eq!(Normal::BYTES, TrainStep::<Tiny, keras::Adam, 8>::BYTES);
+    for (floats, bytes) in [
+        (Normal::FLOATS, Normal::BYTES),
+        (Layerwise::FLOATS, Layerwise::BYTES),
+    ] {
+        assert_eq!(floats * 4 + bytes.params, bytes.total());
+    }
+    // The arena as an array whose length is the constant.
+    let arena = [0.0f32; Layerwise::FLOATS];
+    assert_eq!(
+        std::mem::size_of_val(&arena) + Layerwise::BYTES.params,
+        Layerwise::BYTES.total()
+    );
+
+    let model = Tiny::init(Seed(1));
+    let mut short = vec![0.0; Layerwise::FLOATS - 1];
+    let err = EmbeddedStep::<Tiny, keras::Adam, 8>::new(&model, keras::Adam::default(), &mut short)
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        ArenaLength {
+            needed: Layerwise::FLOATS,
+            given: Layerwise::FLOATS - 1
+        }
+    );
+    assert!(err.to_string().contains("needs"));
+}
+
+/// The arena of a layer-wise step of `Tiny` with SGD-momentum, in a `static`.
+static ARENA: Static<[f32; EmbeddedStep::<Tiny, torch::SgdMomentum, 8, Fused>::FLOATS]> =
+    Static::new([0.0; EmbeddedStep::<Tiny, torch::SgdMomentum, 8, Fused>::FLOATS]);
+
+#[test]
+fn a_step_trains_from_a_static_arena() {
+    let arena = ARENA.take().unwrap();
+    assert!(ARENA.take().is_none(), "taken once");
+    let mut model = Tiny::init(Seed(2));
+    let rule = torch::SgdMomentum::default().with_lr(0.1);
+    let mut step = EmbeddedStep::<Tiny, _, 8>::new(&model, rule, arena).unwrap();
+    let (x, y) = batch(8, 7);
+    let first = step.loss(&model, &x, &y);
+    for _ in 0..100 {
+        step.run(&mut model, &x, &y);
+    }
+    let last = step.loss(&model, &x, &y);
+    assert!(last < 0.05 * first, "{first} -> {last}");
+}

@@ -198,7 +198,7 @@ pub mod __private {
     pub use fusegraph_runtime::optim::Rule;
     pub use fusegraph_runtime::rng::Seed;
     pub use fusegraph_runtime::train::{
-        init_params, push_products, push_tensors, Model, NamedTensor, View,
+        check_budget, init_params, push_products, push_tensors, Bytes, Model, NamedTensor, View,
     };
 
     /// Element-wise graph operations.

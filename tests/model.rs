@@ -489,3 +489,145 @@ fn backward_update_takes_gradients_below_from_the_old_weights() {
     check_updates_do_not_reach_the_layers_below(ResMlp::init(Seed(7)), &data(&mut rng, 4 * 6));
     check_updates_do_not_reach_the_layers_below(TwoBranch::init(Seed(8)), &data(&mut rng, 3 * 4));
 }
+
+/// The sequential MLP with its parameters inline, as a `static` starts it.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, inline)]
+pub struct InlineMlp {
+    fc1: Dense<8, 16, Tanh>,
+    fc2: Dense<16, 4>,
+}
+
+static ZEROED: InlineMlp = InlineMlp::zeroed();
+
+/// A model with state (BatchNorm's running statistics), boxed and inline.
+#[fusegraph::model(loss = Mse)]
+pub struct Normed {
+    fc1: Dense<6, 8>,
+    norm: BatchNorm<8>,
+    fc2: Dense<8, 2, Tanh>,
+}
+
+/// [`Normed`] with its parameters and state inline.
+#[fusegraph::model(loss = Mse, inline)]
+pub struct InlineNormed {
+    fc1: Dense<6, 8>,
+    norm: BatchNorm<8>,
+    fc2: Dense<8, 2, Tanh>,
+}
+
+#[test]
+fn an_inline_model_is_its_parameters_and_state() {
+    assert_eq!(
+        std::mem::size_of::<InlineMlp>(),
+        (<InlineMlp as Model>::PARAMS + <InlineMlp as Model>::STATE) * 4
+    );
+    assert!(<InlineNormed as Model>::STATE > 0);
+    assert_eq!(
+        std::mem::size_of::<InlineNormed>(),
+        (<InlineNormed as Model>::PARAMS + <InlineNormed as Model>::STATE) * 4
+    );
+    assert!(ZEROED.params().iter().all(|&p| p.to_bits() == 0));
+    assert_eq!(ZEROED.params().len(), <Mlp as Model>::PARAMS);
+}
+
+#[test]
+fn inline_and_boxed_twins_initialize_to_the_same_bits() {
+    let boxed = Normed::init(Seed(21));
+    let inline = InlineNormed::init(Seed(21));
+    assert_eq!(common::bits(boxed.params()), common::bits(inline.params()));
+    assert_eq!(common::bits(boxed.state()), common::bits(inline.state()));
+    assert_ne!(boxed.state(), &vec![0.0; boxed.state().len()][..]);
+
+    // In place, over a model whose values were changed, and from all zeros.
+    let mut in_place = InlineNormed::init(Seed(3));
+    in_place.params_mut().fill(7.0);
+    in_place.init_in_place(Seed(21));
+    assert_eq!(
+        common::bits(in_place.params()),
+        common::bits(boxed.params())
+    );
+    assert_eq!(common::bits(in_place.state()), common::bits(boxed.state()));
+    let mut boxed_in_place = Normed::init(Seed(4));
+    boxed_in_place.params_mut().fill(-1.0);
+    boxed_in_place.init_in_place(Seed(21));
+    assert_eq!(
+        common::bits(boxed_in_place.params()),
+        common::bits(boxed.params())
+    );
+    assert_eq!(
+        common::bits(boxed_in_place.state()),
+        common::bits(boxed.state())
+    );
+    let mut from_zero = InlineMlp::zeroed();
+    from_zero.init_in_place(Seed(2));
+    assert_eq!(
+        common::bits(from_zero.params()),
+        common::bits(Mlp::init(Seed(2)).params())
+    );
+}
+
+#[test]
+fn inline_and_boxed_twins_train_to_the_same_bits() {
+    let mut rng = Rng::new(22);
+    let x = data(&mut rng, 4 * 6);
+    let y = data(&mut rng, 4 * 2);
+    let mut boxed = Normed::init(Seed(5));
+    let mut inline = InlineNormed::init(Seed(5));
+    let adam = keras::Adam::default().with_lr(0.05);
+    let mut step_boxed = TrainStep::<Normed, keras::Adam, 4>::new(&boxed, adam);
+    let mut step_inline = TrainStep::<InlineNormed, keras::Adam, 4>::new(&inline, adam);
+    for _ in 0..5 {
+        let a = step_boxed.run(&mut boxed, &x, &y);
+        let b = step_inline.run(&mut inline, &x, &y);
+        assert_eq!(a.to_bits(), b.to_bits(), "losses");
+    }
+    assert_eq!(common::bits(boxed.params()), common::bits(inline.params()));
+    assert_eq!(common::bits(boxed.state()), common::bits(inline.state()));
+}
+
+/// Within a 64 KiB budget for batches of 8 with Adam: the build checks it.
+#[fusegraph::model(loss = Mse, inline, max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam)]
+pub struct Budgeted {
+    fc1: Dense<8, 16, Relu>,
+    fc2: Dense<16, 4>,
+}
+
+/// The same, counting one layer's gradients (each layer updated as soon as they are known).
+#[fusegraph::model(loss = Mse, max_bytes = 16_000, batch = 4, optimizer = keras::Sgd, fused)]
+pub struct BudgetedFused {
+    fc1: Dense<8, 16, Relu>,
+    fc2: Dense<16, 4>,
+}
+
+#[test]
+fn a_budget_counts_the_bytes_of_the_model_and_its_step() {
+    assert_eq!(
+        Budgeted::BUDGET_BYTES,
+        fusegraph::Bytes::of::<Budgeted, keras::Adam>(8, false)
+    );
+    assert_eq!(
+        Budgeted::BUDGET_BYTES.params,
+        std::mem::size_of::<Budgeted>()
+    );
+    assert_eq!(
+        Budgeted::BUDGET_BYTES.grads,
+        <Budgeted as Model>::PARAMS * 4
+    );
+    assert_eq!(
+        Budgeted::BUDGET_BYTES.slots,
+        2 * <Budgeted as Model>::PARAMS * 4
+    );
+    assert_eq!(
+        Budgeted::BUDGET_BYTES,
+        TrainStep::<Budgeted, keras::Adam, 8>::BYTES
+    );
+    const { assert!(Budgeted::BUDGET_BYTES.total() <= 65536) };
+
+    assert_eq!(
+        BudgetedFused::BUDGET_BYTES,
+        fusegraph::Bytes::of::<BudgetedFused, keras::Sgd>(4, true)
+    );
+    assert_eq!(BudgetedFused::BUDGET_BYTES.grads, (16 * 8 + 16) * 4);
+    assert_eq!(BudgetedFused::BUDGET_BYTES.slots, 0);
+    const { assert!(BudgetedFused::BUDGET_BYTES.total() <= 16_000) };
+}

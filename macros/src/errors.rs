@@ -166,3 +166,39 @@ pub fn assign_in_step_target(name: &str) -> String {
 pub fn f64_of_lane() -> &'static str {
     "`f64(..)` computes a per-step scalar (from hyper-parameters, `t` and step scalars); it cannot read per-element values"
 }
+
+pub fn unknown_model_option(name: &str) -> String {
+    format!(
+        "unknown model option `{name}`; write `loss = LossType`, and optionally `graph(name = expr, ..)`, `inline`, and a memory budget `max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam` (with `fused`)"
+    )
+}
+
+pub fn flag_with_value(name: &str) -> String {
+    format!("`{name}` is a flag and takes no value: write `{name}` alone, or leave it out")
+}
+
+pub fn option_twice(name: &str) -> String {
+    format!("`{name}` is given twice; keep one")
+}
+
+pub fn not_an_integer(name: &str, example: usize) -> String {
+    format!("`{name}` takes an integer literal: write for example `{name} = {example}`")
+}
+
+pub fn batch_zero() -> &'static str {
+    "`batch = 0` counts no samples; write the largest batch a step will see, such as `batch = 8`"
+}
+
+pub fn budget_without_batch() -> &'static str {
+    "`max_bytes` needs `batch = N`: the budget counts activations for a batch of N samples; add for example `batch = 8`"
+}
+
+pub fn budget_without_optimizer() -> &'static str {
+    "`max_bytes` needs `optimizer = Rule`: the budget counts the optimizer's slots; add for example `optimizer = fusegraph::optim::keras::Adam`"
+}
+
+pub fn without_budget(name: &str) -> String {
+    format!(
+        "`{name}` belongs to a memory budget; add `max_bytes = N` (with `batch` and `optimizer`), or remove `{name}`"
+    )
+}

@@ -2,9 +2,9 @@
 //! inferred, every mismatch a spanned error (or, where sizes are not literals, a const
 //! assertion at the user's token).
 
-use super::parse::Def;
+use super::parse::{Def, OptValue};
 use super::shapes;
-use crate::errors::Errors;
+use crate::errors::{self, Errors};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -52,6 +52,77 @@ pub struct Net {
     pub nodes: Vec<Node>,
     pub input: Width,
     pub assertions: Vec<Assertion>,
+    pub budget: Option<Budget>,
+}
+
+/// `max_bytes = max, batch = batch, optimizer = optimizer` (and `fused`): a memory budget
+/// checked by a constant at `span`, the `max_bytes` value.
+pub struct Budget {
+    pub max: usize,
+    pub span: Span,
+    pub batch: usize,
+    pub optimizer: syn::Type,
+    pub fused: bool,
+}
+
+/// An integer literal, such as `65536` or `64_000usize`.
+fn int(e: &syn::Expr) -> Option<usize> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) if matches!(i.suffix(), "" | "usize") => i.base10_parse().ok(),
+        _ => None,
+    }
+}
+
+/// The memory budget of the attribute, if any; every mistake in its options goes to `errs`.
+fn budget(def: &Def, errs: &mut Errors) -> Option<Budget> {
+    for key in &def.repeated {
+        errs.at(key.span(), errors::option_twice(&key.to_string()));
+    }
+    let find = |name: &str| def.options.iter().find(|o| o.key == name);
+    let value = |name: &str, example: usize, errs: &mut Errors| {
+        let o = find(name)?;
+        let OptValue::Int(e) = &o.value else {
+            return None;
+        };
+        let v = int(e);
+        if v.is_none() {
+            errs.at(e.span(), errors::not_an_integer(name, example));
+        }
+        v.map(|v| (v, e.span()))
+    };
+    let max = value("max_bytes", 65536, errs);
+    let batch = value("batch", 8, errs);
+    if let Some((0, span)) = batch {
+        errs.at(span, errors::batch_zero());
+    }
+    let optimizer = find("optimizer").and_then(|o| match &o.value {
+        OptValue::Type(t) => Some(t.clone()),
+        _ => None,
+    });
+    let fused = find("fused").is_some();
+    let Some(max_key) = find("max_bytes") else {
+        for o in &def.options {
+            errs.at(o.key.span(), errors::without_budget(&o.key.to_string()));
+        }
+        return None;
+    };
+    if find("batch").is_none() {
+        errs.at(max_key.key.span(), errors::budget_without_batch());
+    }
+    if optimizer.is_none() {
+        errs.at(max_key.key.span(), errors::budget_without_optimizer());
+    }
+    let ((max, span), (batch, _), optimizer) = (max?, batch?, optimizer?);
+    Some(Budget {
+        max,
+        span,
+        batch,
+        optimizer,
+        fused,
+    })
 }
 
 fn layer_trait() -> TokenStream {
@@ -156,6 +227,7 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
         assertions: Vec::new(),
         used_fields: vec![None; def.fields.len()],
     };
+    let budget = budget(def, &mut b.errs);
     if def.fields.is_empty() {
         b.errs.at(
             def.name.span(),
@@ -208,6 +280,7 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
         }),
         nodes: b.nodes,
         assertions: b.assertions,
+        budget,
     })
 }
 

@@ -11,15 +11,21 @@ fn p() -> TokenStream {
     quote!(::fusegraph::__private)
 }
 
-/// The struct alone, so that a model with a mistake still names a type (one error, not fifty).
-fn header(def: &Def) -> TokenStream {
+/// The struct alone, so that a model with a mistake still names a type (one error, not fifty):
+/// parameters and state on the heap, or (`inline`) arrays of `params` and `state` values.
+fn header(def: &Def, params: TokenStream, state: TokenStream) -> TokenStream {
     let (attrs, vis, name) = (&def.attrs, &def.vis, &def.name);
     let p = p();
+    let (params, state) = if def.inline {
+        (quote!([f32; #params]), quote!([f32; #state]))
+    } else {
+        (quote!(#p::Box<[f32]>), quote!(#p::Box<[f32]>))
+    };
     quote! {
         #(#attrs)*
         #vis struct #name {
-            __params: #p::Box<[f32]>,
-            __state: #p::Box<[f32]>,
+            __params: #params,
+            __state: #state,
         }
     }
 }
@@ -27,9 +33,18 @@ fn header(def: &Def) -> TokenStream {
 pub fn fallback(def: &Def) -> TokenStream {
     let p = p();
     let (name, vis) = (&def.name, &def.vis);
-    let head = header(def);
+    let head = header(def, quote!(0), quote!(0));
     let tys = def.fields.iter().map(|f| &f.ty);
     let loss = def.loss.iter();
+    let zeroed = def.inline.then(|| {
+        quote! {
+            /// Not available: the model definition has errors.
+            #[allow(dead_code)]
+            #vis const fn zeroed() -> Self {
+                ::core::unreachable!()
+            }
+        }
+    });
     quote! {
         #head
         const _: ::core::marker::PhantomData<(#(#tys,)* #(#loss,)*)> = ::core::marker::PhantomData;
@@ -39,6 +54,14 @@ pub fn fallback(def: &Def) -> TokenStream {
             #vis fn init(_: #p::Seed) -> Self {
                 ::core::unreachable!()
             }
+
+            /// Not available: the model definition has errors.
+            #[allow(dead_code)]
+            #vis fn init_in_place(&mut self, _: #p::Seed) {
+                ::core::unreachable!()
+            }
+
+            #zeroed
         }
     }
 }
@@ -56,9 +79,13 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     let p = p();
     let l = quote!(#p::Layer);
     let name = &def.name;
-    let head = header(def);
     let tys: Vec<&syn::Type> = def.fields.iter().map(|f| &f.ty).collect();
     let nf = tys.len();
+    let head = header(
+        def,
+        sum(tys.iter().map(|ty| quote!(<#ty as #l>::PARAMS))),
+        sum(tys.iter().map(|ty| quote!(<#ty as #l>::STATE))),
+    );
 
     // Parameter and state offsets, per field, in declaration order.
     let o: Vec<syn::Ident> = (0..=nf).map(|i| format_ident!("__O{}", i)).collect();
@@ -313,7 +340,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     );
     let init_state = (0..nf).map(|i| {
         let (ty, s0, s1) = (tys[i], &st[i], &st[i + 1]);
-        quote!(<#ty as #l>::init_state(&mut __state[#s0..#s1]);)
+        quote!(<#ty as #l>::init_state(&mut self.__state[#s0..#s1]);)
     });
     let views = def.fields.iter().enumerate().map(|(i, f)| {
         let (fname, ty, vis, attrs, oi, oi1) = (&f.name, &f.ty, &f.vis, &f.attrs, &o[i], &o[i + 1]);
@@ -328,6 +355,64 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
         }
     });
     let vis = &def.vis;
+    let construct = if def.inline {
+        quote! {
+            /// A model whose parameters and state are all zero, as a constant: usable in a
+            /// `static`; [`init_in_place`](Self::init_in_place) then initializes it.
+            #[allow(dead_code)]
+            #vis const fn zeroed() -> Self {
+                #name {
+                    __params: [0.0; #o_end],
+                    __state: [0.0; #st_end],
+                }
+            }
+
+            /// A model with parameters drawn from each layer's initializer, reproducibly from
+            /// `seed`, stored inline (no allocation).
+            #[allow(dead_code)]
+            #vis fn init(seed: #p::Seed) -> Self {
+                let mut __model = Self::zeroed();
+                __model.init_in_place(seed);
+                __model
+            }
+        }
+    } else {
+        quote! {
+            /// A model with parameters drawn from each layer's initializer, reproducibly from
+            /// `seed`. Allocates the parameter and state buffers once, on the heap.
+            #[allow(dead_code)]
+            #vis fn init(seed: #p::Seed) -> Self {
+                let mut __model = #name {
+                    __params: #p::zeros(#o_end),
+                    __state: #p::zeros(#st_end),
+                };
+                __model.init_in_place(seed);
+                __model
+            }
+        }
+    };
+    let budget = net.budget.as_ref().map(|b| {
+        let (opt, batch, fused) = (&b.optimizer, b.batch, b.fused);
+        let max = proc_macro2::Literal::usize_unsuffixed(b.max);
+        let batch = proc_macro2::Literal::usize_unsuffixed(batch);
+        let model = name.to_string();
+        let doc = format!(
+            "The bytes of this model and a train step of its `optimizer` for batches of {batch}{}, \
+             which the build checks against `max_bytes = {max}`.",
+            if fused { ", with each layer updated as soon as its gradient is known" } else { "" }
+        );
+        let check = quote_spanned! {b.span=>
+            const _: () = #p::check_budget(#model, #max, #name::BUDGET_BYTES);
+        };
+        quote! {
+            impl #name {
+                #[doc = #doc]
+                #[allow(dead_code)]
+                #vis const BUDGET_BYTES: #p::Bytes = #p::Bytes::of::<#name, #opt>(#batch, #fused);
+            }
+            #check
+        }
+    });
 
     quote! {
         #head
@@ -376,27 +461,28 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             };
 
             impl #name {
-                /// A model with parameters drawn from each layer's initializer, reproducibly from
-                /// `seed`. Allocates the parameter and state buffers once, on the heap.
+                #construct
+
+                /// Initializes the parameters and state in place exactly as
+                /// [`init`](Self::init) does with `seed`, allocating nothing.
                 #[allow(dead_code)]
-                #vis fn init(seed: #p::Seed) -> Self {
-                    let mut __params = #p::zeros(#o_end);
-                    let mut __state = #p::zeros(#st_end);
-                    #p::init_params(&__TENSORS, &mut __params, seed);
+                #vis fn init_in_place(&mut self, seed: #p::Seed) {
+                    self.__params.fill(0.0);
+                    self.__state.fill(0.0);
+                    #p::init_params(&__TENSORS, &mut self.__params, seed);
                     #(#init_state)*
-                    #name { __params, __state }
                 }
 
                 /// The flat parameter buffer, every tensor in declaration order.
                 #[allow(dead_code)]
                 #vis fn params(&self) -> &[f32] {
-                    &self.__params
+                    &self.__params[..]
                 }
 
                 /// The flat parameter buffer, writable (to load weights).
                 #[allow(dead_code)]
                 #vis fn params_mut(&mut self) -> &mut [f32] {
-                    &mut self.__params
+                    &mut self.__params[..]
                 }
 
                 #(#views)*
@@ -422,19 +508,19 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 const MAX_LAYER_PARAMS: usize = #max_layer_params;
 
                 fn params(&self) -> &[f32] {
-                    &self.__params
+                    &self.__params[..]
                 }
 
                 fn params_mut(&mut self) -> &mut [f32] {
-                    &mut self.__params
+                    &mut self.__params[..]
                 }
 
                 fn state(&self) -> &[f32] {
-                    &self.__state
+                    &self.__state[..]
                 }
 
                 fn split_mut(&mut self) -> (&[f32], &mut [f32]) {
-                    (&self.__params, &mut self.__state)
+                    (&self.__params[..], &mut self.__state[..])
                 }
 
                 fn forward(
@@ -490,6 +576,8 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                     #(#backward_update)*
                 }
             }
+
+            #budget
         };
     }
 }

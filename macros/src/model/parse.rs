@@ -1,5 +1,6 @@
 //! Syntax of `#[model(...)]` and the struct it decorates.
 
+use crate::errors;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{parenthesized, Attribute, Ident, Token, Type, Visibility};
@@ -26,11 +27,36 @@ pub struct Def {
     pub fields: Vec<Field>,
     pub loss: Option<Type>,
     pub graph: Option<(Ident, Vec<Assign>)>,
+    /// `inline`: parameters and state in arrays inside the struct.
+    pub inline: bool,
+    /// Every `key = value` and flag of the attribute besides `loss` and `graph`, as written;
+    /// `check` makes a budget of them.
+    pub options: Vec<Opt>,
+    /// Keys given more than once (the second and later).
+    pub repeated: Vec<Ident>,
+}
+
+/// A memory-budget option as written.
+pub enum OptValue {
+    /// `max_bytes = N`, `batch = N`.
+    Int(syn::Expr),
+    /// `optimizer = Rule`.
+    Type(Type),
+    /// `fused`.
+    Flag,
+}
+
+/// `key = value` or `key`, for the memory budget.
+pub struct Opt {
+    pub key: Ident,
+    pub value: OptValue,
 }
 
 enum Arg {
-    Loss(Type),
+    Loss(Ident, Type),
     Graph(Ident, Vec<Assign>),
+    Inline(Ident),
+    Budget(Opt),
 }
 
 impl Parse for Assign {
@@ -42,13 +68,24 @@ impl Parse for Assign {
     }
 }
 
+/// A flag: an error if a value follows.
+fn flag(key: &Ident, input: ParseStream) -> syn::Result<()> {
+    if input.peek(Token![=]) {
+        return Err(syn::Error::new(
+            key.span(),
+            errors::flag_with_value(&key.to_string()),
+        ));
+    }
+    Ok(())
+}
+
 impl Parse for Arg {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let key: Ident = input.parse()?;
         match key.to_string().as_str() {
             "loss" => {
                 input.parse::<Token![=]>()?;
-                Ok(Arg::Loss(input.parse()?))
+                Ok(Arg::Loss(key, input.parse()?))
             }
             "graph" => {
                 let body;
@@ -56,9 +93,30 @@ impl Parse for Arg {
                 let assigns = Punctuated::<Assign, Token![,]>::parse_terminated(&body)?;
                 Ok(Arg::Graph(key, assigns.into_iter().collect()))
             }
+            "inline" => {
+                flag(&key, input)?;
+                Ok(Arg::Inline(key))
+            }
+            "fused" => {
+                flag(&key, input)?;
+                Ok(Arg::Budget(Opt {
+                    key,
+                    value: OptValue::Flag,
+                }))
+            }
+            "max_bytes" | "batch" => {
+                input.parse::<Token![=]>()?;
+                let value = OptValue::Int(input.parse()?);
+                Ok(Arg::Budget(Opt { key, value }))
+            }
+            "optimizer" => {
+                input.parse::<Token![=]>()?;
+                let value = OptValue::Type(input.parse()?);
+                Ok(Arg::Budget(Opt { key, value }))
+            }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown model option `{other}`; write `loss = LossType` and optionally `graph(name = expr, ..)`"),
+                errors::unknown_model_option(other),
             )),
         }
     }
@@ -96,11 +154,26 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
         fields,
         loss: None,
         graph: None,
+        inline: false,
+        options: Vec::new(),
+        repeated: Vec::new(),
     };
+    let mut seen: Vec<String> = Vec::new();
     for a in args {
+        let key = match &a {
+            Arg::Loss(k, _) | Arg::Graph(k, _) | Arg::Inline(k) => k,
+            Arg::Budget(o) => &o.key,
+        };
+        if seen.contains(&key.to_string()) {
+            def.repeated.push(key.clone());
+            continue;
+        }
+        seen.push(key.to_string());
         match a {
-            Arg::Loss(t) => def.loss = Some(t),
+            Arg::Loss(_, t) => def.loss = Some(t),
             Arg::Graph(k, g) => def.graph = Some((k, g)),
+            Arg::Inline(_) => def.inline = true,
+            Arg::Budget(o) => def.options.push(o),
         }
     }
     Ok(def)

@@ -219,6 +219,9 @@ fn activation(name: &str) -> Option<&'static str> {
 }
 
 pub fn check(def: &Def) -> Result<Net, syn::Error> {
+    if let Some(e) = &def.attr_error {
+        return Err(e.clone());
+    }
     let mut b = Builder {
         def,
         errs: Errors::default(),

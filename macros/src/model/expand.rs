@@ -12,14 +12,13 @@ fn p() -> TokenStream {
 }
 
 /// The struct alone, so that a model with a mistake still names a type (one error, not fifty):
-/// parameters and state on the heap, or (`inline`) arrays of `params` and `state` values.
-fn header(def: &Def, params: TokenStream, state: TokenStream) -> TokenStream {
+/// parameters and state on the heap, or in `arrays` of that many values.
+fn header(def: &Def, arrays: Option<(TokenStream, TokenStream)>) -> TokenStream {
     let (attrs, vis, name) = (&def.attrs, &def.vis, &def.name);
     let p = p();
-    let (params, state) = if def.inline {
-        (quote!([f32; #params]), quote!([f32; #state]))
-    } else {
-        (quote!(#p::Box<[f32]>), quote!(#p::Box<[f32]>))
+    let (params, state) = match arrays {
+        Some((params, state)) => (quote!([f32; #params]), quote!([f32; #state])),
+        None => (quote!(#p::Box<[f32]>), quote!(#p::Box<[f32]>)),
     };
     quote! {
         #(#attrs)*
@@ -33,7 +32,8 @@ fn header(def: &Def, params: TokenStream, state: TokenStream) -> TokenStream {
 pub fn fallback(def: &Def) -> TokenStream {
     let p = p();
     let (name, vis) = (&def.name, &def.vis);
-    let head = header(def, quote!(0), quote!(0));
+    // Empty arrays whatever the storage: they need neither an allocator nor the layer types.
+    let head = header(def, Some((quote!(0), quote!(0))));
     let tys = def.fields.iter().map(|f| &f.ty);
     let loss = def.loss.iter();
     let zeroed = def.inline.then(|| {
@@ -83,8 +83,12 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     let nf = tys.len();
     let head = header(
         def,
-        sum(tys.iter().map(|ty| quote!(<#ty as #l>::PARAMS))),
-        sum(tys.iter().map(|ty| quote!(<#ty as #l>::STATE))),
+        def.inline.then(|| {
+            (
+                sum(tys.iter().map(|ty| quote!(<#ty as #l>::PARAMS))),
+                sum(tys.iter().map(|ty| quote!(<#ty as #l>::STATE))),
+            )
+        }),
     );
 
     // Parameter and state offsets, per field, in declaration order.
@@ -393,16 +397,18 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     };
     let budget = net.budget.as_ref().map(|b| {
         let (opt, batch, fused) = (&b.optimizer, b.batch, b.fused);
-        let max = proc_macro2::Literal::usize_unsuffixed(b.max);
+        let mut max = proc_macro2::Literal::usize_unsuffixed(b.max);
+        max.set_span(b.span);
         let batch = proc_macro2::Literal::usize_unsuffixed(batch);
-        let model = name.to_string();
         let doc = format!(
             "The bytes of this model and a train step of its `optimizer` for batches of {batch}{}, \
              which the build checks against `max_bytes = {max}`.",
             if fused { ", with each layer updated as soon as its gradient is known" } else { "" }
         );
+        // Every token of the call at the `max_bytes` value, so that the error points there.
+        let model = syn::LitStr::new(&name.to_string(), b.span);
         let check = quote_spanned! {b.span=>
-            const _: () = #p::check_budget(#model, #max, #name::BUDGET_BYTES);
+            const _: () = ::fusegraph::__private::check_budget(#model, #max, <#name>::BUDGET_BYTES);
         };
         quote! {
             impl #name {

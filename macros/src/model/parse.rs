@@ -34,6 +34,9 @@ pub struct Def {
     pub options: Vec<Opt>,
     /// Keys given more than once (the second and later).
     pub repeated: Vec<Ident>,
+    /// A syntax error in the attribute: reported by `check`, so that the struct still gets its
+    /// fallback expansion.
+    pub attr_error: Option<syn::Error>,
 }
 
 /// A memory-budget option as written.
@@ -123,8 +126,12 @@ impl Parse for Arg {
 }
 
 pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> syn::Result<Def> {
-    let args = syn::parse::Parser::parse2(Punctuated::<Arg, Token![,]>::parse_terminated, attr)?;
     let item: syn::ItemStruct = syn::parse2(item)?;
+    let (args, attr_error) =
+        match syn::parse::Parser::parse2(Punctuated::<Arg, Token![,]>::parse_terminated, attr) {
+            Ok(args) => (args, None),
+            Err(e) => (Punctuated::new(), Some(e)),
+        };
     if !item.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(
             &item.generics,
@@ -157,6 +164,7 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
         inline: false,
         options: Vec::new(),
         repeated: Vec::new(),
+        attr_error,
     };
     let mut seen: Vec<String> = Vec::new();
     for a in args {

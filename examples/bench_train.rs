@@ -11,7 +11,11 @@
 //!   `xᵀ·dz` for both weight gradients, `dz·Wᵀ` for the second layer's input gradient), and
 //!   that rate as a fraction of fusegraph's GEMM on the step's largest product (`x·W1`,
 //!   batch×784 by 784×128) timed in the same run. One thread (a one-thread pool), then two.
-//! - The tiny 8-16(ReLU)-4 MLP at batch 1 and 8: steps per second.
+//! - The tiny 8-16(ReLU)-4 MLP at batch 1 and 8: steps per second and bytes of state (model,
+//!   gradients, activations, workspace, optimizer slots) of `TrainStep` and of the
+//!   allocation-free `EmbeddedStep` in both update modes: `Full` (all gradients, then one
+//!   update) and `Fused` (each layer updated during the backward pass, no full gradient
+//!   buffer).
 //!
 //! Variants of one table are timed round-robin, `REPS` samples each; the table gives the
 //! median and the best sample, so that a noisy neighbour shows as a gap between the two.
@@ -20,6 +24,7 @@ use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::keras::{Adam, SgdMomentum};
 use fusegraph::optim::Rule;
 use fusegraph::prelude::*;
+use fusegraph::train::{Bytes, EmbeddedStep, Full, Fused, UpdateMode};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -185,49 +190,93 @@ fn mnist_table(threads: usize) -> Vec<(String, f64)> {
     met
 }
 
-fn tiny_variant<'a, R: Rule + 'a, const B: usize>(name: &str, rule: R) -> Variant<'a> {
+fn tiny_batch<const B: usize>() -> (Vec<f32>, Vec<u32>) {
+    let x = (0..B * 8).map(value).collect();
+    let y = (0..B as u32).map(|i| i % 4).collect();
+    (x, y)
+}
+
+fn tiny_variant<'a, R: Rule + 'a, const B: usize>(name: &str, rule: R) -> (Variant<'a>, Bytes) {
     let mut model = Tiny::init(Seed(3));
     let mut step = TrainStep::<Tiny, R, B>::new(&model, rule);
-    let x: Vec<f32> = (0..B * 8).map(value).collect();
-    let y: Vec<u32> = (0..B as u32).map(|i| i % 4).collect();
-    Variant {
-        name: format!("batch {B}, {name}"),
+    let (x, y) = tiny_batch::<B>();
+    let v = Variant {
+        name: format!("batch {B}, {name}, TrainStep"),
         run: Box::new(move || {
             black_box(step.run(&mut model, &x, &y));
         }),
         samples: Vec::new(),
-    }
+    };
+    (v, TrainStep::<Tiny, R, B>::BYTES)
+}
+
+fn embedded_variant<'a, R: Rule + 'a, const B: usize, U: UpdateMode + 'a>(
+    name: &str,
+    rule: R,
+) -> (Variant<'a>, Bytes) {
+    let mut model = Tiny::init(Seed(3));
+    let arena = Box::leak(vec![0.0; EmbeddedStep::<Tiny, R, B, U>::FLOATS].into_boxed_slice());
+    let mut step = EmbeddedStep::<Tiny, R, B, U>::new(&model, rule, arena).unwrap();
+    let (x, y) = tiny_batch::<B>();
+    let mode = if U::FUSED { "Fused" } else { "Full" };
+    let v = Variant {
+        name: format!("batch {B}, {name}, {mode}"),
+        run: Box::new(move || {
+            black_box(step.run(&mut model, &x, &y));
+        }),
+        samples: Vec::new(),
+    };
+    (v, EmbeddedStep::<Tiny, R, B, U>::BYTES)
+}
+
+/// The variants of one batch size and rule: `TrainStep`, then `EmbeddedStep` in both modes.
+fn tiny_variants<'a, R: Rule + 'a, const B: usize>(
+    name: &str,
+    rule: R,
+) -> Vec<(Variant<'a>, Bytes)> {
+    vec![
+        tiny_variant::<R, B>(name, rule),
+        embedded_variant::<R, B, Full>(name, rule),
+        embedded_variant::<R, B, Fused>(name, rule),
+    ]
 }
 
 fn tiny_table() -> f64 {
     println!("\nMLP 8-16(ReLU)-4, softmax cross-entropy, 1 thread");
     println!(
-        "  {:<34} {:>18} {:>16}",
-        "variant", "us/step med (best)", "steps/s med"
+        "  {:<40} {:>18} {:>12} {:>14}",
+        "variant", "us/step med (best)", "steps/s med", "bytes of state"
     );
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
     pool.install(|| {
-        let mut vs = vec![
-            tiny_variant::<_, 1>("sgd-momentum", SgdMomentum::default()),
-            tiny_variant::<_, 1>("adam", Adam::default()),
-            tiny_variant::<_, 8>("sgd-momentum", SgdMomentum::default()),
-            tiny_variant::<_, 8>("adam", Adam::default()),
-        ];
+        let mut all = Vec::new();
+        all.extend(tiny_variants::<_, 1>(
+            "sgd-momentum",
+            SgdMomentum::default(),
+        ));
+        all.extend(tiny_variants::<_, 1>("adam", Adam::default()));
+        all.extend(tiny_variants::<_, 8>(
+            "sgd-momentum",
+            SgdMomentum::default(),
+        ));
+        all.extend(tiny_variants::<_, 8>("adam", Adam::default()));
+        let (mut vs, bytes): (Vec<_>, Vec<_>) = all.into_iter().unzip();
         measure(&mut vs, 20_000);
         let mut worst_b8 = 0.0f64;
-        for v in &vs {
+        for (v, b) in vs.iter().zip(&bytes) {
             let (med, best) = stats(v);
             println!(
-                "  {:<34} {:>8.2} ({:>7.2}) {:>16.0}",
+                "  {:<40} {:>8.2} ({:>7.2}) {:>12.0} {:>14}",
                 v.name,
                 med * 1e6,
                 best * 1e6,
-                1.0 / med
+                1.0 / med,
+                b.total()
             );
-            if v.name.starts_with("batch 8") {
+            if v.name.starts_with("batch 8") && v.name.ends_with("TrainStep") {
                 worst_b8 = worst_b8.max(med);
             }
         }

@@ -10,7 +10,9 @@ use fusegraph::prelude::{
     Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
     TrainStep, Trainer, Verbose,
 };
-use fusegraph::train::{Control, EpochLog, FitState, Hook, TerminateOnNan};
+use fusegraph::train::{
+    Control, EmbeddedStep, EpochLog, FitState, Full, Fused, Hook, TerminateOnNan, UpdateMode,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -88,6 +90,7 @@ fn steps_do_not_allocate() {
     optimizer_steps_do_not_allocate(&pool);
     train_steps_do_not_allocate(&pool);
     fit_loops_do_not_allocate_after_the_first_epoch();
+    embedded_steps_do_not_allocate();
 }
 
 fn optimizer_steps_do_not_allocate(pool: &rayon::ThreadPool) {
@@ -247,5 +250,38 @@ fn fit_loops_do_not_allocate_after_the_first_epoch() {
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in epochs 2-4 of a parallel fit"
+    );
+}
+
+/// Allocations in training steps, predictions and input gradients of an `EmbeddedStep` in mode
+/// `U`, over every layer kind.
+fn allocations_in_embedded_steps<U: UpdateMode>() -> usize {
+    let mut model = Everything::init(Seed(3));
+    let mut arena = vec![0.0; EmbeddedStep::<Everything, keras::Adam, 8, U>::FLOATS];
+    let mut step =
+        EmbeddedStep::<Everything, _, 8, U>::new(&model, keras::Adam::default(), &mut arena)
+            .unwrap();
+    let x: Vec<f32> = (0..8 * 128)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let y: Vec<u32> = (0..8).map(|i| i % 10).collect();
+    step.run(&mut model, &x, &y);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        step.run(&mut model, &x, &y);
+        step.run(&mut model, &x[..128], &y[..1]);
+        std::hint::black_box(step.predict(&model, &x));
+        std::hint::black_box(step.input_gradient(&mut model, &x));
+    }
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+fn embedded_steps_do_not_allocate() {
+    let full = allocations_in_embedded_steps::<Full>();
+    let fused = allocations_in_embedded_steps::<Fused>();
+    assert_eq!(
+        (full, fused),
+        (0, 0),
+        "allocations in embedded steps (full, fused)"
     );
 }

@@ -11,3 +11,9 @@ fn model_mistakes() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/model/*.rs");
 }
+
+#[test]
+fn embedded_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/embedded/*.rs");
+}

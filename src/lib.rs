@@ -183,7 +183,57 @@ pub use fusegraph_macros::optimizer;
 /// Declares a model: a struct of layers becomes a type that owns one flat parameter buffer,
 /// with generated forward and backward passes for [`TrainStep`].
 ///
-/// See the [crate documentation](crate#models).
+/// See the [crate documentation](crate#models) for a first example.
+///
+/// # Options
+///
+/// `#[fusegraph::model(loss = Loss, ..)]` names the loss, then optionally:
+/// - `graph(name = expr, ..)`: the wiring of a non-sequential model. A node is `layer(node)`,
+///   `node.relu()` (or another activation), `a + b`, `a * b` or `concat(a, b)`; `x` is the
+///   input and the last node the output.
+/// - `inline`: parameters and state live in arrays inside the struct (`[f32; PARAMS]` and
+///   `[f32; STATE]`, sizes computed from the layer types) instead of two heap buffers, so the
+///   model needs no allocator: it can be a `static` (from the `const fn zeroed()`) or live on
+///   the stack. Without `inline` (the default) the buffers are allocated on the heap without
+///   passing through the stack, which a large model needs.
+/// - `max_bytes = N, batch = B, optimizer = Rule`, and optionally `fused`: a memory budget
+///   checked when the crate compiles. The model and a train step of `Rule` for batches of `B`
+///   ([`Bytes::of`], counting one layer's gradients with `fused`) must fit in `N` bytes, or the
+///   build fails at `N` with the total and each part. The bytes counted are the model's
+///   `BUDGET_BYTES`.
+///
+/// # What it generates
+///
+/// The struct, and inside `const _: () = { .. };` (`cargo expand` shows it):
+/// - `init(seed)`, a model whose parameters come from each layer's initializer, tensor by
+///   tensor from its own random stream of `seed`; `init_in_place(&mut self, seed)`, the same
+///   values without building a new model; with `inline`, `const fn zeroed()`;
+/// - `params()`, `params_mut()`, and one accessor per layer (`model.fc1().weight()`);
+/// - an implementation of [`Model`]: the buffer sizes as constants, the tensor tables, and
+///   forward, backward and [`backward_update`](Model::backward_update) passes with one
+///   statement per node, so that the code grows linearly with the model;
+/// - with a budget, `BUDGET_BYTES` and the constant that checks it.
+///
+/// ```
+/// use fusegraph::optim::keras::Adam;
+/// use fusegraph::prelude::*;
+///
+/// /// A model for a microcontroller: no allocator, 64 KiB for it and its training.
+/// #[fusegraph::model(loss = Mse, inline, max_bytes = 65536, batch = 8, optimizer = Adam)]
+/// pub struct Tiny {
+///     fc1: Dense<8, 16, Relu>,
+///     fc2: Dense<16, 4>,
+/// }
+///
+/// static INITIAL: Tiny = Tiny::zeroed();
+///
+/// let mut model = Tiny::init(Seed(1));
+/// assert_eq!(core::mem::size_of::<Tiny>(), Tiny::BUDGET_BYTES.params);
+/// assert!(Tiny::BUDGET_BYTES.total() <= 65536);
+/// assert!(INITIAL.params().iter().all(|&p| p == 0.0));
+/// model.init_in_place(Seed(2));
+/// assert_eq!(model.params(), Tiny::init(Seed(2)).params());
+/// ```
 pub use fusegraph_macros::model;
 
 /// What generated code names; not a stable API.

@@ -375,7 +375,7 @@ impl Pass {
         &self,
         params: &mut [f32],
         x: &[f32],
-        update: &mut dyn FnMut(usize, &mut [f32], &[f32]),
+        mut update: impl FnMut(usize, &mut [f32], &[f32]),
     ) -> Vec<f32> {
         let mut dx = vec![f32::NAN; x.len()];
         M::backward_update(
@@ -387,7 +387,7 @@ impl Pass {
             &mut vec![f32::NAN; M::MAX_LAYER_PARAMS],
             fusegraph::layers::Grad::Set(&mut dx),
             self.batch,
-            update,
+            &mut update,
         );
         dx
     }
@@ -414,7 +414,7 @@ fn check_backward_update<M: Model>(mut model: M, x: &[f32]) {
     let mut params = model.params().to_vec();
     let mut full = vec![f32::NAN; M::PARAMS];
     let mut reported = Vec::new();
-    let dx_update = pass.backward_update::<M>(&mut params, x, &mut |offset, p, g| {
+    let dx_update = pass.backward_update::<M>(&mut params, x, |offset, p, g| {
         assert_eq!(p.len(), g.len());
         full[offset..offset + g.len()].copy_from_slice(g);
         reported.push((offset, g.len()));
@@ -457,7 +457,7 @@ fn check_updates_do_not_reach_the_layers_below<M: Model>(mut model: M, x: &[f32]
     let (grads, dx) = pass.backward::<M>(model.params(), x);
     let mut params = model.params().to_vec();
     let mut full = vec![f32::NAN; M::PARAMS];
-    let dx_update = pass.backward_update::<M>(&mut params, x, &mut |offset, p, g| {
+    let dx_update = pass.backward_update::<M>(&mut params, x, |offset, p, g| {
         full[offset..offset + g.len()].copy_from_slice(g);
         for (p, g) in p.iter_mut().zip(g) {
             *p = 10.0 * *p - 3.0 * g + 1.0;
@@ -521,7 +521,7 @@ fn an_inline_model_is_its_parameters_and_state() {
         std::mem::size_of::<InlineMlp>(),
         (<InlineMlp as Model>::PARAMS + <InlineMlp as Model>::STATE) * 4
     );
-    assert!(<InlineNormed as Model>::STATE > 0);
+    const { assert!(<InlineNormed as Model>::STATE > 0) };
     assert_eq!(
         std::mem::size_of::<InlineNormed>(),
         (<InlineNormed as Model>::PARAMS + <InlineNormed as Model>::STATE) * 4

@@ -3,24 +3,24 @@
 //! and shape need, each failure naming the tensor and what was expected. It also keeps the
 //! crate from overflowing: safetensors 0.8 adds the last offset to the header's length
 //! unchecked, which panics (debug) or wraps (release) for offsets near `usize::MAX`.
+//!
+//! `serde_json`, the parser `safetensors` uses, reads the JSON into a [`Json`] that keeps an
+//! object's keys in order and a key given twice, which `serde_json::Value` would merge.
+//! Nesting is bounded by `serde_json`'s recursion limit: more than 128 arrays or objects deep
+//! is an error, not a stack overflow.
 
 use super::CheckpointError;
+use core::fmt;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeSet;
 use std::format;
 use std::string::String;
 use std::vec::Vec;
 
-/// Nesting deeper than a safetensors header needs (object, tensor, shape) is refused.
-const MAX_DEPTH: usize = 16;
-
 /// Checks the JSON `header` of a file of `len` bytes whose data section holds `data_len`.
 pub(crate) fn check(header: &str, data_len: usize, len: usize) -> Result<(), CheckpointError> {
     let corrupt = |reason: String| CheckpointError::Header { reason };
-    let mut parser = Parser {
-        bytes: header.as_bytes(),
-        at: 0,
-    };
-    let top = parser.document().map_err(corrupt)?;
+    let top = serde_json::from_str(header).map_err(|e| corrupt(format!("invalid JSON: {e}")))?;
     let Json::Object(entries) = top else {
         return Err(corrupt("the header is not a JSON object".into()));
     };
@@ -139,236 +139,61 @@ impl Json {
     }
 }
 
-/// A recursive-descent reader of one JSON document (RFC 8259), nested at most [`MAX_DEPTH`].
-struct Parser<'a> {
-    bytes: &'a [u8],
-    at: usize,
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(json: D) -> Result<Self, D::Error> {
+        json.deserialize_any(JsonVisitor)
+    }
 }
 
-impl Parser<'_> {
-    /// The whole input as one value, with only whitespace after it.
-    fn document(&mut self) -> Result<Json, String> {
-        let value = self.value(0)?;
-        self.space();
-        match self.at == self.bytes.len() {
-            true => Ok(value),
-            false => Err(self.error("the end of the header")),
-        }
+/// Builds a [`Json`] from what `serde_json` reads: negative integers come as `i64`, those
+/// past `u64::MAX` as `f64`.
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
     }
 
-    fn error(&self, expected: &str) -> String {
-        format!("invalid JSON at byte {}: expected {expected}", self.at)
+    fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
+        Ok(Json::Size(n))
     }
 
-    fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.at += 1;
-        }
+    fn visit_i64<E>(self, _: i64) -> Result<Json, E> {
+        Ok(Json::Other)
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
+    fn visit_f64<E>(self, _: f64) -> Result<Json, E> {
+        Ok(Json::Other)
     }
 
-    /// Consumes `b` (after whitespace), or fails naming it.
-    fn expect(&mut self, b: u8) -> Result<(), String> {
-        self.space();
-        if self.peek() == Some(b) {
-            self.at += 1;
-            Ok(())
-        } else {
-            Err(self.error(&format!("`{}`", char::from(b))))
-        }
+    fn visit_bool<E>(self, _: bool) -> Result<Json, E> {
+        Ok(Json::Other)
     }
 
-    fn value(&mut self, depth: usize) -> Result<Json, String> {
-        if depth > MAX_DEPTH {
-            return Err(self.error("less nesting"));
-        }
-        self.space();
-        match self.peek() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
-            Some(b'"') => self.string().map(Json::String),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => {
-                for word in ["true", "false", "null"] {
-                    if self.bytes[self.at..].starts_with(word.as_bytes()) {
-                        self.at += word.len();
-                        return Ok(Json::Other);
-                    }
-                }
-                Err(self.error("a value"))
-            }
-        }
+    fn visit_unit<E>(self) -> Result<Json, E> {
+        Ok(Json::Other)
     }
 
-    fn object(&mut self, depth: usize) -> Result<Json, String> {
-        self.at += 1;
-        let mut entries = Vec::new();
-        self.space();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Ok(Json::Object(entries));
-        }
-        loop {
-            self.space();
-            if self.peek() != Some(b'"') {
-                return Err(self.error("a key"));
-            }
-            let key = self.string()?;
-            self.expect(b':')?;
-            entries.push((key, self.value(depth + 1)?));
-            self.space();
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b'}') => {
-                    self.at += 1;
-                    return Ok(Json::Object(entries));
-                }
-                _ => return Err(self.error("`,` or `}`")),
-            }
-        }
+    fn visit_str<E>(self, s: &str) -> Result<Json, E> {
+        Ok(Json::String(s.into()))
     }
 
-    fn array(&mut self, depth: usize) -> Result<Json, String> {
-        self.at += 1;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
         let mut items = Vec::new();
-        self.space();
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            return Ok(Json::Array(items));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
         }
-        loop {
-            items.push(self.value(depth + 1)?);
-            self.space();
-            match self.peek() {
-                Some(b',') => self.at += 1,
-                Some(b']') => {
-                    self.at += 1;
-                    return Ok(Json::Array(items));
-                }
-                _ => return Err(self.error("`,` or `]`")),
-            }
-        }
+        Ok(Json::Array(items))
     }
 
-    /// A string from its opening quote, unescaped.
-    fn string(&mut self) -> Result<String, String> {
-        self.at += 1;
-        let mut out = String::new();
-        loop {
-            let start = self.at;
-            while let Some(b'\x20'..) = self.peek().filter(|&b| b != b'"' && b != b'\\') {
-                self.at += 1;
-            }
-            // The input is a `str` and the run stops at ASCII bytes: a whole UTF-8 sequence.
-            out.push_str(core::str::from_utf8(&self.bytes[start..self.at]).unwrap_or_default());
-            match self.peek() {
-                Some(b'"') => {
-                    self.at += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => {
-                    self.at += 1;
-                    out.push(self.escape()?);
-                }
-                _ => return Err(self.error("a closing `\"`")),
-            }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = map.next_entry()? {
+            entries.push(entry);
         }
-    }
-
-    /// The character of an escape, after its backslash.
-    fn escape(&mut self) -> Result<char, String> {
-        let b = self.peek().ok_or_else(|| self.error("an escape"))?;
-        self.at += 1;
-        Ok(match b {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let high = self.hex4()?;
-                if (0xD800..0xDC00).contains(&high) && self.bytes[self.at..].starts_with(b"\\u") {
-                    self.at += 2;
-                    let low = self.hex4()?;
-                    if !(0xDC00..0xE000).contains(&low) {
-                        return Err(self.error("a low surrogate"));
-                    }
-                    let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
-                    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
-                } else {
-                    char::from_u32(high).unwrap_or(char::REPLACEMENT_CHARACTER)
-                }
-            }
-            _ => {
-                self.at -= 1;
-                return Err(self.error("an escape"));
-            }
-        })
-    }
-
-    fn hex4(&mut self) -> Result<u32, String> {
-        let digits = self
-            .bytes
-            .get(self.at..self.at + 4)
-            .and_then(|h| core::str::from_utf8(h).ok())
-            .and_then(|h| {
-                u32::from_str_radix(h, 16)
-                    .ok()
-                    .filter(|_| !h.starts_with('+'))
-            })
-            .ok_or_else(|| self.error("four hex digits"))?;
-        self.at += 4;
-        Ok(digits)
-    }
-
-    /// A number: a [`Json::Size`] when it is a non-negative integer that fits a `u64`.
-    fn number(&mut self) -> Result<Json, String> {
-        let start = self.at;
-        let negative = self.peek() == Some(b'-');
-        self.at += usize::from(negative);
-        let int = self.digits();
-        let leading_zero = int > 1 && self.bytes[self.at - int] == b'0';
-        if int == 0 || leading_zero {
-            return Err(self.error("a number"));
-        }
-        let mut integer = !negative;
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            integer = false;
-            if self.digits() == 0 {
-                return Err(self.error("a digit"));
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.at += 1;
-            integer = false;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
-            }
-            if self.digits() == 0 {
-                return Err(self.error("a digit"));
-            }
-        }
-        let text = core::str::from_utf8(&self.bytes[start..self.at]).unwrap_or_default();
-        Ok(match text.parse::<u64>() {
-            Ok(n) if integer => Json::Size(n),
-            _ => Json::Other,
-        })
-    }
-
-    /// Consumes ASCII digits; returns how many.
-    fn digits(&mut self) -> usize {
-        let start = self.at;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.at += 1;
-        }
-        self.at - start
+        Ok(Json::Object(entries))
     }
 }
 
@@ -464,7 +289,8 @@ mod tests {
         ] {
             assert!(check(bad, 0, 0).is_err(), "{bad:?}");
         }
+        // serde_json refuses nesting deeper than 128, before the stack runs out.
         let deep = format!("{{\"a\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(reason(&deep).contains("less nesting"));
+        assert!(reason(&deep).contains("recursion limit exceeded"));
     }
 }

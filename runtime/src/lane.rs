@@ -1,5 +1,6 @@
-//! Lane functions that `wide` does not provide, used by code that `optimizer!` generates.
-//! Each has the same semantics as its scalar twin in [`math`](crate::math).
+//! Lane functions that `wide` does not provide, used by code that `optimizer!` and
+//! `activation!` generate. Each has the same semantics as its scalar twin in
+//! [`math`](crate::math) (`softplus` has none: scalar code spells it out).
 
 use wide::f32x8;
 
@@ -16,6 +17,13 @@ pub fn sign(x: f32x8) -> f32x8 {
 #[inline(always)]
 pub fn sigmoid(x: f32x8) -> f32x8 {
     f32x8::ONE / (f32x8::ONE + (-x).exp())
+}
+
+/// `ln(1 + e^x)`, computed as `max(x, 0) + ln_1p(e^-|x|)`: no overflow for large `x`, no
+/// lost digits for very negative `x`.
+#[inline(always)]
+pub fn softplus(x: f32x8) -> f32x8 {
+    x.max(f32x8::ZERO) + (-x.abs()).exp().ln_1p()
 }
 
 /// `x` limited to `[lo, hi]`; a NaN `x` stays NaN.
@@ -45,6 +53,15 @@ mod tests {
             assert_eq!(s[i], math::sign(XS[i]), "sign({})", XS[i]);
             assert_eq!(c[i], math::clamp(XS[i], -1.0, 1.0));
             assert!((g[i] - math::sigmoid(XS[i])).abs() <= 2.0 * f32::EPSILON);
+        }
+        let p = softplus(lanes(XS)).to_array();
+        for i in 0..8 {
+            let want = (f64::from(XS[i]).exp()).ln_1p();
+            assert!(
+                (f64::from(p[i]) - want).abs() <= 2e-7 * want.max(1e-30),
+                "softplus({})",
+                XS[i]
+            );
         }
         assert!(clamp(f32x8::splat(f32::NAN), f32x8::ZERO, f32x8::ONE).to_array()[0].is_nan());
     }

@@ -41,6 +41,10 @@ pub enum Func {
     Tanh,
     Sigmoid,
     Clamp,
+    /// `ln(1 + e^x)`, computed stably as `max(x, 0) + ln(1 + e^-|x|)`.
+    Softplus,
+    Cosh,
+    Sinh,
     /// `f64(x)`: a scalar computed in `f64` from the decimal values of the hyper-parameters.
     F64,
 }
@@ -61,6 +65,9 @@ impl Func {
             "tanh" => Func::Tanh,
             "sigmoid" => Func::Sigmoid,
             "clamp" => Func::Clamp,
+            "softplus" => Func::Softplus,
+            "cosh" => Func::Cosh,
+            "sinh" => Func::Sinh,
             "f64" => Func::F64,
             _ => return None,
         })

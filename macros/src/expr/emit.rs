@@ -4,7 +4,7 @@
 
 use super::ast::{BinOp, CmpOp, Func};
 use super::ir::{Node, Ref, TExpr};
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::{Ident, Literal, TokenStream};
 use quote::{format_ident, quote};
 
 /// Precision of scalar code.
@@ -107,6 +107,19 @@ pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref, Prec) -> TokenStream, prec: Prec) ->
             let (c, a, b) = (s(c), s(a), s(b));
             quote!((if #c { #a } else { #b }))
         }
+        Node::Call(Func::Softplus, args) => {
+            let (x, zero, one) = (s(&args[0]), prec.lit(0.0), prec.lit(1.0));
+            quote!({ let __x = #x; #m::max(__x, #zero) + #m::ln(#one + #m::exp(-#m::abs(__x))) })
+        }
+        Node::Call(f @ (Func::Cosh | Func::Sinh), args) => {
+            let (x, half) = (s(&args[0]), prec.lit(0.5));
+            let op = if *f == Func::Cosh {
+                quote!(+)
+            } else {
+                quote!(-)
+            };
+            quote!({ let __x = #x; (#m::exp(__x) #op #m::exp(-__x)) * #half })
+        }
         Node::Call(f, args) => {
             let a: Vec<TokenStream> = args.iter().map(s).collect();
             let name = match f {
@@ -122,7 +135,9 @@ pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref, Prec) -> TokenStream, prec: Prec) ->
                 Func::Tanh => "tanh",
                 Func::Sigmoid => "sigmoid",
                 Func::Clamp => "clamp",
-                Func::F64 => unreachable!("handled above"),
+                Func::F64 | Func::Softplus | Func::Cosh | Func::Sinh => {
+                    unreachable!("handled above")
+                }
             };
             let name = format_ident!("{}", name);
             quote!(#m::#name(#(#a),*))
@@ -142,65 +157,154 @@ pub fn lane(
     lifted: &[TExpr],
     step: &TokenStream,
 ) -> TokenStream {
+    Lanes {
+        refs,
+        lifted,
+        step,
+        shared: &[],
+    }
+    .emit(e)
+}
+
+/// Lane code for several outputs computed together, each sub-expression that is not a literal
+/// or a name and occurs more than once (by structural equality) computed once into a
+/// `let __tN` first: the `let`s, then each output's expression.
+pub fn lanes_shared(
+    outputs: &[&TExpr],
+    refs: &dyn Fn(Ref) -> TokenStream,
+) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let mut seen: Vec<(&TExpr, usize)> = Vec::new();
+    for e in outputs {
+        count(e, &mut seen);
+    }
+    let shared: Vec<(TExpr, Ident)> = seen
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .enumerate()
+        .map(|(i, (e, _))| (e.clone(), format_ident!("__t{}", i)))
+        .collect();
     let f = quote!(::fusegraph::__private::f32x8);
-    let ln = quote!(::fusegraph::__private::lane);
-    let l = |x: &TExpr| lane(x, refs, lifted, step);
-    match &e.node {
-        Node::Num(v) => {
-            let v = Literal::f32_suffixed(*v as f32);
-            quote!(#f::splat(#v))
-        }
-        Node::Lifted(i) => {
-            let field = lifted_field(*i);
-            if matches!(lifted[*i].node, Node::Cmp(..)) {
-                quote!(#step.#field)
-            } else {
-                quote!(#f::splat(#step.#field))
+    let step = TokenStream::new();
+    let lets = (0..shared.len())
+        .map(|i| {
+            let (e, id) = &shared[i];
+            let v = Lanes {
+                refs,
+                lifted: &[],
+                step: &step,
+                shared: &shared[..i],
             }
+            .emit_node(e);
+            quote!(let #id: #f = #v;)
+        })
+        .collect();
+    let all = Lanes {
+        refs,
+        lifted: &[],
+        step: &step,
+        shared: &shared,
+    };
+    (lets, outputs.iter().map(|e| all.emit(e)).collect())
+}
+
+/// Counts the uses of each non-trivial sub-expression, children before parents; a repeated
+/// sub-expression's own children are counted once (they are computed once, inside it).
+fn count<'a>(e: &'a TExpr, seen: &mut Vec<(&'a TExpr, usize)>) {
+    if matches!(e.node, Node::Num(_) | Node::Ref(_) | Node::Lifted(_)) {
+        return;
+    }
+    if let Some(entry) = seen.iter_mut().find(|(x, _)| *x == e) {
+        entry.1 += 1;
+        return;
+    }
+    for c in e.children() {
+        count(c, seen);
+    }
+    seen.push((e, 1));
+}
+
+/// What lane code is emitted against.
+struct Lanes<'a> {
+    refs: &'a dyn Fn(Ref) -> TokenStream,
+    lifted: &'a [TExpr],
+    step: &'a TokenStream,
+    /// Sub-expressions already bound to a name.
+    shared: &'a [(TExpr, Ident)],
+}
+
+impl Lanes<'_> {
+    fn emit(&self, e: &TExpr) -> TokenStream {
+        match self.shared.iter().find(|(x, _)| x == e) {
+            Some((_, id)) => quote!(#id),
+            None => self.emit_node(e),
         }
-        Node::Ref(r) => refs(*r),
-        Node::Neg(x) => {
-            let x = l(x);
-            quote!((-#x))
-        }
-        Node::Bin(op, a, b) => bin(*op, l(a), l(b)),
-        Node::Cmp(op, a, b) => {
-            let (a, b) = (l(a), l(b));
-            let m = match op {
-                CmpOp::Gt => quote!(simd_gt),
-                CmpOp::Lt => quote!(simd_lt),
-                CmpOp::Ge => quote!(simd_ge),
-                CmpOp::Le => quote!(simd_le),
-                CmpOp::Eq => quote!(simd_eq),
-                CmpOp::Ne => quote!(simd_ne),
-            };
-            quote!(#a.#m(#b))
-        }
-        Node::PowiLit(x, k) => powi(l(x), *k, quote!(#f::ONE)),
-        Node::If(c, a, b) => {
-            let (cc, a, b) = (l(c), l(a), l(b));
-            if matches!(c.node, Node::Lifted(_)) {
-                quote!((if #cc { #a } else { #b }))
-            } else {
-                quote!(#cc.select(#a, #b))
+    }
+
+    fn emit_node(&self, e: &TExpr) -> TokenStream {
+        let f = quote!(::fusegraph::__private::f32x8);
+        let ln = quote!(::fusegraph::__private::lane);
+        let l = |x: &TExpr| self.emit(x);
+        let step = self.step;
+        match &e.node {
+            Node::Num(v) => {
+                let v = Literal::f32_suffixed(*v as f32);
+                quote!(#f::splat(#v))
             }
-        }
-        Node::Call(func, args) => {
-            let a: Vec<TokenStream> = args.iter().map(l).collect();
-            match func {
-                Func::Sqrt => method(&a[0], "sqrt", &[]),
-                Func::Abs => method(&a[0], "abs", &[]),
-                Func::Signum => method(&a[0], "signum", &[]),
-                Func::Exp => method(&a[0], "exp", &[]),
-                Func::Ln => method(&a[0], "ln", &[]),
-                Func::Tanh => method(&a[0], "tanh", &[]),
-                Func::Min => method(&a[0], "min", &a[1..]),
-                Func::Max => method(&a[0], "max", &a[1..]),
-                Func::Powi | Func::Powf => method(&a[0], "powf_simd", &a[1..]),
-                Func::Sign => quote!(#ln::sign(#(#a),*)),
-                Func::Sigmoid => quote!(#ln::sigmoid(#(#a),*)),
-                Func::Clamp => quote!(#ln::clamp(#(#a),*)),
-                Func::F64 => unreachable!("`f64(..)` is a scalar, lifted out of lane code"),
+            Node::Lifted(i) => {
+                let field = lifted_field(*i);
+                if matches!(self.lifted[*i].node, Node::Cmp(..)) {
+                    quote!(#step.#field)
+                } else {
+                    quote!(#f::splat(#step.#field))
+                }
+            }
+            Node::Ref(r) => (self.refs)(*r),
+            Node::Neg(x) => {
+                let x = l(x);
+                quote!((-#x))
+            }
+            Node::Bin(op, a, b) => bin(*op, l(a), l(b)),
+            Node::Cmp(op, a, b) => {
+                let (a, b) = (l(a), l(b));
+                let m = match op {
+                    CmpOp::Gt => quote!(simd_gt),
+                    CmpOp::Lt => quote!(simd_lt),
+                    CmpOp::Ge => quote!(simd_ge),
+                    CmpOp::Le => quote!(simd_le),
+                    CmpOp::Eq => quote!(simd_eq),
+                    CmpOp::Ne => quote!(simd_ne),
+                };
+                quote!(#a.#m(#b))
+            }
+            Node::PowiLit(x, k) => powi(l(x), *k, quote!(#f::ONE)),
+            Node::If(c, a, b) => {
+                let (cc, a, b) = (l(c), l(a), l(b));
+                if matches!(c.node, Node::Lifted(_)) {
+                    quote!((if #cc { #a } else { #b }))
+                } else {
+                    quote!(#cc.select(#a, #b))
+                }
+            }
+            Node::Call(func, args) => {
+                let a: Vec<TokenStream> = args.iter().map(l).collect();
+                match func {
+                    Func::Sqrt => method(&a[0], "sqrt", &[]),
+                    Func::Abs => method(&a[0], "abs", &[]),
+                    Func::Signum => method(&a[0], "signum", &[]),
+                    Func::Exp => method(&a[0], "exp", &[]),
+                    Func::Ln => method(&a[0], "ln", &[]),
+                    Func::Tanh => method(&a[0], "tanh", &[]),
+                    Func::Cosh => method(&a[0], "cosh", &[]),
+                    Func::Sinh => method(&a[0], "sinh", &[]),
+                    Func::Min => method(&a[0], "min", &a[1..]),
+                    Func::Max => method(&a[0], "max", &a[1..]),
+                    Func::Powi | Func::Powf => method(&a[0], "powf_simd", &a[1..]),
+                    Func::Sign => quote!(#ln::sign(#(#a),*)),
+                    Func::Sigmoid => quote!(#ln::sigmoid(#(#a),*)),
+                    Func::Softplus => quote!(#ln::softplus(#(#a),*)),
+                    Func::Clamp => quote!(#ln::clamp(#(#a),*)),
+                    Func::F64 => unreachable!("`f64(..)` is a scalar, lifted out of lane code"),
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn join(self, other: Kind) -> Kind {
+    pub fn join(self, other: Kind) -> Kind {
         if self == Kind::Lane || other == Kind::Lane {
             Kind::Lane
         } else {
@@ -25,6 +25,8 @@ impl Kind {
 /// What a resolved name denotes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Ref {
+    /// A named scalar constant: an optimizer's hyper-parameter, an activation's or a loss's
+    /// constant parameter.
     Hyper(usize),
     T,
     StepLet(usize),
@@ -33,6 +35,12 @@ pub enum Ref {
     G,
     Slot(usize),
     Let(usize),
+    /// A per-element variable of a custom layer or loss (`x` of an activation; `pred` and
+    /// `target` of a loss), in declaration order: what `diff::derivative` differentiates by.
+    Var(usize),
+    /// The output `y = f(x)` of an activation, which its backward pass already holds; the
+    /// derivative reads it in place of any sub-expression equal to `f(x)`.
+    Out,
 }
 
 /// A typed node.
@@ -59,8 +67,64 @@ pub struct TExpr {
 }
 
 impl TExpr {
-    fn new(node: Node, kind: Kind) -> Self {
+    pub fn new(node: Node, kind: Kind) -> Self {
         TExpr { node, kind }
+    }
+
+    /// A literal.
+    pub fn num(v: f64) -> Self {
+        TExpr::new(Node::Num(v), Kind::Scalar)
+    }
+
+    /// The literal value, if this is one.
+    pub fn as_num(&self) -> Option<f64> {
+        match self.node {
+            Node::Num(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A reference of the given kind.
+    pub fn var(r: Ref, kind: Kind) -> Self {
+        TExpr::new(Node::Ref(r), kind)
+    }
+
+    /// Whether `self` reads `r` anywhere.
+    pub fn reads(&self, r: Ref) -> bool {
+        let mut found = false;
+        visit_refs(self, &mut |x| found |= x == r);
+        found
+    }
+
+    /// The direct sub-expressions, in evaluation order.
+    pub fn children(&self) -> Vec<&TExpr> {
+        match &self.node {
+            Node::Num(_) | Node::Ref(_) | Node::Lifted(_) => Vec::new(),
+            Node::Neg(x) | Node::PowiLit(x, _) => vec![x],
+            Node::Bin(_, a, b) | Node::Cmp(_, a, b) => vec![a, b],
+            Node::Call(_, args) => args.iter().collect(),
+            Node::If(c, a, b) => vec![c, a, b],
+        }
+    }
+
+    /// `self` with every sub-expression (`self` included) equal to `from` replaced by `to`.
+    pub fn replace(&self, from: &TExpr, to: &TExpr) -> TExpr {
+        if self == from {
+            return to.clone();
+        }
+        let r = |x: &TExpr| Box::new(x.replace(from, to));
+        let node = match &self.node {
+            Node::Neg(x) => Node::Neg(r(x)),
+            Node::Bin(op, a, b) => Node::Bin(*op, r(a), r(b)),
+            Node::Cmp(op, a, b) => Node::Cmp(*op, r(a), r(b)),
+            Node::Call(f, args) => {
+                Node::Call(*f, args.iter().map(|a| a.replace(from, to)).collect())
+            }
+            Node::PowiLit(x, k) => Node::PowiLit(r(x), *k),
+            Node::If(c, a, b) => Node::If(r(c), r(a), r(b)),
+            other => other.clone(),
+        };
+        TExpr::new(node, self.kind)
     }
 }
 

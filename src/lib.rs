@@ -236,6 +236,84 @@ pub use fusegraph_macros::optimizer;
 /// ```
 pub use fusegraph_macros::model;
 
+/// Compiles element-wise losses of a prediction and a target into unit structs implementing
+/// [`loss::Loss`]; the gradient with respect to the prediction is derived symbolically when the
+/// crate compiles.
+///
+/// ```
+/// use fusegraph::loss::Loss;
+///
+/// fusegraph::loss! {
+///     /// `ln(cosh(pred - target))`: quadratic near the target, linear far from it.
+///     pub LogCosh(pred, target) = ln(cosh(pred - target));
+///
+///     /// Huber loss with a constant `delta`.
+///     pub Huber2 { delta: f32 = 2.0 } (pred, target) = {
+///         let d = abs(pred - target);
+///         if d <= delta { 0.5 * d * d } else { delta * (d - 0.5 * delta) }
+///     };
+///
+///     /// Squared error summed (not averaged) over the batch and the outputs.
+///     pub SumSquared(pred, target) = (pred - target) * (pred - target), reduce = sum;
+/// }
+///
+/// let (pred, target) = ([0.5, -1.0, 3.0], [0.0, 0.0, 0.0]);
+/// let mut grad = [0.0; 3];
+/// let loss = SumSquared::loss_and_grad(&pred, &target, &mut grad, 3);
+/// assert_eq!(loss, 0.25 + 1.0 + 9.0);
+/// assert_eq!(grad, [1.0, -2.0, 6.0]);
+/// assert_eq!(Huber2::DELTA, 2.0);
+/// assert!(LogCosh::loss(&pred, &target, 3) < Huber2::loss(&pred, &target, 3));
+/// ```
+///
+/// # Syntax
+///
+/// One or more definitions, each `attributes visibility Name { constants } (pred, target) =
+/// body, options;`:
+/// - `(pred, target)` names the prediction and the target, in this order (any two names).
+///   Targets are real values, one per output (`Target = f32`).
+/// - `{ name: f32 = literal, .. }`, optional: constants of the loss. [`loss::Loss`]'s
+///   functions take no `self`, so constants are fixed when the crate compiles; each is also an
+///   associated constant in upper case (`Huber2::DELTA`). For another value, declare another
+///   loss.
+/// - The body is an expression of the language (below), or a block of `let`s ending with one:
+///   `{ let d = pred - target; d * d }`.
+/// - `reduce = mean` (the default: the mean over the batch and the outputs, as the built-in
+///   losses, Keras and PyTorch reduce) or `reduce = sum`.
+///
+/// # Expressions
+///
+/// As in [`optimizer!`]: literals, the two names, the constants, `let`s, `+ - * /`, unary `-`,
+/// `if a > b { x } else { y }` (a select), and `sqrt`, `abs`, `signum`, `sign`, `min`, `max`,
+/// `exp`, `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `softplus`, `cosh`, `sinh`, `clamp`.
+///
+/// # Gradients
+///
+/// The derivative by `pred` is derived symbolically and simplified; at non-differentiable
+/// points it follows PyTorch: `abs` has derivative 0 at 0 (so `abs(pred - target)` gives
+/// `torch.nn.L1Loss`'s 0 where `pred == target`), `min`/`max` give half to each side on a tie,
+/// an `if` takes the derivative of the branch it selects.
+///
+/// # What it generates
+///
+/// For each definition, the unit struct (with `Clone, Copy, Debug, Default, PartialEq, Eq`), its
+/// constants, and inside `const _: () = { .. };` two `#[inline(always)]` functions on
+/// [`f32x8`](fusegraph_runtime::f32x8) lanes, one for the value and one for the value and the
+/// derivative (each sub-expression they share, such as `pred - target`, computed once), and an
+/// implementation of [`loss::Loss`] that hands them to
+/// [`loss::lanes_loss_and_grad`] and [`loss::lanes_loss`]: one pass over the slices, the tail
+/// padded into a lane and left out of the sum, each element's value computed in `f32` and summed
+/// in `f64` in a fixed order; the gradient is the derivative divided by the count for `mean`.
+/// `correct` returns `None`.
+///
+/// # Errors
+///
+/// A name other than the two parameters, the constants and earlier `let`s, a function or
+/// construct outside the language, a loss that never reads `pred`, parameters other than two
+/// names, a constant that is not an `f32` literal, and an unknown option are compile errors on
+/// the offending tokens.
+pub use fusegraph_macros::loss;
+
 /// What generated code names; not a stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -244,6 +322,7 @@ pub mod __private {
     pub use fusegraph_runtime::lane;
     pub use fusegraph_runtime::layers;
     pub use fusegraph_runtime::layers::{Activation, Ctx, Grad, Layer};
+    pub use fusegraph_runtime::loss::{lanes_loss, lanes_loss_and_grad, Loss, Reduce};
     pub use fusegraph_runtime::math;
     pub use fusegraph_runtime::optim::Rule;
     pub use fusegraph_runtime::rng::Seed;

@@ -202,3 +202,41 @@ pub fn without_budget(name: &str) -> String {
         "`{name}` belongs to a memory budget; add `max_bytes = N` (with `batch` and `optimizer`), or remove `{name}`"
     )
 }
+
+pub fn loss_params() -> &'static str {
+    "a loss takes two names in parentheses, the prediction and then the target: `(pred, target)`"
+}
+
+pub fn loss_never_reads(pred: &str) -> String {
+    format!(
+        "this loss never reads the prediction `{pred}`, so its gradient would be 0; write the loss as a function of `{pred}` (and the target)"
+    )
+}
+
+pub fn loss_option(key: &str) -> String {
+    format!(
+        "unknown option `{key}`; after its expression a loss takes `reduce = mean` (the default) or `reduce = sum`"
+    )
+}
+
+pub fn loss_reduce() -> &'static str {
+    "`reduce` is `mean` (over the batch and the outputs, the default) or `sum`"
+}
+
+pub fn loss_const_type() -> &'static str {
+    "a loss's constants are `f32`: write `name: f32 = value`"
+}
+
+pub fn loss_assign(name: &str) -> String {
+    format!(
+        "a loss body is `let`s and a final expression; write `let {name} = ...;` to bind a new value instead of assigning"
+    )
+}
+
+pub fn loss_body_end() -> &'static str {
+    "a loss body ends with its value, such as `{ let d = pred - target; d * d }`"
+}
+
+pub fn loss_f64() -> &'static str {
+    "`f64(..)` computes an optimizer's per-step scalar; a loss is computed in `f32` lanes: leave out `f64(..)`"
+}

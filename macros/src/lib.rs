@@ -3,6 +3,7 @@
 
 mod errors;
 mod expr;
+mod loss;
 mod model;
 mod optimizer;
 
@@ -25,4 +26,14 @@ pub fn optimizer(input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
     model::expand(attr.into(), item.into()).into()
+}
+
+/// Compiles element-wise losses of a prediction and a target into types implementing the
+/// runtime's `Loss`, their gradients derived symbolically.
+///
+/// The language and what it generates are documented where the `fusegraph` crate re-exports
+/// this macro (`fusegraph::loss!`).
+#[proc_macro]
+pub fn loss(input: TokenStream) -> TokenStream {
+    loss::expand(input.into()).into()
 }

@@ -214,7 +214,7 @@ pub trait Layer {
 mod buffers;
 #[cfg(test)]
 mod gradcheck;
-mod lanes;
+pub(crate) mod lanes;
 
 pub mod activation;
 pub mod conv;

@@ -1,0 +1,151 @@
+//! Code generation: the unit struct with its constants, two lane functions (the value; the
+//! value and the derivative, sharing their common sub-expressions) and the `Loss`
+//! implementation that hands them to the runtime's one-pass lane loop.
+
+use super::check::{Checked, Reduce, PRED, TARGET};
+use super::parse::Def;
+use crate::expr::emit;
+use crate::expr::ir::{self, Ref, TExpr};
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+/// The struct and its constants: shared by the real and the fallback expansion.
+fn header(def: &Def, consts: &[f32]) -> TokenStream {
+    let name = &def.name;
+    let vis = &def.vis;
+    let attrs = &def.attrs;
+    let items = def.consts.iter().zip(consts).map(|(c, v)| {
+        let id = const_ident(&c.name);
+        let attrs = &c.attrs;
+        let doc = if attrs.iter().any(|a| a.path().is_ident("doc")) {
+            quote!()
+        } else {
+            let d = format!("The constant `{}` of this loss.", c.name);
+            quote!(#[doc = #d])
+        };
+        let v = Literal::f32_suffixed(*v);
+        quote!(#(#attrs)* #doc pub const #id: f32 = #v;)
+    });
+    let consts = (!def.consts.is_empty()).then(|| quote!(impl #name { #(#items)* }));
+    quote! {
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #vis struct #name;
+        #consts
+    }
+}
+
+/// `delta` becomes `DELTA`.
+fn const_ident(name: &syn::Ident) -> syn::Ident {
+    format_ident!("{}", name.to_string().to_uppercase())
+}
+
+/// What the failed definition still provides, so that one mistake gives one error.
+pub fn fallback(def: &Def) -> TokenStream {
+    let head = header(def, &vec![0.0; def.consts.len()]);
+    let name = &def.name;
+    quote! {
+        #head
+        const _: () = {
+            impl ::fusegraph::__private::Loss for #name {
+                type Target = f32;
+                fn targets_per_sample(n: usize) -> usize { n }
+                fn loss_and_grad(_: &[f32], _: &[f32], _: &mut [f32], _: usize) -> f32 { 0.0 }
+                fn loss(_: &[f32], _: &[f32], _: usize) -> f32 { 0.0 }
+                fn correct(_: &[f32], _: &[f32], _: usize) -> ::core::option::Option<usize> {
+                    ::core::option::Option::None
+                }
+            }
+        };
+    }
+}
+
+/// The statements and result of a lane function returning `outs`.
+fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
+    let f = quote!(::fusegraph::__private::f32x8);
+    let name = &def.name;
+    let mut used = vec![false; def.consts.len()];
+    for e in outs {
+        ir::visit_refs(e, &mut |r| {
+            if let Ref::Hyper(i) = r {
+                used[i] = true;
+            }
+        });
+    }
+    let consts = def
+        .consts
+        .iter()
+        .zip(used)
+        .enumerate()
+        .filter(|(_, (_, u))| *u)
+        .map(|(i, (c, _))| {
+            let local = format_ident!("__k{}", i);
+            let id = const_ident(&c.name);
+            quote!(let #local: #f = #f::splat(#name::#id);)
+        });
+    let refs = |r: Ref| match r {
+        PRED => quote!(__pred),
+        TARGET => quote!(__target),
+        Ref::Hyper(i) => {
+            let local = format_ident!("__k{}", i);
+            quote!(#local)
+        }
+        _ => unreachable!("a loss reads its prediction, its target and its constants"),
+    };
+    let (stmts, values) = emit::lanes_shared(outs, &refs);
+    let result = match values.as_slice() {
+        [v] => quote!(#v),
+        vs => quote!((#(#vs),*)),
+    };
+    quote! {
+        #(#consts)*
+        #(#stmts)*
+        #result
+    }
+}
+
+pub fn loss(def: &Def, c: &Checked) -> TokenStream {
+    let head = header(def, &c.consts);
+    let name = &def.name;
+    let p = quote!(::fusegraph::__private);
+    let f = quote!(#p::f32x8);
+    let reduce = match c.reduce {
+        Reduce::Mean => quote!(#p::Reduce::Mean),
+        Reduce::Sum => quote!(#p::Reduce::Sum),
+    };
+    let value = lane_body(def, &[&c.value]);
+    let value_and_grad = lane_body(def, &[&c.value, &c.grad]);
+    quote! {
+        #head
+
+        const _: () = {
+            #[inline(always)]
+            #[allow(unused_parens, clippy::all)]
+            fn __value(__pred: #f, __target: #f) -> #f {
+                #value
+            }
+
+            #[inline(always)]
+            #[allow(unused_parens, clippy::all)]
+            fn __value_and_grad(__pred: #f, __target: #f) -> (#f, #f) {
+                #value_and_grad
+            }
+
+            impl #p::Loss for #name {
+                type Target = f32;
+                fn targets_per_sample(n: usize) -> usize {
+                    n
+                }
+                fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
+                    #p::lanes_loss_and_grad(pred, target, grad, n, #reduce, __value_and_grad)
+                }
+                fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
+                    #p::lanes_loss(pred, target, n, #reduce, __value)
+                }
+                fn correct(_: &[f32], _: &[f32], _: usize) -> ::core::option::Option<usize> {
+                    ::core::option::Option::None
+                }
+            }
+        };
+    }
+}

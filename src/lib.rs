@@ -180,6 +180,92 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// hyper-parameter that is not `f32`, an `update` that never assigns `p`.
 pub use fusegraph_macros::optimizer;
 
+/// Compiles element-wise activation functions, written as one expression each, into layer
+/// activations whose derivatives are derived symbolically when the crate compiles.
+///
+/// ```
+/// use fusegraph::prelude::*;
+///
+/// fusegraph::activation! {
+///     /// SiLU: `x * sigmoid(x)`.
+///     pub Silu(x) = x * sigmoid(x);
+///     /// Mish: `x * tanh(softplus(x))`.
+///     pub Mish(x) = x * tanh(softplus(x));
+///     /// A leaky ReLU with its slope as a constant.
+///     pub Leaky { alpha: f32 = 0.2 } (x) = if x > 0.0 { x } else { alpha * x };
+/// }
+///
+/// #[fusegraph::model(loss = Mse)]
+/// pub struct Net {
+///     fc1: Dense<4, 8, Silu>,
+///     fc2: Dense<8, 8, Mish>,
+///     fc3: Dense<8, 1, Leaky>,
+/// }
+///
+/// let z = [-1.0_f32, 0.0, 2.0];
+/// let mut y = [0.0; 3];
+/// Leaky::forward(&z, &mut y, 3);
+/// assert_eq!(y, [-0.2, 0.0, 2.0]);
+/// assert_eq!(Leaky::ALPHA, 0.2);
+/// assert_eq!(<Silu as Activation>::NAME, "silu");
+/// let mut dy = [1.0; 3];
+/// Leaky::backward(&z, &y, &mut dy, 3);
+/// assert_eq!(dy, [0.2, 0.2, 1.0]); // PyTorch's convention: 0 takes the `else` branch
+/// # let _ = Net::init(Seed(1));
+/// ```
+///
+/// # Definitions
+///
+/// `Name(x) = expr;`, or `Name { constant: f32 = value, .. } (x) = expr;` with constants,
+/// each with its doc comments and visibility; any number per invocation. The variable may have
+/// any name. A constant becomes an associated constant of the type, in upper case
+/// (`Leaky::ALPHA`): the type is zero-sized, so another value is another definition.
+///
+/// # Expressions
+///
+/// The language of [`optimizer!`]'s `update`, over the variable, the constants and literals:
+/// `+ - * /`, unary `-`, `if a > b { x } else { y }` (a select, both sides computed), and
+/// `sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, softplus, cosh,
+/// sinh, clamp`, as methods or calls. `softplus(x)` is `ln(1 + e^x)`, computed stably.
+///
+/// # Derivatives
+///
+/// Derived by the usual rules with PyTorch's sub-gradients at kinks: an `if` takes the
+/// derivative of the branch its condition selects (`if x > 0.0 { x } else { 0.0 }` has
+/// derivative 0 at 0), `abs'(0) = 0`, `clamp` passes the gradient on its bounds, `min` and
+/// `max` split it in half on a tie, `sign`, `signum` and comparisons have derivative 0. Terms
+/// of constants are left out rather than multiplied by 0, so `alpha * x` has derivative
+/// `alpha` even where `x` is infinite. The result is simplified (literal arithmetic, `x * 1`,
+/// `x + 0`..., never `0 * x`, which IEEE makes NaN for infinite `x`).
+///
+/// # What it generates
+///
+/// For each definition, a `#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]` unit struct
+/// and, inside `const _: () = { .. };`, an implementation of
+/// [`Elementwise`](layers::Elementwise) (hence [`Activation`](layers::Activation), usable in
+/// `Dense<IN, OUT, Name>` and wherever an activation is): `NAME` in snake case, `lane` (the
+/// expression on [`f32x8`](fusegraph_runtime::f32x8) lanes) and `lane_grad`. Sub-expressions
+/// used more than once are computed once into a `let`; in the derivative, a sub-expression
+/// equal to the whole forward expression reads `y`, the output that the backward pass already
+/// holds, and when the derivative then no longer reads `x`, `NEEDS_Z` is `false` and layers do
+/// not save their pre-activations (`sigmoid`, `tanh`, `exp`). `x * sigmoid(x)` becomes
+///
+/// ```ignore
+/// fn lane(x: f32x8) -> f32x8 { x * lane::sigmoid(x) }
+/// fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
+///     let s = lane::sigmoid(z);
+///     s + y * (f32x8::splat(1.0) - s)
+/// }
+/// ```
+///
+/// # Errors
+///
+/// Anything outside the language is a compile error on the offending token that says what to
+/// write instead: an unknown function or method, a name that is neither the variable nor a
+/// constant, a statement or an assignment, a wrong number of arguments, a constant that is not
+/// `f32` or has no value. The type is still defined, so one mistake gives one error.
+pub use fusegraph_macros::activation;
+
 /// Declares a model: a struct of layers becomes a type that owns one flat parameter buffer,
 /// with generated forward and backward passes for [`TrainStep`].
 ///
@@ -321,7 +407,7 @@ pub mod __private {
     pub use fusegraph_runtime::kernels::gemm::Product;
     pub use fusegraph_runtime::lane;
     pub use fusegraph_runtime::layers;
-    pub use fusegraph_runtime::layers::{Activation, Ctx, Grad, Layer};
+    pub use fusegraph_runtime::layers::{Activation, Ctx, Elementwise, Grad, Layer};
     pub use fusegraph_runtime::loss::{lanes_loss, lanes_loss_and_grad, Loss, Reduce};
     pub use fusegraph_runtime::math;
     pub use fusegraph_runtime::optim::Rule;

@@ -167,6 +167,28 @@ pub fn f64_of_lane() -> &'static str {
     "`f64(..)` computes a per-step scalar (from hyper-parameters, `t` and step scalars); it cannot read per-element values"
 }
 
+pub fn activation_one_variable() -> &'static str {
+    "an activation has one variable: write `Name(x) = expr;`"
+}
+
+pub fn activation_duplicate(name: &str) -> String {
+    format!("`{name}` is already the variable or another constant; give it another name")
+}
+
+pub fn activation_const_type(name: &str) -> String {
+    format!("an activation's constants are `f32`: write `{name}: f32 = value`")
+}
+
+pub fn activation_const_default(name: &str) -> String {
+    format!(
+        "constant `{name}` needs a value: write `{name}: f32 = 0.01` (another value is another definition)"
+    )
+}
+
+pub fn activation_statement() -> &'static str {
+    "an activation is one expression of its variable, such as `x * sigmoid(x)`; write temporaries inline (common sub-expressions are computed once) and choose with `if x > 0.0 { a } else { b }`"
+}
+
 pub fn unknown_model_option(name: &str) -> String {
     format!(
         "unknown model option `{name}`; write `loss = LossType`, and optionally `graph(name = expr, ..)`, `inline`, and a memory budget `max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam` (with `fused`)"

@@ -1,6 +1,7 @@
 //! Procedural macros of fusegraph. Each macro is `parse -> check -> expand` over a small typed
 //! IR that keeps the user's spans; this file only dispatches.
 
+mod activation;
 mod errors;
 mod expr;
 mod loss;
@@ -16,6 +17,16 @@ use proc_macro::TokenStream;
 #[proc_macro]
 pub fn optimizer(input: TokenStream) -> TokenStream {
     optimizer::expand(input.into()).into()
+}
+
+/// Compiles element-wise activation functions into zero-sized types implementing the runtime's
+/// `Elementwise`, their derivatives derived symbolically.
+///
+/// The language and what it generates are documented where the `fusegraph` crate re-exports
+/// this macro (`fusegraph::activation!`).
+#[proc_macro]
+pub fn activation(input: TokenStream) -> TokenStream {
+    activation::expand(input.into()).into()
 }
 
 /// Compiles a struct of layers into a model with one flat parameter buffer and generated,

@@ -1,0 +1,179 @@
+//! Name resolution of an activation into the IR, its derivative, and what the backward pass
+//! reads.
+
+use super::parse::Body;
+use crate::errors::{self, Errors};
+use crate::expr::ast::{self, Expr};
+use crate::expr::diff;
+use crate::expr::ir::{self, Binding, Kind, Ref, Scope, TExpr};
+use syn::spanned::Spanned;
+
+/// A constant: its name and default, as a value and as written.
+pub struct Const {
+    pub value: f64,
+    pub text: String,
+}
+
+/// A checked activation.
+pub struct Checked {
+    pub consts: Vec<Const>,
+    /// `f(x)`, over `Ref::Var(0)` and the constants (`Ref::Hyper`).
+    pub forward: TExpr,
+    /// `f'(x)`, reading `Ref::Out` for every sub-expression equal to `f(x)`.
+    pub grad: TExpr,
+    /// Whether `grad` still reads `x`.
+    pub needs_z: bool,
+}
+
+/// Checks one definition whose syntax parsed; every mistake in it is reported together.
+pub fn check(body: &Body) -> Result<Checked, syn::Error> {
+    let mut errs = Errors::default();
+    let errs = &mut errs;
+    let var = body.var.to_string();
+    let mut consts = Vec::new();
+    let mut scope = Scope::new(known(body));
+    scope.bind(var.clone(), Binding::Ref(Ref::Var(0), Kind::Lane));
+    let mut seen: Vec<String> = vec![var];
+    for (i, p) in body.params.iter().enumerate() {
+        let name = p.name.to_string();
+        if seen.contains(&name) {
+            errs.at(p.name.span(), errors::activation_duplicate(&name));
+        }
+        seen.push(name.clone());
+        let is_f32 =
+            matches!(&p.ty, syn::Type::Path(t) if t.qself.is_none() && t.path.is_ident("f32"));
+        if !is_f32 {
+            errs.at(p.ty.span(), errors::activation_const_type(&name));
+        }
+        let value = match &p.default {
+            None => {
+                errs.at(p.name.span(), errors::activation_const_default(&name));
+                0.0
+            }
+            Some(d) => literal(d).unwrap_or_else(|| {
+                errs.at(d.span(), errors::default_literal());
+                0.0
+            }),
+        };
+        let text = p
+            .default
+            .as_ref()
+            .map(|d| quote::ToTokens::to_token_stream(d).to_string())
+            .unwrap_or_default();
+        consts.push(Const { value, text });
+        scope.bind(name, Binding::Ref(Ref::Hyper(i), Kind::Scalar));
+    }
+    let forward = parse_body(&body.expr, errs).and_then(|e| ir::resolve(&e, &scope, errs));
+    std::mem::take(errs).finish()?;
+    // Parsing and resolution report every `None` they return.
+    let forward =
+        forward.ok_or_else(|| syn::Error::new(body.expr.span(), errors::unsupported_expr()))?;
+    let grad = diff::derivative(&forward, Ref::Var(0));
+    let grad = if forward.reads(Ref::Var(0)) {
+        grad.replace(&forward, &TExpr::var(Ref::Out, Kind::Lane))
+    } else {
+        grad
+    };
+    let needs_z = grad.reads(Ref::Var(0));
+    Ok(Checked {
+        consts,
+        forward,
+        grad,
+        needs_z,
+    })
+}
+
+/// What the expression can read, for the unknown-identifier message.
+fn known(body: &Body) -> String {
+    let mut s = format!("the variable `{}`", body.var);
+    if !body.params.is_empty() {
+        let names: Vec<String> = body
+            .params
+            .iter()
+            .map(|p| format!("`{}`", p.name))
+            .collect();
+        s += &format!(", the constants {}", names.join(", "));
+    }
+    s + " and literals"
+}
+
+/// The expression, with the mistakes specific to an activation's body named first.
+fn parse_body(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
+    match e {
+        syn::Expr::Block(b) if b.block.stmts.len() != 1 => {
+            errs.at(b.span(), errors::activation_statement());
+            None
+        }
+        syn::Expr::Block(b) if !matches!(b.block.stmts[0], syn::Stmt::Expr(_, None)) => {
+            errs.at(b.span(), errors::activation_statement());
+            None
+        }
+        syn::Expr::Assign(_) => {
+            errs.at(e.span(), errors::activation_statement());
+            None
+        }
+        syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
+            errs.at(e.span(), errors::activation_statement());
+            None
+        }
+        _ => ast::parse_expr(e, errs),
+    }
+}
+
+fn is_compound_assign(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_) | SubAssign(_) | MulAssign(_) | DivAssign(_) | RemAssign(_)
+    )
+}
+
+/// A number literal, possibly negated, that fits in an `f32`.
+fn literal(e: &syn::Expr) -> Option<f64> {
+    let mut errs = Errors::default();
+    let v = match ast::parse_expr(e, &mut errs)? {
+        Expr::Num { value, .. } => value,
+        Expr::Neg(x, _) => match *x {
+            Expr::Num { value, .. } => -value,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    (errs.is_empty() && (v as f32).is_finite()).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::parse::Defs;
+
+    fn checked(src: &str) -> Result<Checked, syn::Error> {
+        let defs: Defs = syn::parse_str(src).expect("parses");
+        check(defs.0[0].body.as_ref().unwrap())
+    }
+
+    #[test]
+    fn derivatives_read_y_where_they_can() {
+        assert!(!checked("Sigmoid(x) = sigmoid(x);").unwrap().needs_z);
+        assert!(!checked("Tanh(x) = x.tanh();").unwrap().needs_z);
+        assert!(!checked("Exp(x) = exp(x);").unwrap().needs_z);
+        assert!(checked("Swish(x) = x * sigmoid(x);").unwrap().needs_z);
+        let swish = checked("Swish(x) = x * sigmoid(x);").unwrap();
+        assert!(swish.grad.reads(Ref::Out), "s + y * (1 - s)");
+    }
+
+    #[test]
+    fn constants_and_mistakes() {
+        let leaky =
+            checked("L { alpha: f32 = -0.5 } (x) = if x > 0.0 { x } else { alpha * x };").unwrap();
+        assert_eq!(leaky.consts[0].value, -0.5);
+        let e = checked("A { a: f64, b: f32 = c } (x) = x * y;")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.into_iter().count(),
+            4,
+            "type, default, literal, unknown `y`"
+        );
+    }
+}

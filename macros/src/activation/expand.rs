@@ -1,0 +1,138 @@
+//! Code generation: the unit struct, its constants, and its `Elementwise` implementation with
+//! the forward and derivative lane code.
+
+use super::check::Checked;
+use super::parse::Def;
+use crate::expr::emit;
+use crate::expr::ir::Ref;
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+/// `LeakyRelu` -> `leaky_relu`, `GELUTanh` -> `gelu_tanh`.
+fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower) {
+                out.push('_');
+            }
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// Name of the associated constant for the constant `name`.
+fn const_ident(name: &syn::Ident) -> syn::Ident {
+    format_ident!(
+        "{}",
+        snake_case(&name.to_string()).to_uppercase(),
+        span = name.span()
+    )
+}
+
+/// The struct and its constants (with `values`, or zeros in the fallback).
+fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
+    let (attrs, vis, name) = (&def.attrs, &def.vis, &def.name);
+    let params = def
+        .body
+        .as_ref()
+        .map(|b| b.params.as_slice())
+        .unwrap_or(&[]);
+    let consts = params.iter().zip(values).map(|(p, (v, text))| {
+        let id = const_ident(&p.name);
+        let pattrs = &p.attrs;
+        let doc = format!(
+            "The constant `{}` of the definition (`{text}`); another value is another definition.",
+            p.name
+        );
+        let v = Literal::f32_suffixed(*v as f32);
+        quote!(#(#pattrs)* #[doc = #doc] pub const #id: f32 = #v;)
+    });
+    let consts = (!params.is_empty()).then(|| quote!(impl #name { #(#consts)* }));
+    quote! {
+        #(#attrs)*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #vis struct #name;
+
+        #consts
+    }
+}
+
+fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream) -> TokenStream {
+    let name = &def.name;
+    let snake = snake_case(&name.to_string());
+    let f = quote!(::fusegraph::__private::f32x8);
+    quote! {
+        const _: () = {
+            #[allow(unused_parens, clippy::all)]
+            impl ::fusegraph::__private::Elementwise for #name {
+                const NAME: &'static str = #snake;
+                const NEEDS_Z: bool = #needs_z;
+                #[inline(always)]
+                fn lane(__x: #f) -> #f {
+                    #lane
+                }
+                #[inline(always)]
+                fn lane_grad(__z: #f, __y: #f) -> #f {
+                    #grad
+                }
+            }
+        };
+    }
+}
+
+/// What a definition with a mistake still provides: its type, as an identity.
+pub fn fallback(def: &Def) -> TokenStream {
+    let params = def.body.as_ref().map(|b| b.params.len()).unwrap_or(0);
+    let head = header(def, &vec![(0.0, String::new()); params]);
+    let f = quote!(::fusegraph::__private::f32x8);
+    let body = implementation(def, false, quote!(__x), quote!(#f::ONE));
+    quote!(#head #body)
+}
+
+pub fn activation(def: &Def, c: &Checked) -> TokenStream {
+    let values: Vec<(f64, String)> = c.consts.iter().map(|k| (k.value, k.text.clone())).collect();
+    let head = header(def, &values);
+    let params = def
+        .body
+        .as_ref()
+        .map(|b| b.params.as_slice())
+        .unwrap_or(&[]);
+    let f = quote!(::fusegraph::__private::f32x8);
+    let consts = |i: usize| {
+        let id = const_ident(&params[i].name);
+        quote!(#f::splat(Self::#id))
+    };
+    let forward_refs = |r: Ref| match r {
+        Ref::Hyper(i) => consts(i),
+        _ => quote!(__x),
+    };
+    let grad_refs = |r: Ref| match r {
+        Ref::Hyper(i) => consts(i),
+        Ref::Out => quote!(__y),
+        _ => quote!(__z),
+    };
+    let (lets, out) = emit::lanes_shared(&[&c.forward], &forward_refs);
+    let lane = quote!(#(#lets)* #(#out)*);
+    let (lets, out) = emit::lanes_shared(&[&c.grad], &grad_refs);
+    let grad = quote!(#(#lets)* #(#out)*);
+    let body = implementation(def, c.needs_z, lane, grad);
+    quote!(#head #body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snake_case;
+
+    #[test]
+    fn names_in_snake_case() {
+        assert_eq!(snake_case("Swish"), "swish");
+        assert_eq!(snake_case("LeakyRelu"), "leaky_relu");
+        assert_eq!(snake_case("GELUTanh"), "gelu_tanh");
+        assert_eq!(snake_case("Relu6"), "relu6");
+    }
+}

@@ -1,0 +1,360 @@
+//! `activation!`: derivatives against f64 central differences (the built-ins rewritten with
+//! the macro and user-style definitions), bit-for-bit agreement with the hand-written
+//! activations, PyTorch's sub-gradients at kinks, which definitions save `z`, and models that
+//! use macro activations in a `Dense` layer and as a layer of their own.
+
+mod common;
+
+use common::{bits, Rng};
+use fusegraph::layers::{Ctx, Grad, Tensor};
+use fusegraph::optim::keras;
+use fusegraph::prelude::*;
+use std::marker::PhantomData;
+
+fusegraph::activation! {
+    /// ReLU, written to agree bit for bit with `layers::Relu`: `-0.0` and NaN pass through, as
+    /// in `max(x, 0)`, and the derivative at 0 (and NaN) is 0. The plainer
+    /// `if x > 0.0 { x } else { 0.0 }` has the same derivative but maps `-0.0` and NaN to `0.0`.
+    pub MRelu(x) = if x > 0.0 { x } else { if x < 0.0 { 0.0 } else { x * 0.0 } };
+    /// ReLU as usually written.
+    pub PlainRelu(x) = if x > 0.0 { x } else { 0.0 };
+    /// PyTorch's LeakyReLU (slope 0.01), as `layers::LeakyRelu` computes it.
+    pub MLeaky { alpha: f32 = 0.01 } (x) = if x > 0.0 { x } else { x * alpha };
+    /// ELU (alpha 1); `layers::Elu` uses `exp_m1`, more precise near 0.
+    pub MElu(x) = if x > 0.0 { x } else { exp(x) - 1.0 };
+    /// The logistic function.
+    pub MSigmoid(x) = sigmoid(x);
+    /// The hyperbolic tangent.
+    pub MTanh(x) = tanh(x);
+    /// Swish / SiLU.
+    pub MSwish(x) = x * sigmoid(x);
+    /// GELU, tanh approximation (PyTorch's `approximate='tanh'`): the exact form needs `erf`,
+    /// which is not in the language.
+    pub GeluTanh(x) = 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+    /// Softplus.
+    pub MSoftplus(x) = softplus(x);
+    /// Mish.
+    pub Mish(x) = x * tanh(softplus(x));
+    /// LeCun's scaled tanh, with constants.
+    pub ScaledTanh { a: f32 = 1.7159, b: f32 = 0.6666667 } (x) = a * tanh(b * x);
+    /// A rational function (softsign).
+    pub Softsign(x) = x / (1.0 + abs(x));
+    /// `x² sign(x)`.
+    pub SignedSquare(x) = x * x * sign(x);
+    /// Hard sigmoid, via `clamp`.
+    pub HardSigmoid(v) = clamp(v / 6.0 + 0.5, 0.0, 1.0);
+    /// `ln(1 + x²)`.
+    pub LogOnePlusSquare(x) = ln(1.0 + x * x);
+    /// `ln(cosh(x))`.
+    pub LogCosh(x) = ln(cosh(x));
+    /// A power with a scalar exponent and a cubic with a literal one.
+    pub Powers { k: f32 = 1.5 } (x) = powf(abs(x) + 1.0, k) + x.powi(3);
+    /// `abs`: derivative 0 at 0.
+    pub Abs(x) = abs(x);
+    /// `max` with a tie at 0.5: half the gradient to each side.
+    pub MaxHalf(x) = max(x, 0.5);
+    /// `min` with a tie everywhere: half through each side, 1 in all.
+    pub MinSelf(x) = min(x, x);
+    /// `clamp`: the gradient passes on its bounds.
+    pub Clamp1(x) = x.clamp(-1.0, 1.0);
+    /// `exp`: its derivative is its output.
+    pub Exp(x) = exp(x);
+}
+
+/// `f(z)` and `f'(z)` through the slice API (which passes `y` as `z` when `NEEDS_Z` is false).
+fn eval<A: Activation>(z: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let mut y = vec![0.0; z.len()];
+    A::forward(z, &mut y, z.len());
+    let mut dy = vec![1.0; z.len()];
+    A::backward(z, &y, &mut dy, z.len());
+    (y, dy)
+}
+
+/// Away from every kink of the definitions above (0, ±1, ±3, 0.5).
+const POINTS: [f64; 14] = [
+    -3.7, -2.3, -1.6, -0.8, -0.45, -0.2, -0.07, 0.06, 0.3, 0.7, 1.3, 2.2, 3.4, 4.1,
+];
+
+/// Forward against `f`, derivative against f64 central differences of `f`.
+fn check<A: Activation>(f: impl Fn(f64) -> f64) {
+    let z: Vec<f32> = POINTS.iter().map(|&v| v as f32).collect();
+    let (y, dy) = eval::<A>(&z);
+    for (i, &zi) in z.iter().enumerate() {
+        let x = f64::from(zi);
+        let want = f(x);
+        let tol = 4e-6 * want.abs().max(1.0);
+        assert!(
+            (f64::from(y[i]) - want).abs() <= tol,
+            "{}({x}) = {} vs {want}",
+            A::NAME,
+            y[i]
+        );
+        let h = 1e-4;
+        let numeric = (f(x + h) - f(x - h)) / (2.0 * h);
+        let tol = 2e-5 * numeric.abs().max(1.0);
+        assert!(
+            (f64::from(dy[i]) - numeric).abs() <= tol,
+            "{}'({x}) = {} vs differences {numeric}",
+            A::NAME,
+            dy[i]
+        );
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+fn softplus(x: f64) -> f64 {
+    x.exp().ln_1p()
+}
+
+#[test]
+fn built_ins_rewritten_match_finite_differences() {
+    check::<MRelu>(|x| x.max(0.0));
+    check::<PlainRelu>(|x| x.max(0.0));
+    check::<MLeaky>(|x| if x > 0.0 { x } else { 0.01 * x });
+    check::<MElu>(|x| if x > 0.0 { x } else { x.exp_m1() });
+    check::<MSigmoid>(sigmoid);
+    check::<MTanh>(f64::tanh);
+    check::<MSwish>(|x| x * sigmoid(x));
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    check::<GeluTanh>(|x| 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh()));
+    check::<MSoftplus>(softplus);
+}
+
+#[test]
+fn user_definitions_match_finite_differences() {
+    check::<Mish>(|x| x * softplus(x).tanh());
+    check::<ScaledTanh>(|x| 1.7159 * (0.6666667 * x).tanh());
+    check::<Softsign>(|x| x / (1.0 + x.abs()));
+    check::<SignedSquare>(|x| x * x * x.signum());
+    check::<HardSigmoid>(|x| (x / 6.0 + 0.5).clamp(0.0, 1.0));
+    check::<LogOnePlusSquare>(|x| (x * x).ln_1p());
+    check::<LogCosh>(|x| x.cosh().ln());
+    check::<Powers>(|x| (x.abs() + 1.0).powf(1.5) + x * x * x);
+    check::<Exp>(f64::exp);
+    assert_eq!(ScaledTanh::A, 1.7159);
+    assert_eq!(ScaledTanh::B, 0.6666667);
+    assert_eq!(Powers::K, 1.5);
+}
+
+/// Many values: zeros, subnormals, extremes short of infinity, NaN, and random ones.
+fn many() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f32::from_bits(1),
+        -f32::from_bits(1),
+        1e-40,
+        -1e-40,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        1e-30,
+        -1e-30,
+        1.0,
+        -1.0,
+        80.0,
+        -80.0,
+        88.7,
+        -88.7,
+        100.0,
+        -100.0,
+        1e30,
+        -1e30,
+        f32::MAX,
+        f32::MIN,
+        f32::NAN,
+        -f32::NAN,
+    ];
+    let mut rng = Rng::new(17);
+    v.extend(rng.vec(200, 10.0));
+    v.extend(rng.vec(100, 0.01));
+    v
+}
+
+/// Bits, with every NaN the same (both sides NaN is agreement).
+fn canonical(x: &[f32]) -> Vec<u32> {
+    bits(
+        &x.iter()
+            .map(|&v| if v.is_nan() { f32::NAN } else { v })
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn same_bits<A: Activation, B: Activation>() {
+    let z = many();
+    let (ya, da) = eval::<A>(&z);
+    let (yb, db) = eval::<B>(&z);
+    assert_eq!(canonical(&ya), canonical(&yb), "{} forward", A::NAME);
+    assert_eq!(canonical(&da), canonical(&db), "{} derivative", A::NAME);
+}
+
+#[test]
+fn macro_definitions_agree_bit_for_bit_with_the_hand_written_ones() {
+    same_bits::<MRelu, Relu>();
+    same_bits::<MLeaky, LeakyRelu>();
+    same_bits::<MSigmoid, Sigmoid>();
+    same_bits::<MTanh, Tanh>();
+    same_bits::<MSwish, Swish>();
+    assert_eq!(<MSwish as Activation>::NAME, "m_swish");
+    assert_eq!(
+        <LogOnePlusSquare as Activation>::NAME,
+        "log_one_plus_square"
+    );
+}
+
+#[test]
+fn derivatives_read_y_where_they_can() {
+    // sigmoid' = y (1 - y), tanh' = 1 - y², exp' = y: the layers need not save z.
+    assert!(!<MSigmoid as Activation>::NEEDS_Z);
+    assert!(!<MTanh as Activation>::NEEDS_Z);
+    assert!(!<Exp as Activation>::NEEDS_Z);
+    // Swish' = s + y (1 - s) still needs s = sigmoid(z), as the hand-written one does.
+    assert!(<MSwish as Activation>::NEEDS_Z);
+    assert!(<Mish as Activation>::NEEDS_Z);
+    // The condition `x > 0` reads z; the hand-written ReLU knows that `y > 0` is the same
+    // test, which the macro does not derive.
+    assert!(<MRelu as Activation>::NEEDS_Z && !<Relu as Activation>::NEEDS_Z);
+    // Reading z from y: the backward pass is given y in place of z and still agrees.
+    let z = [-2.0f32, -0.3, 0.0, 0.4, 3.0];
+    let (y, _) = eval::<MTanh>(&z);
+    let mut dy = vec![1.0; z.len()];
+    MTanh::backward(&[], &y, &mut dy, z.len());
+    for (d, y) in dy.iter().zip(&y) {
+        assert_eq!(*d, 1.0 - y * y);
+    }
+}
+
+fn grad_at<A: Activation>(z: f32) -> f32 {
+    eval::<A>(&[z]).1[0]
+}
+
+#[test]
+fn sub_gradients_at_kinks_follow_pytorch() {
+    assert_eq!(grad_at::<MRelu>(0.0), 0.0);
+    assert_eq!(grad_at::<MRelu>(-0.0), 0.0);
+    assert_eq!(grad_at::<PlainRelu>(0.0), 0.0);
+    assert_eq!(grad_at::<PlainRelu>(1e-30), 1.0);
+    assert_eq!(grad_at::<MLeaky>(0.0), 0.01);
+    assert_eq!(grad_at::<Abs>(0.0), 0.0);
+    assert_eq!(grad_at::<Abs>(-2.0), -1.0);
+    assert_eq!(grad_at::<Clamp1>(-1.0), 1.0);
+    assert_eq!(grad_at::<Clamp1>(1.0), 1.0);
+    assert_eq!(grad_at::<Clamp1>(1.5), 0.0);
+    assert_eq!(grad_at::<Clamp1>(-1.5), 0.0);
+    assert_eq!(grad_at::<HardSigmoid>(3.0), 1.0 / 6.0);
+    assert_eq!(grad_at::<HardSigmoid>(-3.0), 1.0 / 6.0);
+    assert_eq!(grad_at::<HardSigmoid>(3.5), 0.0);
+    assert_eq!(grad_at::<MaxHalf>(0.5), 0.5);
+    assert_eq!(grad_at::<MaxHalf>(0.6), 1.0);
+    assert_eq!(grad_at::<MaxHalf>(0.4), 0.0);
+    assert_eq!(grad_at::<MinSelf>(0.3), 1.0, "half through each side");
+    assert_eq!(grad_at::<SignedSquare>(0.0), 0.0);
+    assert_eq!(grad_at::<MElu>(0.0), 1.0, "exp(0) from the else branch");
+}
+
+/// An element-wise activation as a layer of its own, without parameters; its backward pass
+/// reads `x` as `z`, so it saves nothing.
+pub struct Act<A, const N: usize>(PhantomData<A>);
+
+impl<A: Activation, const N: usize> Layer for Act<A, N> {
+    const IN: usize = N;
+    const OUT: usize = N;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn forward(
+        _: &mut Ctx<'_>,
+        _: &[f32],
+        _: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        _: &mut [f32],
+        _: usize,
+    ) {
+        A::forward(x, y, N);
+    }
+
+    fn backward(
+        _: &mut Ctx<'_>,
+        _: &[f32],
+        x: &[f32],
+        y: &[f32],
+        _: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        _: &mut [f32],
+        _: usize,
+    ) {
+        A::backward(x, y, dy, N);
+        match dx {
+            Grad::Skip => {}
+            Grad::Set(dx) => dx.copy_from_slice(dy),
+            Grad::Add(dx) => dx.iter_mut().zip(dy.iter()).for_each(|(d, g)| *d += g),
+        }
+    }
+}
+
+/// Macro activations in a `Dense` layer and as layers of their own.
+#[fusegraph::model(loss = Mse)]
+pub struct Custom {
+    fc1: Dense<4, 8, Mish>,
+    act: Act<MSwish, 8>,
+    fc2: Dense<8, 8, ScaledTanh>,
+    act2: Act<LogOnePlusSquare, 8>,
+    fc3: Dense<8, 2>,
+}
+
+#[test]
+fn a_model_with_macro_activations_has_the_gradients_of_finite_differences() {
+    let mut rng = Rng::new(8);
+    let x = rng.vec(5 * 4, 1.0);
+    let y = rng.vec(5 * 2, 1.0);
+    let mut model = Custom::init(Seed(2));
+    let mut step = TrainStep::<Custom, keras::Sgd, 8>::new(&model, keras::Sgd::default());
+    step.gradients(&mut model, &x, &y);
+    let analytic = step.grads().to_vec();
+    let h = 1e-2_f32;
+    let mut worst = 0.0f64;
+    for (i, &backward) in analytic.iter().enumerate() {
+        let orig = model.params()[i];
+        model.params_mut()[i] = orig + h;
+        let up = f64::from(step.gradients(&mut model, &x, &y));
+        model.params_mut()[i] = orig - h;
+        let down = f64::from(step.gradients(&mut model, &x, &y));
+        model.params_mut()[i] = orig;
+        let numeric = (up - down) / (2.0 * f64::from(h));
+        let err = (numeric - f64::from(backward)).abs() / numeric.abs().max(1e-2);
+        worst = worst.max(err);
+        assert!(
+            err < 2e-2,
+            "parameter {i}: backward {backward} vs differences {numeric}"
+        );
+    }
+    assert!(
+        worst > 0.0,
+        "differences never moved: the check would be vacuous"
+    );
+}
+
+#[test]
+fn a_model_with_macro_activations_trains() {
+    let mut rng = Rng::new(9);
+    let x = rng.vec(16 * 4, 1.0);
+    let y: Vec<f32> = x
+        .chunks(4)
+        .flat_map(|r| [r[0] * r[1], r[2] - r[3]])
+        .collect();
+    let mut model = Custom::init(Seed(4));
+    let mut step =
+        TrainStep::<Custom, keras::Adam, 16>::new(&model, keras::Adam::default().with_lr(0.01));
+    let before = step.evaluate(&model, &x, &y).loss;
+    for _ in 0..200 {
+        step.run(&mut model, &x, &y);
+    }
+    let after = step.evaluate(&model, &x, &y).loss;
+    assert!(after < 0.3 * before, "{before} -> {after}");
+}

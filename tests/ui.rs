@@ -17,3 +17,9 @@ fn embedded_mistakes() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/embedded/*.rs");
 }
+
+#[test]
+fn loss_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/loss/*.rs");
+}

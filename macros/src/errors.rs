@@ -245,8 +245,8 @@ pub fn loss_reduce() -> &'static str {
     "`reduce` is `mean` (over the batch and the outputs, the default) or `sum`"
 }
 
-pub fn loss_const_type() -> &'static str {
-    "a loss's constants are `f32`: write `name: f32 = value`"
+pub fn loss_const_type(name: &str) -> String {
+    format!("a loss's constants are `f32`: write `{name}: f32 = value`")
 }
 
 pub fn loss_assign(name: &str) -> String {

@@ -88,7 +88,7 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
         let is_f32 =
             matches!(&c.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f32"));
         if !is_f32 {
-            errs.at(c.ty.span(), errors::loss_const_type());
+            errs.at(c.ty.span(), errors::loss_const_type(&c.name.to_string()));
         }
         consts.push(literal(&c.default, &mut errs).unwrap_or(0.0));
     }
@@ -182,4 +182,39 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
         grad,
         reduce,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(src: &str) -> Result<Checked, syn::Error> {
+        check(&syn::parse_str(src).expect("parses"))
+    }
+
+    #[test]
+    fn every_mistake_of_a_definition_is_reported_together() {
+        let e =
+            checked("pub L { k: f64 = 1.0, k: f32 = x } (pred, target) = pred * w, reduce = all;")
+                .err()
+                .unwrap();
+        assert_eq!(
+            e.into_iter().count(),
+            5,
+            "`f64`, duplicate `k`, default `x`, unknown `w`, `reduce = all`"
+        );
+    }
+
+    #[test]
+    fn lets_are_inlined_and_the_derivative_is_by_pred() {
+        let c = checked("pub L(p, t) = { let d = p - t; d * d }, reduce = sum;").unwrap();
+        assert_eq!(c.reduce, Reduce::Sum);
+        assert!(c.value.reads(PRED) && c.value.reads(TARGET));
+        // d(d * d) = d + d, each `d` being `p - t`.
+        assert!(c.grad.reads(PRED) && c.grad.reads(TARGET));
+        assert!(checked("pub L(p, t) = abs(p - t);")
+            .unwrap()
+            .grad
+            .reads(PRED));
+    }
 }

@@ -149,3 +149,18 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::check::check;
+
+    #[test]
+    fn value_and_gradient_share_sub_expressions() {
+        let def: Def =
+            syn::parse_str("pub LogCosh(pred, target) = ln(cosh(pred - target));").expect("parses");
+        let c = check(&def).expect("checks");
+        let body = lane_body(&def, &[&c.value, &c.grad]).to_string();
+        assert_eq!(body.matches("__pred - __target").count(), 1, "{body}");
+    }
+}

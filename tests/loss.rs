@@ -280,3 +280,28 @@ fn a_model_trains_with_a_generated_loss() {
     let last = step.evaluate(&model, &x, &y).loss;
     assert!(last < 0.05 * first, "{first} -> {last}");
 }
+
+/// Generated code names nothing the user can shadow, and raises no warning.
+mod hygiene {
+    #![deny(warnings)]
+    #![allow(dead_code, non_camel_case_types)]
+
+    struct Option;
+    struct f32x8;
+    type Result = ();
+    fn sqrt() {}
+    fn lanes_loss() {}
+
+    fusegraph::loss! {
+        /// Shadowed names all around.
+        pub(crate) Shadowed { one: f32 = 1.0 } (pred, target) = sqrt(abs(pred - target) + one);
+    }
+
+    #[test]
+    fn generated_code_is_hygienic() {
+        use fusegraph::loss::Loss;
+        let mut g = [0.0; 1];
+        assert_eq!(Shadowed::loss_and_grad(&[3.0], &[0.0], &mut g, 1), 2.0);
+        assert_eq!(g, [0.25]);
+    }
+}

@@ -280,8 +280,8 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         })
     }
 
-    /// Seeds the random stream of dropout, as [`TrainStep::with_seed`]
-    /// (crate::train::TrainStep::with_seed) does.
+    /// Seeds the random stream of dropout, as
+    /// [`TrainStep::with_seed`](crate::train::TrainStep::with_seed) does.
     #[must_use]
     pub fn with_seed(mut self, seed: Seed) -> Self {
         self.seed = seed;

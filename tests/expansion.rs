@@ -1,10 +1,15 @@
 //! What `optimizer!` should emit, written by hand: Keras Adam as a plain `Rule` implementation
 //! (step scalars computed once, lifted `f64(1 - beta)` factors, an `f32x8` lane body). The
 //! macro-generated `keras::Adam` must behave identically, bit for bit, with the same metadata.
+//!
+//! The same for `activation!`: Swish (`x * sigmoid(x)`) as a hand-written `Elementwise`, with
+//! the sigmoid computed once and the derivative `s + y (1 - s)` reading the output `y`. (The
+//! macro crate's unit tests compare the token streams themselves.)
 
 mod common;
 
 use common::{bits, Rng};
+use fusegraph::layers::{Activation, Elementwise};
 use fusegraph::optim::{keras, Optimizer, Rule};
 use fusegraph_runtime::{f32x8, math};
 
@@ -118,4 +123,65 @@ fn generated_adam_matches_the_hand_written_expansion() {
         bits(opt_a.slot("velocity").unwrap()),
         bits(opt_b.slot("velocity").unwrap())
     );
+}
+
+fusegraph::activation! {
+    /// Swish, from the macro.
+    pub Swish(x) = x * sigmoid(x);
+}
+
+/// What `activation!` should emit for Swish, written by hand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct HandSwish;
+
+impl Elementwise for HandSwish {
+    const NAME: &'static str = "swish";
+    // The derivative reads `sigmoid(z)`.
+    const NEEDS_Z: bool = true;
+
+    #[inline(always)]
+    fn lane(x: f32x8) -> f32x8 {
+        x * fusegraph_runtime::lane::sigmoid(x)
+    }
+
+    #[inline(always)]
+    fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
+        // d(x s) = s + x s (1 - s), and x s is y: no more work than by hand.
+        let s = fusegraph_runtime::lane::sigmoid(z);
+        s + y * (f32x8::splat(1.0) - s)
+    }
+}
+
+#[test]
+fn generated_swish_matches_the_hand_written_expansion() {
+    assert_eq!(<Swish as Activation>::NAME, <HandSwish as Activation>::NAME);
+    assert_eq!(
+        <Swish as Activation>::NEEDS_Z,
+        <HandSwish as Activation>::NEEDS_Z
+    );
+    let mut rng = Rng::new(5);
+    let mut z = rng.vec(1027, 8.0);
+    z.extend([0.0, -0.0, 1e-40, -1e-40, 90.0, -90.0, f32::MAX, f32::MIN]);
+    let run = |f: fn(&[f32], &mut [f32], usize), b: fn(&[f32], &[f32], &mut [f32], usize)| {
+        let mut y = vec![0.0; z.len()];
+        f(&z, &mut y, 7);
+        let mut dy = upstream(z.len());
+        b(&z, &y, &mut dy, 7);
+        (bits(&y), bits(&dy))
+    };
+    assert_eq!(
+        run(
+            <Swish as Activation>::forward,
+            <Swish as Activation>::backward
+        ),
+        run(
+            <HandSwish as Activation>::forward,
+            <HandSwish as Activation>::backward
+        )
+    );
+}
+
+/// Upstream gradients, not all ones so that the product with the derivative is exercised.
+fn upstream(n: usize) -> Vec<f32> {
+    (0..n).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect()
 }

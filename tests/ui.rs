@@ -23,3 +23,9 @@ fn loss_mistakes() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/loss/*.rs");
 }
+
+#[test]
+fn activation_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/activation/*.rs");
+}

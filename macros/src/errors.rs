@@ -185,6 +185,10 @@ pub fn activation_const_default(name: &str) -> String {
     )
 }
 
+pub fn activation_f64() -> &'static str {
+    "`f64(..)` computes an optimizer's per-step scalars; an activation computes in `f32` lanes: remove `f64(..)`"
+}
+
 pub fn activation_statement() -> &'static str {
     "an activation is one expression of its variable, such as `x * sigmoid(x)`; write temporaries inline (common sub-expressions are computed once) and choose with `if x > 0.0 { a } else { b }`"
 }

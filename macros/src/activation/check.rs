@@ -3,7 +3,7 @@
 
 use super::parse::Body;
 use crate::errors::{self, Errors};
-use crate::expr::ast::{self, Expr};
+use crate::expr::ast::{self, Expr, Func};
 use crate::expr::diff;
 use crate::expr::ir::{self, Binding, Kind, Ref, Scope, TExpr};
 use syn::spanned::Spanned;
@@ -116,7 +116,35 @@ fn parse_body(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             errs.at(e.span(), errors::activation_statement());
             None
         }
-        _ => ast::parse_expr(e, errs),
+        _ => {
+            let e = ast::parse_expr(e, errs)?;
+            let before = errs.is_empty();
+            no_f64(&e, errs);
+            (errs.is_empty() == before).then_some(e)
+        }
+    }
+}
+
+/// `f64(..)` computes per-step scalars of an optimizer; an activation has none.
+fn no_f64(e: &Expr, errs: &mut Errors) {
+    match e {
+        Expr::Num { .. } | Expr::Name(_) => {}
+        Expr::Neg(x, _) => no_f64(x, errs),
+        Expr::Bin(_, a, b, _) | Expr::Cmp(_, a, b, _) => {
+            no_f64(a, errs);
+            no_f64(b, errs);
+        }
+        Expr::Call(f, args, span) => {
+            if *f == Func::F64 {
+                errs.at(*span, errors::activation_f64());
+            }
+            args.iter().for_each(|a| no_f64(a, errs));
+        }
+        Expr::If(c, a, b, _) => {
+            no_f64(c, errs);
+            no_f64(a, errs);
+            no_f64(b, errs);
+        }
     }
 }
 

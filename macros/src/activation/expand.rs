@@ -127,6 +127,42 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::snake_case;
+    use quote::quote;
+
+    /// The expansion of Swish, token for token: sigmoid computed once, the derivative
+    /// `s + y (1 - s)` reading the output `y` for `x * s`.
+    #[test]
+    fn swish_expands_to_the_hand_written_code() {
+        let input: proc_macro2::TokenStream =
+            "/// SiLU.\npub Swish(x) = x * sigmoid(x);".parse().unwrap();
+        let f = quote!(::fusegraph::__private::f32x8);
+        let l = quote!(::fusegraph::__private::lane);
+        let want = quote! {
+            #[doc = " SiLU."]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct Swish;
+            const _: () = {
+                #[allow(unused_parens, clippy::all)]
+                impl ::fusegraph::__private::Elementwise for Swish {
+                    const NAME: &'static str = "swish";
+                    const NEEDS_Z: bool = true;
+                    #[inline(always)]
+                    fn lane(__x: #f) -> #f {
+                        (__x * #l::sigmoid(__x))
+                    }
+                    #[inline(always)]
+                    fn lane_grad(__z: #f, __y: #f) -> #f {
+                        let __t0: #f = #l::sigmoid(__z);
+                        (__t0 + (__y * (#f::splat(1f32) - __t0)))
+                    }
+                }
+            };
+        };
+        assert_eq!(
+            crate::activation::expand(input).to_string(),
+            want.to_string()
+        );
+    }
 
     #[test]
     fn names_in_snake_case() {

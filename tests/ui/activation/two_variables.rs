@@ -1,0 +1,6 @@
+fusegraph::activation! {
+    /// An activation has one variable.
+    pub Prod(x, y) = x * y;
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+fusegraph::activation! {
+    /// A sine wave.
+    pub Wave(x) = x.sin();
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+fusegraph::activation! {
+    /// `max` needs two arguments.
+    pub Positive(x) = max(x);
+}
+
+fn main() {}

@@ -250,7 +250,7 @@ pub use fusegraph_macros::optimizer;
 /// holds, and when the derivative then no longer reads `x`, `NEEDS_Z` is `false` and layers do
 /// not save their pre-activations (`sigmoid`, `tanh`, `exp`). `x * sigmoid(x)` becomes
 ///
-/// ```ignore
+/// ```text
 /// fn lane(x: f32x8) -> f32x8 { x * lane::sigmoid(x) }
 /// fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
 ///     let s = lane::sigmoid(z);

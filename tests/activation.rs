@@ -206,16 +206,18 @@ fn macro_definitions_agree_bit_for_bit_with_the_hand_written_ones() {
 
 #[test]
 fn derivatives_read_y_where_they_can() {
-    // sigmoid' = y (1 - y), tanh' = 1 - y², exp' = y: the layers need not save z.
-    assert!(!<MSigmoid as Activation>::NEEDS_Z);
-    assert!(!<MTanh as Activation>::NEEDS_Z);
-    assert!(!<Exp as Activation>::NEEDS_Z);
-    // Swish' = s + y (1 - s) still needs s = sigmoid(z), as the hand-written one does.
-    assert!(<MSwish as Activation>::NEEDS_Z);
-    assert!(<Mish as Activation>::NEEDS_Z);
-    // The condition `x > 0` reads z; the hand-written ReLU knows that `y > 0` is the same
-    // test, which the macro does not derive.
-    assert!(<MRelu as Activation>::NEEDS_Z && !<Relu as Activation>::NEEDS_Z);
+    const {
+        // sigmoid' = y (1 - y), tanh' = 1 - y², exp' = y: the layers need not save z.
+        assert!(!<MSigmoid as Activation>::NEEDS_Z);
+        assert!(!<MTanh as Activation>::NEEDS_Z);
+        assert!(!<Exp as Activation>::NEEDS_Z);
+        // Swish' = s + y (1 - s) still needs s = sigmoid(z), as the hand-written one does.
+        assert!(<MSwish as Activation>::NEEDS_Z);
+        assert!(<Mish as Activation>::NEEDS_Z);
+        // The condition `x > 0` reads z; the hand-written ReLU knows that `y > 0` is the same
+        // test, which the macro does not derive.
+        assert!(<MRelu as Activation>::NEEDS_Z && !<Relu as Activation>::NEEDS_Z);
+    }
     // Reading z from y: the backward pass is given y in place of z and still agrees.
     let z = [-2.0f32, -0.3, 0.0, 0.4, 3.0];
     let (y, _) = eval::<MTanh>(&z);

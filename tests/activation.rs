@@ -6,10 +6,8 @@
 mod common;
 
 use common::{bits, Rng};
-use fusegraph::layers::{Ctx, Grad, Tensor};
 use fusegraph::optim::keras;
 use fusegraph::prelude::*;
-use std::marker::PhantomData;
 
 fusegraph::activation! {
     /// ReLU, written to agree bit for bit with `layers::Relu`: `-0.0` and NaN pass through, as
@@ -254,50 +252,6 @@ fn sub_gradients_at_kinks_follow_pytorch() {
     assert_eq!(grad_at::<MinSelf>(0.3), 1.0, "half through each side");
     assert_eq!(grad_at::<SignedSquare>(0.0), 0.0);
     assert_eq!(grad_at::<MElu>(0.0), 1.0, "exp(0) from the else branch");
-}
-
-/// An element-wise activation as a layer of its own, without parameters; its backward pass
-/// reads `x` as `z`, so it saves nothing.
-pub struct Act<A, const N: usize>(PhantomData<A>);
-
-impl<A: Activation, const N: usize> Layer for Act<A, N> {
-    const IN: usize = N;
-    const OUT: usize = N;
-    const PARAMS: usize = 0;
-    const STATE: usize = 0;
-    const SAVED: usize = 0;
-    const TENSORS: &'static [Tensor] = &[];
-
-    fn forward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        _: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        _: &mut [f32],
-        _: usize,
-    ) {
-        A::forward(x, y, N);
-    }
-
-    fn backward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        x: &[f32],
-        y: &[f32],
-        _: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        _: &mut [f32],
-        _: usize,
-    ) {
-        A::backward(x, y, dy, N);
-        match dx {
-            Grad::Skip => {}
-            Grad::Set(dx) => dx.copy_from_slice(dy),
-            Grad::Add(dx) => dx.iter_mut().zip(dy.iter()).for_each(|(d, g)| *d += g),
-        }
-    }
 }
 
 /// Macro activations in a `Dense` layer and as layers of their own.

@@ -17,6 +17,8 @@
 //! ```
 
 use super::lanes::{load, pieces, store};
+use super::{Ctx, Grad, Layer, Tensor};
+use core::marker::PhantomData;
 use wide::f32x8;
 
 /// An activation function over rows of `row` values (the features of one sample).
@@ -448,6 +450,52 @@ pub(crate) mod reference {
     }
 }
 
+/// An activation as a layer of its own, without parameters: `Act<Swish, 16>` applies `Swish`
+/// to 16 features. Its backward pass reads the layer's input as `z`, so it saves nothing.
+///
+/// ```
+/// use fusegraph_runtime::layers::{Act, Layer, Relu};
+/// assert_eq!((<Act<Relu, 16> as Layer>::IN, <Act<Relu, 16> as Layer>::PARAMS), (16, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Act<A, const N: usize>(PhantomData<A>);
+
+impl<A: Activation, const N: usize> Layer for Act<A, N> {
+    const IN: usize = N;
+    const OUT: usize = N;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn forward(
+        _: &mut Ctx<'_>,
+        _: &[f32],
+        _: &mut [f32],
+        x: &[f32],
+        y: &mut [f32],
+        _: &mut [f32],
+        _: usize,
+    ) {
+        A::forward(x, y, N);
+    }
+
+    fn backward(
+        _: &mut Ctx<'_>,
+        _: &[f32],
+        x: &[f32],
+        y: &[f32],
+        _: &[f32],
+        dy: &mut [f32],
+        dx: Grad<'_>,
+        _: &mut [f32],
+        _: usize,
+    ) {
+        A::backward(x, y, dy, N);
+        dx.give(dy);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -460,9 +508,9 @@ mod tests {
     use std::vec::Vec;
 
     /// An activation with a bias, as a layer, so the shared gradient check can run it.
-    struct Act<A, const N: usize>(PhantomData<A>);
+    struct BiasAct<A, const N: usize>(PhantomData<A>);
 
-    impl<A: Activation, const N: usize> Layer for Act<A, N> {
+    impl<A: Activation, const N: usize> Layer for BiasAct<A, N> {
         const IN: usize = N;
         const OUT: usize = N;
         const PARAMS: usize = N;
@@ -515,7 +563,7 @@ mod tests {
                 let z: Vec<f64> = (0..batch * N).map(|i| x[i] + p[i % N]).collect();
                 A::f64(&z, N)
             };
-            let out = c.run::<Act<A, N>>(&reference);
+            let out = c.run::<BiasAct<A, N>>(&reference);
             // Without bias, `forward` and `forward_bias` agree bit for bit.
             let mut y1 = vec![0.0; x.len()];
             A::forward(&x, &mut y1, N);

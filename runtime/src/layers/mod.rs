@@ -226,7 +226,8 @@ pub mod pool;
 pub mod reshape;
 
 pub use activation::{
-    Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh,
+    Act, Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish,
+    Tanh,
 };
 pub use conv::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, Conv2d, ConvDims, Padding, Same,

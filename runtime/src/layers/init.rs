@@ -19,7 +19,7 @@ const TRUNCATED_STD: f64 = 0.879_625_661_034_239_8;
 /// - [`Init::HeUniform`]: uniform in `±sqrt(6 / fan_in)`;
 /// - [`Init::TorchDefault`]: uniform in `±1 / sqrt(fan_in)` (PyTorch's `Linear` and `Conv2d`,
 ///   whose biases use the weight's fan-in, which is why layers give a bias the weight's fans);
-/// - [`Init::Zeros`], [`Init::Ones`]: constants, without drawing.
+/// - [`Init::Zeros`], [`Init::Ones`], [`Init::Constant`]: constants, without drawing.
 ///
 /// A fan of 0 counts as 1.
 ///
@@ -59,6 +59,7 @@ pub fn init_tensor(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
         }
         Init::Zeros => out.fill(0.0),
         Init::Ones => out.fill(1.0),
+        Init::Constant(bits) => out.fill(f32::from_bits(bits)),
     }
 }
 
@@ -113,6 +114,7 @@ mod tests {
         assert!(f64::from(max) <= bound * (1.0 + 1e-6) && f64::from(max) > 0.95 * bound);
         assert_eq!(moments(Init::Zeros), (0.0, 0.0, 0.0));
         assert_eq!(moments(Init::Ones), (1.0, 0.0, 1.0));
+        assert_eq!(moments(Init::constant(-0.25)), (-0.25, 0.0, 0.25));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! A pass walks a slice eight values at a time; the last, shorter piece is padded into a full
 //! lane and runs the same lane code, so a value's result never depends on where it sits.
 
+use super::Grad;
 use crate::LANES;
 use wide::f32x8;
 
@@ -72,6 +73,128 @@ pub(crate) fn add_assign(y: &mut [f32], x: &[f32]) {
     }
 }
 
+/// The forward pass of a layer with `K` learnable per-feature parameters (what `activation!`
+/// generates for a definition with `[name = value, ..]`): `y = f(x, p)` for each sample of `n`
+/// features, where `params` holds the `K` parameters one `[n]` tensor after the other.
+///
+/// `f` gets eight features of one sample and the same eight features of each parameter; the
+/// last, shorter piece of a sample is padded with zeros into a full lane.
+///
+/// ```
+/// use fusegraph_runtime::f32x8;
+/// use fusegraph_runtime::layers::per_feature_forward;
+/// // y = a * x, with a per-feature scale `a`.
+/// let mut y = [0.0; 4];
+/// per_feature_forward(&[2.0, 3.0], &[1.0, 1.0, 5.0, 5.0], &mut y, 2, |x, [a]: [f32x8; 1]| a * x);
+/// assert_eq!(y, [2.0, 3.0, 10.0, 15.0]);
+/// ```
+///
+/// # Panics
+/// If `params` is not `K * n` values, or `x` and `y` differ in length or are not rows of `n`.
+#[inline(always)]
+pub fn per_feature_forward<const K: usize>(
+    params: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+    n: usize,
+    f: impl Fn(f32x8, [f32x8; K]) -> f32x8,
+) {
+    check_rows(params, K, x, y, n);
+    if n == 0 {
+        return;
+    }
+    for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
+        for (i, k) in pieces(n) {
+            let p = core::array::from_fn(|j| load(&params[j * n + i..j * n + i + k], 0.0));
+            store(&mut yr[i..i + k], f(load(&xr[i..i + k], 0.0), p));
+        }
+    }
+}
+
+/// The backward pass matching [`per_feature_forward`]: given `dy`, `dx = dy ∂f/∂x` (computed
+/// in `dy`, then given to `dx`) and `dparams[j]`, the `j`-th `[n]` tensor,
+/// `Σ_samples dy ∂f/∂p_j` (overwriting `dparams`).
+///
+/// `f` gets eight features of `x`, of `y = f(x, p)` and of each parameter, and returns
+/// `∂f/∂x` and each `∂f/∂p_j` there. The sums run sample after sample in batch order, one lane
+/// at a time: the same bits whatever the number of threads.
+///
+/// ```
+/// use fusegraph_runtime::f32x8;
+/// use fusegraph_runtime::layers::{per_feature_backward, Grad};
+/// // y = a * x: dy/dx = a, dy/da = x.
+/// let (x, y) = ([1.0, 1.0, 5.0, 5.0], [2.0, 3.0, 10.0, 15.0]);
+/// let mut dy = [1.0; 4];
+/// let (mut dx, mut da) = ([0.0; 4], [0.0; 2]);
+/// per_feature_backward(&[2.0, 3.0], &x, &y, &mut dy, Grad::Set(&mut dx), &mut da, 2,
+///     |x, _y, [a]: [f32x8; 1]| (a, [x]));
+/// assert_eq!((dx, da), ([2.0, 3.0, 2.0, 3.0], [6.0, 6.0]));
+/// ```
+///
+/// # Panics
+/// If `params` or `dparams` is not `K * n` values, or `x`, `y` and `dy` differ in length or
+/// are not rows of `n`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn per_feature_backward<const K: usize>(
+    params: &[f32],
+    x: &[f32],
+    y: &[f32],
+    dy: &mut [f32],
+    dx: Grad<'_>,
+    dparams: &mut [f32],
+    n: usize,
+    f: impl Fn(f32x8, f32x8, [f32x8; K]) -> (f32x8, [f32x8; K]),
+) {
+    check_rows(params, K, x, y, n);
+    assert_eq!(
+        dy.len(),
+        y.len(),
+        "per-feature layer: dy and y lengths differ"
+    );
+    assert_eq!(
+        dparams.len(),
+        params.len(),
+        "per-feature layer: dparams and params lengths differ"
+    );
+    dparams.fill(0.0);
+    if n == 0 {
+        return;
+    }
+    let rows = x.chunks_exact(n).zip(y.chunks_exact(n));
+    for ((xr, yr), dr) in rows.zip(dy.chunks_exact_mut(n)) {
+        for (i, k) in pieces(n) {
+            let p = core::array::from_fn(|j| load(&params[j * n + i..j * n + i + k], 0.0));
+            let (gx, gp) = f(load(&xr[i..i + k], 0.0), load(&yr[i..i + k], 0.0), p);
+            let d = load(&dr[i..i + k], 0.0);
+            for (j, g) in gp.into_iter().enumerate() {
+                let acc = &mut dparams[j * n + i..j * n + i + k];
+                store(acc, load(acc, 0.0) + d * g);
+            }
+            store(&mut dr[i..i + k], d * gx);
+        }
+    }
+    dx.give(dy);
+}
+
+fn check_rows(params: &[f32], k: usize, x: &[f32], y: &[f32], n: usize) {
+    assert_eq!(
+        x.len(),
+        y.len(),
+        "per-feature layer: x and y lengths differ"
+    );
+    assert!(
+        x.is_empty() || n > 0 && x.len().is_multiple_of(n),
+        "per-feature layer: {} values are not rows of {n}",
+        x.len()
+    );
+    assert_eq!(
+        params.len(),
+        k * n,
+        "per-feature layer: {k} parameter tensors of {n} values",
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +214,35 @@ mod tests {
         assert_eq!(y, [1.0, 2.0, 3.0]);
         assert!(pieces(17).eq([(0, 8), (8, 8), (16, 1)]));
         assert_eq!(pieces(0).count(), 0);
+    }
+
+    /// `y = a x + b` per feature over rows of 11 (a tail of 3), against scalar code.
+    #[test]
+    fn per_feature_passes_match_scalar_code() {
+        extern crate std;
+        use std::vec::Vec;
+        const N: usize = 11;
+        let params: Vec<f32> = (0..2 * N).map(|i| 0.5 + i as f32 * 0.25).collect();
+        let x: Vec<f32> = (0..3 * N).map(|i| i as f32 - 15.0).collect();
+        let mut y = [0.0; 3 * N];
+        per_feature_forward(&params, &x, &mut y, N, |x, [a, b]: [f32x8; 2]| a * x + b);
+        for (i, v) in y.iter().enumerate() {
+            assert_eq!(*v, params[i % N] * x[i] + params[N + i % N]);
+        }
+        let mut dy: Vec<f32> = (0..3 * N).map(|i| 1.0 + i as f32).collect();
+        let want_da: Vec<f32> = (0..N)
+            .map(|j| (0..3).fold(0.0, |s, r| s + dy[r * N + j] * x[r * N + j]))
+            .collect();
+        let want_dx: Vec<f32> = (0..3 * N).map(|i| dy[i] * params[i % N]).collect();
+        let want_db: Vec<f32> = (0..N)
+            .map(|j| (0..3).fold(0.0, |s, r| s + dy[r * N + j]))
+            .collect();
+        let mut dp = [f32::NAN; 2 * N];
+        let mut dx = [0.0; 3 * N];
+        let f = |x, _y, [a, _b]: [f32x8; 2]| (a, [x, f32x8::ONE]);
+        per_feature_backward(&params, &x, &y, &mut dy, Grad::Set(&mut dx), &mut dp, N, f);
+        assert_eq!(dx[..], want_dx[..]);
+        assert_eq!(dp[..N], want_da[..]);
+        assert_eq!(dp[N..], want_db[..]);
     }
 }

@@ -35,6 +35,22 @@ pub enum Init {
     Zeros,
     /// All ones (normalization scales).
     Ones,
+    /// Every value `f32::from_bits(bits)` (the bits, so that `Init` stays `Eq`): the initial
+    /// value of a learnable parameter of `activation!`, such as PReLU's slope 0.25. Build it
+    /// with [`Init::constant`].
+    Constant(u32),
+}
+
+impl Init {
+    /// Every value `v`.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Init;
+    /// assert_eq!(Init::constant(0.25), Init::Constant(0.25f32.to_bits()));
+    /// ```
+    pub const fn constant(v: f32) -> Init {
+        Init::Constant(v.to_bits())
+    }
 }
 
 /// One named parameter tensor of a layer.
@@ -236,6 +252,7 @@ pub use conv::{
 pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
 pub use init::init_tensor;
+pub use lanes::{per_feature_backward, per_feature_forward};
 pub use norm::{BatchNorm, LayerNorm};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;

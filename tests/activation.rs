@@ -314,3 +314,205 @@ fn a_model_with_macro_activations_trains() {
     let after = step.evaluate(&model, &x, &y).loss;
     assert!(after < 0.3 * before, "{before} -> {after}");
 }
+
+fusegraph::activation! {
+    /// PyTorch's PReLU with one slope per feature.
+    pub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };
+    /// A learnable scaled tanh with a fixed linear leak: constants and learnable parameters
+    /// together.
+    pub LearnedTanh { c: f32 = 0.1 } [a = 1.0, b = 0.5] (x) = a * tanh(b * x) + c * x;
+}
+
+/// Workspace for calling a layer's passes directly (the per-feature layers use none).
+fn with_ctx<R>(f: impl FnOnce(&mut fusegraph::layers::Ctx<'_>) -> R) -> R {
+    let mut rng = fusegraph::Rng::new(Seed(0));
+    f(&mut fusegraph::layers::Ctx {
+        gemm: &mut [],
+        scratch: &mut [],
+        rng: &mut rng,
+        mode: fusegraph::layers::Mode::Train,
+    })
+}
+
+#[test]
+fn learnable_parameters_make_a_layer_generic_over_its_features() {
+    use fusegraph::layers::Init;
+    const {
+        assert!(<PRelu<11> as Layer>::IN == 11 && <PRelu<11> as Layer>::OUT == 11);
+        assert!(<PRelu<11> as Layer>::PARAMS == 11 && <PRelu<11> as Layer>::SAVED == 0);
+        assert!(<LearnedTanh<5> as Layer>::PARAMS == 10);
+    }
+    let t = <PRelu<11> as Layer>::TENSORS;
+    assert_eq!((t.len(), t[0].name, t[0].shape), (1, "alpha", &[11][..]));
+    assert_eq!(t[0].init, Init::constant(0.25));
+    let t = <LearnedTanh<5> as Layer>::TENSORS;
+    let names: Vec<_> = t.iter().map(|t| (t.name, t.init)).collect();
+    assert_eq!(
+        names,
+        [("a", Init::constant(1.0)), ("b", Init::constant(0.5))]
+    );
+    assert_eq!(LearnedTanh::<5>::C, 0.1);
+}
+
+#[test]
+fn prelu_forward_and_backward_match_a_scalar_reference() {
+    const N: usize = 11; // a tail of 3 after one lane
+    const B: usize = 3;
+    let mut rng = Rng::new(21);
+    let alpha: Vec<f32> = rng.vec(N, 0.5);
+    let mut x = rng.vec(B * N, 2.0);
+    x[0] = 0.0; // the kink: PyTorch's PReLU'(0) is the slope
+    let mut y = vec![0.0; B * N];
+    with_ctx(|ctx| <PRelu<N> as Layer>::forward(ctx, &alpha, &mut [], &x, &mut y, &mut [], B));
+    for (i, (&x, &y)) in x.iter().zip(&y).enumerate() {
+        let want = if x > 0.0 { x } else { alpha[i % N] * x };
+        assert_eq!(y.to_bits(), want.to_bits(), "y[{i}]");
+    }
+    let dy0 = rng.vec(B * N, 1.0);
+    let mut dy = dy0.clone();
+    let mut dx = vec![f32::NAN; B * N];
+    let mut da = vec![f32::NAN; N];
+    with_ctx(|ctx| {
+        let dx = fusegraph::layers::Grad::Set(&mut dx);
+        <PRelu<N> as Layer>::backward(ctx, &alpha, &x, &y, &[], &mut dy, dx, &mut da, B);
+    });
+    for i in 0..B * N {
+        let want = dy0[i] * if x[i] > 0.0 { 1.0 } else { alpha[i % N] };
+        assert_eq!(dx[i].to_bits(), want.to_bits(), "dx[{i}]");
+    }
+    // The slope's gradient, summed sample after sample in f32: the same bits.
+    for j in 0..N {
+        let want = (0..B).fold(0.0f32, |s, r| {
+            let i = r * N + j;
+            s + dy0[i] * if x[i] > 0.0 { 0.0 } else { x[i] }
+        });
+        assert_eq!(da[j].to_bits(), want.to_bits(), "dalpha[{j}]");
+    }
+    assert_eq!(dx[0], dy0[0] * alpha[0]);
+}
+
+/// A PReLU between two dense layers.
+#[fusegraph::model(loss = Mse)]
+pub struct PReluNet {
+    fc1: Dense<4, 8>,
+    act: PRelu<8>,
+    fc2: Dense<8, 2>,
+}
+
+/// The same with the learnable scaled tanh.
+#[fusegraph::model(loss = Mse)]
+pub struct TanhNet {
+    fc1: Dense<4, 8>,
+    act: LearnedTanh<8>,
+    fc2: Dense<8, 2>,
+}
+
+/// Where the activation's parameters sit in the flat buffer: after `fc1`.
+const ACT: usize = <Dense<4, 8> as Layer>::PARAMS;
+
+/// Every parameter's gradient and the loss's input gradient against f64 central differences
+/// of the loss; `act` is a distinct value per activation parameter (away from PReLU's slope 1,
+/// where it would be the identity).
+fn check_model<M: Model<Loss = Mse>>(mut model: M, act: &[f32]) {
+    model.params_mut()[ACT..ACT + act.len()].copy_from_slice(act);
+    let mut rng = Rng::new(31);
+    let x = rng.vec(6 * 4, 1.5);
+    let y = rng.vec(6 * 2, 1.0);
+    let mut step = TrainStep::<M, keras::Sgd, 8>::new(&model, keras::Sgd::default());
+    step.gradients(&mut model, &x, &y);
+    let analytic = step.grads().to_vec();
+    let h = 1e-3_f32;
+    for (i, &backward) in analytic.iter().enumerate() {
+        let orig = model.params()[i];
+        model.params_mut()[i] = orig + h;
+        let up = f64::from(step.gradients(&mut model, &x, &y));
+        model.params_mut()[i] = orig - h;
+        let down = f64::from(step.gradients(&mut model, &x, &y));
+        model.params_mut()[i] = orig;
+        let numeric = (up - down) / (2.0 * f64::from(h));
+        assert!(
+            (numeric - f64::from(backward)).abs() <= 2e-2 * numeric.abs().max(1e-2),
+            "parameter {i}: backward {backward} vs differences {numeric}"
+        );
+    }
+    let slopes = &analytic[ACT..ACT + act.len()];
+    assert!(
+        slopes.iter().filter(|g| g.abs() > 1e-4).count() > act.len() / 2,
+        "the activation's gradients must not be vacuous: {slopes:?}"
+    );
+    let dx = step.loss_input_gradient(&model, &x, &y).to_vec();
+    for i in 0..x.len() {
+        let (mut up, mut down) = (x.clone(), x.clone());
+        up[i] += h;
+        down[i] -= h;
+        let up = f64::from(step.evaluate(&model, &up, &y).loss);
+        let down = f64::from(step.evaluate(&model, &down, &y).loss);
+        let numeric = (up - down) / (2.0 * f64::from(h));
+        assert!(
+            (numeric - f64::from(dx[i])).abs() <= 2e-2 * numeric.abs().max(1e-2),
+            "x[{i}]: {} vs {numeric}",
+            dx[i]
+        );
+    }
+}
+
+#[test]
+fn prelu_gradients_match_finite_differences_through_a_model() {
+    let slopes: Vec<f32> = (0..8).map(|i| 0.1 + 0.08 * i as f32).collect();
+    check_model(PReluNet::init(Seed(3)), &slopes);
+}
+
+#[test]
+fn two_learnable_parameters_match_finite_differences_through_a_model() {
+    let ab: Vec<f32> = (0..16).map(|i| 0.6 + 0.05 * i as f32).collect();
+    check_model(TanhNet::init(Seed(4)), &ab);
+}
+
+#[test]
+fn slope_gradients_are_the_same_bits_on_one_and_two_threads() {
+    let mut rng = Rng::new(41);
+    let x = rng.vec(8 * 4, 1.5);
+    let y = rng.vec(8 * 2, 1.0);
+    let grads = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                let mut model = PReluNet::init(Seed(5));
+                let mut step =
+                    TrainStep::<PReluNet, keras::Sgd, 8>::new(&model, keras::Sgd::default());
+                let loss = step.gradients(&mut model, &x, &y);
+                (loss.to_bits(), bits(step.grads()))
+            })
+    };
+    let one = grads(1);
+    assert_eq!(one, grads(2), "1 vs 2 threads");
+    assert_eq!(one, grads(1), "the same batch again");
+    assert!(one.1[ACT..ACT + 8].iter().any(|&g| g != 0));
+}
+
+#[test]
+fn a_model_with_prelu_trains_and_its_slopes_move() {
+    let mut rng = Rng::new(9);
+    let x = rng.vec(16 * 4, 1.0);
+    let y: Vec<f32> = x
+        .chunks(4)
+        .flat_map(|r| [r[0] * r[1], (r[2] - r[3]).abs()])
+        .collect();
+    let mut model = PReluNet::init(Seed(4));
+    assert!(model.params()[ACT..ACT + 8].iter().all(|&a| a == 0.25));
+    let mut step =
+        TrainStep::<PReluNet, keras::Adam, 16>::new(&model, keras::Adam::default().with_lr(0.01));
+    let before = step.evaluate(&model, &x, &y).loss;
+    for _ in 0..200 {
+        step.run(&mut model, &x, &y);
+    }
+    let after = step.evaluate(&model, &x, &y).loss;
+    assert!(after < 0.3 * before, "{before} -> {after}");
+    let slopes = &model.params()[ACT..ACT + 8];
+    assert!(
+        slopes.iter().all(|&a| (a - 0.25).abs() > 1e-3),
+        "every slope learns: {slopes:?}"
+    );
+}

@@ -172,7 +172,35 @@ pub fn activation_one_variable() -> &'static str {
 }
 
 pub fn activation_duplicate(name: &str) -> String {
-    format!("`{name}` is already the variable or another constant; give it another name")
+    format!(
+        "`{name}` is already the variable, a constant or a learnable parameter; give it another name"
+    )
+}
+
+pub fn learnable_empty() -> &'static str {
+    "square brackets list learnable per-feature parameters with their initial values, such as `[alpha = 0.25]`; remove the empty `[]` for an activation without parameters"
+}
+
+pub fn learnable_without_value(name: &str) -> String {
+    format!("learnable parameter `{name}` needs an initial value: write `[{name} = 0.25]`")
+}
+
+pub fn learnable_literal(name: &str) -> String {
+    format!(
+        "the initial value of learnable parameter `{name}` must be a number literal, for example `[{name} = 0.25]` or `[{name} = -1.0]`"
+    )
+}
+
+pub fn learnable_unread(name: &str) -> String {
+    format!(
+        "learnable parameter `{name}` is never read, so its gradient would be 0 and it would never change; use `{name}` in the expression, or remove it"
+    )
+}
+
+pub fn learnable_zero_gradient(name: &str) -> String {
+    format!(
+        "the gradient with respect to learnable parameter `{name}` is 0 everywhere (it is only compared or passed to `sign`), so it would never change; use `{name}` in the value, or make it a constant `{{ {name}: f32 = .. }}`"
+    )
 }
 
 pub fn activation_const_type(name: &str) -> String {

@@ -14,10 +14,21 @@ pub struct Const {
     pub text: String,
 }
 
+/// A learnable per-feature parameter: its name, initial value, and the derivative of the
+/// activation with respect to it.
+pub struct Learned {
+    pub name: String,
+    pub value: f64,
+    /// `∂f/∂p`, reading `Ref::Out` as `grad` does.
+    pub grad: TExpr,
+}
+
 /// A checked activation.
 pub struct Checked {
     pub consts: Vec<Const>,
-    /// `f(x)`, over `Ref::Var(0)` and the constants (`Ref::Hyper`).
+    /// The learnable parameters (`Ref::Var(1 + i)`), in order; empty without brackets.
+    pub learned: Vec<Learned>,
+    /// `f(x)`, over `Ref::Var(0)`, the learnable parameters and the constants (`Ref::Hyper`).
     pub forward: TExpr,
     /// `f'(x)`, reading `Ref::Out` for every sub-expression equal to `f(x)`.
     pub grad: TExpr,
@@ -63,20 +74,60 @@ pub fn check(body: &Body) -> Result<Checked, syn::Error> {
         consts.push(Const { value, text });
         scope.bind(name, Binding::Ref(Ref::Hyper(i), Kind::Scalar));
     }
+    let learnables = body.learnables.as_ref().map_or(&[][..], |(_, l)| l);
+    if let Some((span, [])) = body.learnables.as_ref().map(|(s, l)| (s, l.as_slice())) {
+        errs.at(*span, errors::learnable_empty());
+    }
+    let mut values = Vec::new();
+    for (i, p) in learnables.iter().enumerate() {
+        let name = p.name.to_string();
+        if seen.contains(&name) {
+            errs.at(p.name.span(), errors::activation_duplicate(&name));
+        }
+        seen.push(name.clone());
+        values.push(match &p.init {
+            None => {
+                errs.at(p.name.span(), errors::learnable_without_value(&name));
+                0.0
+            }
+            Some(d) => literal(d).unwrap_or_else(|| {
+                errs.at(d.span(), errors::learnable_literal(&name));
+                0.0
+            }),
+        });
+        scope.bind(name, Binding::Ref(Ref::Var(1 + i), Kind::Lane));
+    }
     let forward = parse_body(&body.expr, errs).and_then(|e| ir::resolve(&e, &scope, errs));
     std::mem::take(errs).finish()?;
     // Parsing and resolution report every `None` they return.
     let forward =
         forward.ok_or_else(|| syn::Error::new(body.expr.span(), errors::unsupported_expr()))?;
-    let grad = diff::derivative(&forward, Ref::Var(0));
-    let grad = if forward.reads(Ref::Var(0)) {
-        grad.replace(&forward, &TExpr::var(Ref::Out, Kind::Lane))
-    } else {
-        grad
+    let reads_lanes = (0..=learnables.len()).any(|i| forward.reads(Ref::Var(i)));
+    let derivative = |wrt: Ref| {
+        let d = diff::derivative(&forward, wrt);
+        if reads_lanes {
+            d.replace(&forward, &TExpr::var(Ref::Out, Kind::Lane))
+        } else {
+            d
+        }
     };
+    let grad = derivative(Ref::Var(0));
     let needs_z = grad.reads(Ref::Var(0));
+    let mut learned = Vec::new();
+    for (i, (p, value)) in learnables.iter().zip(values).enumerate() {
+        let name = p.name.to_string();
+        let grad = derivative(Ref::Var(1 + i));
+        if !forward.reads(Ref::Var(1 + i)) {
+            errs.at(p.name.span(), errors::learnable_unread(&name));
+        } else if grad.as_num() == Some(0.0) {
+            errs.at(p.name.span(), errors::learnable_zero_gradient(&name));
+        }
+        learned.push(Learned { name, value, grad });
+    }
+    std::mem::take(errs).finish()?;
     Ok(Checked {
         consts,
+        learned,
         forward,
         grad,
         needs_z,
@@ -93,6 +144,10 @@ fn known(body: &Body) -> String {
             .map(|p| format!("`{}`", p.name))
             .collect();
         s += &format!(", the constants {}", names.join(", "));
+    }
+    if let Some((_, l)) = body.learnables.as_ref().filter(|(_, l)| !l.is_empty()) {
+        let names: Vec<String> = l.iter().map(|p| format!("`{}`", p.name)).collect();
+        s += &format!(", the learnable parameters {}", names.join(", "));
     }
     s + " and literals"
 }

@@ -1,10 +1,11 @@
 //! Code generation: the unit struct, its constants, and its `Elementwise` implementation with
-//! the forward and derivative lane code.
+//! the forward and derivative lane code; with learnable parameters, a struct generic over the
+//! feature count implementing `Layer`, whose lane code also gives the parameters' gradients.
 
-use super::check::Checked;
+use super::check::{Checked, Learned};
 use super::parse::Def;
 use crate::expr::emit;
-use crate::expr::ir::Ref;
+use crate::expr::ir::{Ref, TExpr};
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
@@ -52,6 +53,17 @@ fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
         let v = Literal::f32_suffixed(*v as f32);
         quote!(#(#pattrs)* #[doc = #doc] pub const #id: f32 = #v;)
     });
+    if def.learnable {
+        let consts =
+            (!params.is_empty()).then(|| quote!(impl<const N: usize> #name<N> { #(#consts)* }));
+        return quote! {
+            #(#attrs)*
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            #vis struct #name<const N: usize>;
+
+            #consts
+        };
+    }
     let consts = (!params.is_empty()).then(|| quote!(impl #name { #(#consts)* }));
     quote! {
         #(#attrs)*
@@ -59,6 +71,92 @@ fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
         #vis struct #name;
 
         #consts
+    }
+}
+
+/// Name of the lane of learnable parameter `i` in the generated closures.
+fn learnable_ident(i: usize) -> syn::Ident {
+    format_ident!("__p{}", i)
+}
+
+/// The `Layer` implementation of a definition with learnable parameters: `learned` gives the
+/// tensors' names and initial values, `lane` the forward closure's body (over `__x` and the
+/// parameters' lanes), `grads` the backward closure's (also over `__y`), which returns
+/// `(∂f/∂x, [∂f/∂p, ..])`.
+fn layer(
+    def: &Def,
+    learned: &[(String, f64)],
+    lane: TokenStream,
+    grads: TokenStream,
+) -> TokenStream {
+    let name = &def.name;
+    let f = quote!(::fusegraph::__private::f32x8);
+    let p = quote!(::fusegraph::__private);
+    let l = quote!(::fusegraph::__private::layers);
+    let k = Literal::usize_unsuffixed(learned.len());
+    let ps: Vec<syn::Ident> = (0..learned.len()).map(learnable_ident).collect();
+    let tensors = learned.iter().map(|(tname, v)| {
+        let v = Literal::f32_suffixed(*v as f32);
+        quote! {
+            #l::Tensor {
+                name: #tname,
+                shape: &[N],
+                fans: (N, N),
+                init: #l::Init::constant(#v),
+            }
+        }
+    });
+    quote! {
+        const _: () = {
+            #[allow(unused_parens, clippy::all)]
+            impl<const N: usize> #p::Layer for #name<N> {
+                const IN: usize = N;
+                const OUT: usize = N;
+                const PARAMS: usize = #k * N;
+                const STATE: usize = 0;
+                const SAVED: usize = 0;
+                const TENSORS: &'static [#l::Tensor] = &[#(#tensors),*];
+                fn forward(
+                    _: &mut #p::Ctx<'_>,
+                    __params: &[f32],
+                    _: &mut [f32],
+                    __x: &[f32],
+                    __y: &mut [f32],
+                    _: &mut [f32],
+                    _: usize,
+                ) {
+                    #l::per_feature_forward(
+                        __params,
+                        __x,
+                        __y,
+                        N,
+                        |__x: #f, [#(#ps),*]: [#f; #k]| -> #f { #lane },
+                    );
+                }
+                fn backward(
+                    _: &mut #p::Ctx<'_>,
+                    __params: &[f32],
+                    __x: &[f32],
+                    __y: &[f32],
+                    _: &[f32],
+                    __dy: &mut [f32],
+                    __dx: #p::Grad<'_>,
+                    __dparams: &mut [f32],
+                    _: usize,
+                ) {
+                    #l::per_feature_backward(
+                        __params,
+                        __x,
+                        __y,
+                        __dy,
+                        __dx,
+                        __dparams,
+                        N,
+                        |__x: #f, __y: #f, [#(#ps),*]: [#f; #k]| -> (#f, [#f; #k]) { #grads },
+                    );
+                }
+            }
+        };
     }
 }
 
@@ -85,13 +183,61 @@ fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream
     }
 }
 
-/// What a definition with a mistake still provides: its type, as an identity.
+/// What a definition with a mistake still provides: its type, as an identity (with its
+/// learnable parameters, initialized to 0, when the brackets parsed).
 pub fn fallback(def: &Def) -> TokenStream {
     let params = def.body.as_ref().map(|b| b.params.len()).unwrap_or(0);
     let head = header(def, &vec![(0.0, String::new()); params]);
     let f = quote!(::fusegraph::__private::f32x8);
+    if def.learnable {
+        let learned: Vec<(String, f64)> = def
+            .body
+            .as_ref()
+            .ok()
+            .and_then(|b| b.learnables.as_ref())
+            .map_or(&[][..], |(_, l)| l)
+            .iter()
+            .map(|p| (p.name.to_string(), 0.0))
+            .collect();
+        let k = Literal::usize_unsuffixed(learned.len());
+        let body = layer(
+            def,
+            &learned,
+            quote!(__x),
+            quote!((#f::ONE, [#f::ZERO; #k])),
+        );
+        return quote!(#head #body);
+    }
     let body = implementation(def, false, quote!(__x), quote!(#f::ONE));
     quote!(#head #body)
+}
+
+/// A definition with learnable parameters: the forward lane code, and `∂f/∂x` with every
+/// `∂f/∂p` computed together, each shared sub-expression once.
+fn learnable(def: &Def, c: &Checked, consts: &dyn Fn(usize) -> TokenStream) -> TokenStream {
+    let refs = |r: Ref| match r {
+        Ref::Hyper(i) => consts(i),
+        Ref::Out => quote!(__y),
+        Ref::Var(0) => quote!(__x),
+        Ref::Var(i) => {
+            let p = learnable_ident(i - 1);
+            quote!(#p)
+        }
+        _ => quote!(__x),
+    };
+    let (lets, out) = emit::lanes_shared(&[&c.forward], &refs);
+    let lane = quote!(#(#lets)* #(#out)*);
+    let mut outputs: Vec<&TExpr> = vec![&c.grad];
+    outputs.extend(c.learned.iter().map(|p| &p.grad));
+    let (lets, out) = emit::lanes_shared(&outputs, &refs);
+    let (gx, gp) = (&out[0], &out[1..]);
+    let grads = quote!(#(#lets)* (#gx, [#(#gp),*]));
+    let learned: Vec<(String, f64)> = c
+        .learned
+        .iter()
+        .map(|Learned { name, value, .. }| (name.clone(), *value))
+        .collect();
+    layer(def, &learned, lane, grads)
 }
 
 pub fn activation(def: &Def, c: &Checked) -> TokenStream {
@@ -107,6 +253,10 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
         let id = const_ident(&params[i].name);
         quote!(#f::splat(Self::#id))
     };
+    if def.learnable {
+        let body = learnable(def, c, &consts);
+        return quote!(#head #body);
+    }
     let forward_refs = |r: Ref| match r {
         Ref::Hyper(i) => consts(i),
         _ => quote!(__x),

@@ -1,11 +1,12 @@
-//! Syntax of `activation!`: definitions `Name { constants } (x) = expr;`, each parsed on its
-//! own so that a syntax error in one still leaves the others (and its type) defined.
+//! Syntax of `activation!`: definitions `Name { constants } [learnable] (x) = expr;`, each
+//! parsed on its own so that a syntax error in one still leaves the others (and its type)
+//! defined.
 
-use proc_macro2::TokenTree;
+use proc_macro2::{Span, TokenTree};
 use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{braced, parenthesized, Attribute, Ident, Token, Type, Visibility};
+use syn::{braced, bracketed, parenthesized, Attribute, Ident, Token, Type, Visibility};
 
 /// `name: f32 = default` in the braces after the activation's name.
 pub struct Param {
@@ -15,9 +16,19 @@ pub struct Param {
     pub default: Option<syn::Expr>,
 }
 
-/// What follows the name: the constants, the variable and the expression.
+/// `name = initial value` in the square brackets: a learnable per-feature parameter.
+pub struct Learnable {
+    pub name: Ident,
+    pub init: Option<syn::Expr>,
+}
+
+/// What follows the name: the constants, the learnable parameters, the variable and the
+/// expression.
 pub struct Body {
     pub params: Vec<Param>,
+    /// The square brackets (for the span of an empty `[]`) and what they hold; `None` without
+    /// brackets.
+    pub learnables: Option<(Span, Vec<Learnable>)>,
     pub var: Ident,
     pub expr: syn::Expr,
 }
@@ -28,6 +39,9 @@ pub struct Def {
     pub attrs: Vec<Attribute>,
     pub vis: Visibility,
     pub name: Ident,
+    /// Whether the definition has square brackets before its `=`: a layer generic over its
+    /// feature count, even when the rest did not parse.
+    pub learnable: bool,
     pub body: Result<Body, syn::Error>,
 }
 
@@ -54,6 +68,18 @@ impl Parse for Param {
     }
 }
 
+impl Parse for Learnable {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name = input.parse()?;
+        let init = if input.parse::<Option<Token![=]>>()?.is_some() {
+            Some(input.parse()?)
+        } else {
+            None
+        };
+        Ok(Learnable { name, init })
+    }
+}
+
 fn body(input: ParseStream) -> syn::Result<Body> {
     let params = if input.peek(syn::token::Brace) {
         let content;
@@ -64,6 +90,14 @@ fn body(input: ParseStream) -> syn::Result<Body> {
     } else {
         Vec::new()
     };
+    let learnables = if input.peek(syn::token::Bracket) {
+        let content;
+        let brackets = bracketed!(content in input);
+        let list = Punctuated::<Learnable, Token![,]>::parse_terminated(&content)?;
+        Some((brackets.span.join(), list.into_iter().collect()))
+    } else {
+        None
+    };
     let content;
     parenthesized!(content in input);
     let var = content.parse()?;
@@ -73,7 +107,12 @@ fn body(input: ParseStream) -> syn::Result<Body> {
     input.parse::<Token![=]>()?;
     let expr = input.parse()?;
     input.parse::<Token![;]>()?;
-    Ok(Body { params, var, expr })
+    Ok(Body {
+        params,
+        learnables,
+        var,
+        expr,
+    })
 }
 
 impl Parse for Defs {
@@ -83,6 +122,7 @@ impl Parse for Defs {
             let attrs = input.call(Attribute::parse_outer)?;
             let vis = input.parse()?;
             let name = input.parse()?;
+            let learnable = has_brackets(input);
             let fork = input.fork();
             let body = match body(&fork) {
                 Ok(b) => {
@@ -108,9 +148,23 @@ impl Parse for Defs {
                 attrs,
                 vis,
                 name,
+                learnable,
                 body,
             });
         }
         Ok(Defs(defs))
     }
+}
+
+/// Whether square brackets come before the first `=` of the definition that `input` starts.
+fn has_brackets(input: ParseStream) -> bool {
+    let mut rest = input.cursor();
+    while let Some((tt, next)) = rest.token_tree() {
+        match &tt {
+            TokenTree::Group(g) if g.delimiter() == proc_macro2::Delimiter::Bracket => return true,
+            TokenTree::Punct(p) if matches!(p.as_char(), '=' | ';') => return false,
+            _ => rest = next,
+        }
+    }
+    false
 }

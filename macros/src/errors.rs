@@ -185,6 +185,12 @@ pub fn learnable_without_value(name: &str) -> String {
     format!("learnable parameter `{name}` needs an initial value: write `[{name} = 0.25]`")
 }
 
+pub fn learnable_form(name: &str) -> String {
+    format!(
+        "a learnable parameter is its name and initial value (always `f32`, one per feature): write `[{name} = 0.25]`"
+    )
+}
+
 pub fn learnable_literal(name: &str) -> String {
     format!(
         "the initial value of learnable parameter `{name}` must be a number literal, for example `[{name} = 0.25]` or `[{name} = -1.0]`"

@@ -70,11 +70,13 @@ impl Parse for Param {
 
 impl Parse for Learnable {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let name = input.parse()?;
+        let name: Ident = input.parse()?;
         let init = if input.parse::<Option<Token![=]>>()?.is_some() {
             Some(input.parse()?)
-        } else {
+        } else if input.is_empty() || input.peek(Token![,]) {
             None
+        } else {
+            return Err(input.error(crate::errors::learnable_form(&name.to_string())));
         };
         Ok(Learnable { name, init })
     }

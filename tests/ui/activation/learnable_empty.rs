@@ -1,0 +1,6 @@
+fusegraph::activation! {
+    /// Brackets without parameters.
+    pub Empty[](x) = x * sigmoid(x);
+}
+
+fn main() {}

@@ -259,4 +259,29 @@ mod tests {
             "type, default, literal, unknown `y`"
         );
     }
+
+    #[test]
+    fn learnable_parameters_and_their_mistakes() {
+        let prelu = checked("P[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };").unwrap();
+        assert_eq!((prelu.learned.len(), prelu.learned[0].value), (1, 0.25));
+        assert!(
+            prelu.learned[0].grad.reads(Ref::Var(0)),
+            "d/dalpha = x below 0"
+        );
+        let both =
+            checked("T { c: f32 = 1.0 } [a = 1.0, b = -0.5] (x) = a * tanh(b * x) + c;").unwrap();
+        assert!(both.learned[0].grad.reads(Ref::Var(2)), "d/da = tanh(b x)");
+        assert!(
+            both.learned[1].grad.reads(Ref::Var(1)),
+            "d/db = a (1 - t²) x"
+        );
+        let e = checked("A { a: f32 = 1.0 } [a, b = 1.0 + 1.0, c = 1.0] (x) = x * d;")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.into_iter().count(),
+            4,
+            "duplicate, no value, literal, unknown `d` (unread `c` waits for them)"
+        );
+    }
 }

@@ -314,6 +314,91 @@ mod tests {
         );
     }
 
+    /// The expansion of PReLU, token for token: a layer generic over its features, the
+    /// comparison computed once for both derivatives.
+    #[test]
+    fn prelu_expands_to_a_per_feature_layer() {
+        let input: proc_macro2::TokenStream =
+            "/// PReLU.\npub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };"
+                .parse()
+                .unwrap();
+        let f = quote!(::fusegraph::__private::f32x8);
+        let p = quote!(::fusegraph::__private);
+        let l = quote!(::fusegraph::__private::layers);
+        let want = quote! {
+            #[doc = " PReLU."]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct PRelu<const N: usize>;
+            const _: () = {
+                #[allow(unused_parens, clippy::all)]
+                impl<const N: usize> #p::Layer for PRelu<N> {
+                    const IN: usize = N;
+                    const OUT: usize = N;
+                    const PARAMS: usize = 1 * N;
+                    const STATE: usize = 0;
+                    const SAVED: usize = 0;
+                    const TENSORS: &'static [#l::Tensor] = &[#l::Tensor {
+                        name: "alpha",
+                        shape: &[N],
+                        fans: (N, N),
+                        init: #l::Init::constant(0.25f32),
+                    }];
+                    fn forward(
+                        _: &mut #p::Ctx<'_>,
+                        __params: &[f32],
+                        _: &mut [f32],
+                        __x: &[f32],
+                        __y: &mut [f32],
+                        _: &mut [f32],
+                        _: usize,
+                    ) {
+                        #l::per_feature_forward(
+                            __params,
+                            __x,
+                            __y,
+                            N,
+                            |__x: #f, [__p0]: [#f; 1]| -> #f {
+                                __x.simd_gt(#f::splat(0f32)).select(__x, (__p0 * __x))
+                            },
+                        );
+                    }
+                    fn backward(
+                        _: &mut #p::Ctx<'_>,
+                        __params: &[f32],
+                        __x: &[f32],
+                        __y: &[f32],
+                        _: &[f32],
+                        __dy: &mut [f32],
+                        __dx: #p::Grad<'_>,
+                        __dparams: &mut [f32],
+                        _: usize,
+                    ) {
+                        #l::per_feature_backward(
+                            __params,
+                            __x,
+                            __y,
+                            __dy,
+                            __dx,
+                            __dparams,
+                            N,
+                            |__x: #f, __y: #f, [__p0]: [#f; 1]| -> (#f, [#f; 1]) {
+                                let __t0: #f = __x.simd_gt(#f::splat(0f32));
+                                (
+                                    __t0.select(#f::splat(1f32), __p0),
+                                    [__t0.select(#f::splat(0f32), __x)]
+                                )
+                            },
+                        );
+                    }
+                }
+            };
+        };
+        assert_eq!(
+            crate::activation::expand(input).to_string(),
+            want.to_string()
+        );
+    }
+
     #[test]
     fn names_in_snake_case() {
         assert_eq!(snake_case("Swish"), "swish");

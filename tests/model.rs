@@ -631,3 +631,28 @@ fn a_budget_counts_the_bytes_of_the_model_and_its_step() {
     assert_eq!(BudgetedFused::BUDGET_BYTES.slots, 0);
     const { assert!(BudgetedFused::BUDGET_BYTES.total() <= 16_000) };
 }
+
+fusegraph::activation! {
+    /// The inverse square root unit, a smooth user activation for the graph form.
+    pub Isru(x) = x / sqrt(1.0 + x * x);
+}
+
+/// A graph whose nodes apply a user activation (`act::<T>()`) beside a built-in one.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, graph(
+    h = fc1(x).act::<Isru>(),
+    r = fc2(h).tanh() + h,
+    y = head(r.act::<Isru>())
+))]
+pub struct UserActGraph {
+    fc1: Dense<8, 6>,
+    fc2: Dense<6, 6>,
+    head: Dense<6, 4>,
+}
+
+#[test]
+fn graph_nodes_take_user_activations() {
+    let mut rng = Rng::new(21);
+    let x = rng.vec(3 * 8, 1.0);
+    let y = [1u32, 3, 0];
+    check_weights(UserActGraph::init(Seed(4)), &x, &y);
+}

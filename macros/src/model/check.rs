@@ -367,7 +367,7 @@ fn operand(
     consumed: &mut Vec<bool>,
     x_used: &mut bool,
 ) -> Option<Src> {
-    let unsupported = "a graph node is `layer(node)`, `node.relu()` (or another activation), `a + b`, `a * b` or `concat(a, b)`";
+    let unsupported = "a graph node is `layer(node)`, `node.relu()` (or another activation, `node.act::<Mish>()` for one of your own), `a + b`, `a * b` or `concat(a, b)`";
     match e {
         syn::Expr::Paren(p) => operand(b, &p.expr, names, all, consumed, x_used),
         syn::Expr::Path(p) if p.path.get_ident().is_some() => {
@@ -469,9 +469,19 @@ fn operand(
         }
         syn::Expr::MethodCall(m) => {
             let name = m.method.to_string();
-            let Some(act) = activation(&name) else {
-                b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax"));
-                return None;
+            let ty = match (&m.turbofish, activation(&name)) {
+                (Some(t), _) if name == "act" && t.args.len() == 1 => {
+                    let arg = &t.args[0];
+                    quote_spanned!(m.method.span()=> #arg)
+                }
+                (None, Some(act)) => {
+                    let ty = syn::Ident::new(act, m.method.span());
+                    quote_spanned!(m.method.span()=> ::fusegraph::__private::layers::#ty)
+                }
+                _ => {
+                    b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax, or `act::<YourActivation>()` for an activation of your own"));
+                    return None;
+                }
             };
             if !m.args.is_empty() {
                 b.errs
@@ -481,9 +491,8 @@ fn operand(
             let input = operand(b, &m.receiver, names, all, consumed, x_used)?;
             mark(consumed, input);
             let width = b.width_of(input)?;
-            let ty = syn::Ident::new(act, m.method.span());
             b.nodes.push(Node {
-                op: Op::Act(quote_spanned!(m.method.span()=> ::fusegraph::__private::layers::#ty)),
+                op: Op::Act(ty),
                 inputs: vec![input],
                 width,
             });

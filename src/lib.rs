@@ -221,6 +221,35 @@ pub use fusegraph_macros::optimizer;
 /// any name. A constant becomes an associated constant of the type, in upper case
 /// (`Leaky::ALPHA`): the type is zero-sized, so another value is another definition.
 ///
+/// # Learnable parameters
+///
+/// Parameters in square brackets, with their initial values, are learned, one per feature:
+/// `pub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };` (constants may come
+/// first: `Name { c: f32 = 1.0 } [a = 0.5] (x) = ..;`). Such a definition is a layer generic
+/// over its number of features, `PRelu<N>` (a field of a `#[fusegraph::model]`, with one `[N]`
+/// tensor per parameter, named as written and initialized to its value); the gradient with
+/// respect to each parameter is derived as well and summed over the batch in sample order, so
+/// it has the same bits whatever the number of threads.
+///
+/// ```
+/// use fusegraph::prelude::*;
+///
+/// fusegraph::activation! {
+///     /// PyTorch's PReLU, one slope per feature.
+///     pub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };
+/// }
+///
+/// #[fusegraph::model(loss = Mse)]
+/// pub struct Net {
+///     fc1: Dense<4, 8>,
+///     act: PRelu<8>,
+///     fc2: Dense<8, 1>,
+/// }
+///
+/// let model = Net::init(Seed(1));
+/// assert_eq!(model.act().tensor("alpha"), Some(&[0.25_f32; 8][..]));
+/// ```
+///
 /// # Expressions
 ///
 /// The language of [`optimizer!`]'s `update`, over the variable, the constants and literals:

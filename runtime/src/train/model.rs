@@ -72,6 +72,34 @@ pub const fn push_tensors<const N: usize>(
     (out, at)
 }
 
+/// The number of samples in `x` for model `M`, at most `max`; panics (a caller's bug) if `x` is
+/// not whole samples or too many.
+pub(crate) fn batch_of<M: Model>(x: &[f32], max: usize) -> usize {
+    assert!(
+        M::IN > 0 && x.len().is_multiple_of(M::IN),
+        "input length {} is not a multiple of {}",
+        x.len(),
+        M::IN
+    );
+    let batch = x.len() / M::IN;
+    assert!(
+        batch <= max,
+        "batch of {batch} samples exceeds the maximum {max}"
+    );
+    batch
+}
+
+/// Panics (a caller's bug) unless `y` holds the targets of `batch` samples for model `M`.
+pub(crate) fn check_targets<M: Model>(batch: usize, y: &[<M::Loss as Loss>::Target]) {
+    let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+    assert_eq!(
+        y.len(),
+        batch * per,
+        "{batch} samples need {} targets",
+        batch * per
+    );
+}
+
 /// Appends `products` to a table being built in a constant; returns the table and the next
 /// free index. Used by `#[model]`.
 pub const fn push_products<const N: usize>(

@@ -1,6 +1,6 @@
 //! [`TrainStep`]: every buffer a train step needs for batches up to `B`, allocated once.
 
-use super::model::{Bytes, Model};
+use super::model::{batch_of, check_targets, Bytes, Model};
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::Loss;
 use crate::optim::{Config, Optimizer, Rule};
@@ -114,31 +114,6 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         &self.grads
     }
 
-    fn batch_of(x: &[f32]) -> usize {
-        assert!(
-            M::IN > 0 && x.len().is_multiple_of(M::IN),
-            "input length {} is not a multiple of {}",
-            x.len(),
-            M::IN
-        );
-        let batch = x.len() / M::IN;
-        assert!(
-            batch <= B,
-            "batch of {batch} samples exceeds the maximum {B}"
-        );
-        batch
-    }
-
-    fn check_targets(batch: usize, y: &[Target<M>]) {
-        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        assert_eq!(
-            y.len(),
-            batch * per,
-            "{batch} samples need {} targets",
-            batch * per
-        );
-    }
-
     /// Forward pass in `mode`; `state` is the model's own in training, a copy otherwise.
     fn forward(
         &mut self,
@@ -147,7 +122,7 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         x: &[f32],
         mode: Mode,
     ) -> usize {
-        let batch = Self::batch_of(x);
+        let batch = batch_of::<M>(x, B);
         let mut rng = Rng::with_stream(self.seed, self.optimizer.iterations());
         let mut ctx = Ctx {
             gemm: &mut self.gemm,
@@ -185,7 +160,7 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
     ) -> f32 {
         let (params, state) = model.split_mut();
         let batch = self.forward(params, Some(state), x, Mode::Train);
-        Self::check_targets(batch, y);
+        check_targets::<M>(batch, y);
         self.backward_from_loss(model.params(), x, y, batch, with_dx, Mode::Train)
     }
 
@@ -273,7 +248,7 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
     pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32] {
         self.state.copy_from_slice(model.state());
         let batch = self.forward(model.params(), None, x, Mode::Eval);
-        Self::check_targets(batch, y);
+        check_targets::<M>(batch, y);
         self.backward_from_loss(model.params(), x, y, batch, true, Mode::Eval);
         &self.dx[..M::IN * batch]
     }

@@ -9,7 +9,7 @@ mod config;
 pub use cell::Static;
 pub use config::{AllGradientsFirst, Full, Fused, StepConfig, UpdateMode};
 
-use super::model::{Bytes, Model};
+use super::model::{batch_of, check_targets, Bytes, Model};
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::Loss;
 use crate::math;
@@ -306,32 +306,11 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         Some(&self.update.slots[o * s + j * n..o * s + (j + 1) * n])
     }
 
-    fn batch_of(x: &[f32], y: &[Target<M>]) -> usize {
-        assert!(
-            M::IN > 0 && x.len().is_multiple_of(M::IN),
-            "input length {} is not a multiple of {}",
-            x.len(),
-            M::IN
-        );
-        let batch = x.len() / M::IN;
-        assert!(
-            batch <= B,
-            "batch of {batch} samples exceeds the maximum {B}"
-        );
-        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        assert_eq!(
-            y.len(),
-            batch * per,
-            "{batch} samples need {} targets",
-            batch * per
-        );
-        batch
-    }
-
     /// One training step: forward, loss, backward and the update, allocating nothing; returns
     /// the batch's loss before the update.
     pub fn run(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32 {
-        let batch = Self::batch_of(x, y);
+        let batch = batch_of::<M>(x, B);
+        check_targets::<M>(batch, y);
         let plan = self.update.plan();
         let mut rng = Rng::with_stream(self.seed, self.update.t);
         let (params, state) = model.split_mut();
@@ -393,16 +372,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
 
     /// The model's outputs for a batch, in inference mode.
     pub fn predict(&mut self, model: &M, x: &[f32]) -> &[f32] {
-        assert!(
-            M::IN > 0 && x.len().is_multiple_of(M::IN),
-            "input length is not a multiple of {}",
-            M::IN
-        );
-        let batch = x.len() / M::IN;
-        assert!(
-            batch <= B,
-            "batch of {batch} samples exceeds the maximum {B}"
-        );
+        let batch = batch_of::<M>(x, B);
         self.state.copy_from_slice(model.state());
         let mut rng = Rng::with_stream(self.seed, self.update.t);
         let mut ctx = Ctx {

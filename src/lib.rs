@@ -254,8 +254,9 @@ pub use fusegraph_macros::optimizer;
 ///
 /// The language of [`optimizer!`]'s `update`, over the variable, the constants and literals:
 /// `+ - * /`, unary `-`, `if a > b { x } else { y }` (a select, both sides computed), and
-/// `sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, softplus, cosh,
-/// sinh, clamp`, as methods or calls. `softplus(x)` is `ln(1 + e^x)`, computed stably.
+/// `sqrt, abs, signum, sign, min, max, exp, expm1, ln, powi, powf, tanh, sigmoid, softplus, erf,
+/// cosh, sinh, clamp`, as methods or calls. `softplus(x)` is `ln(1 + e^x)`, computed stably;
+/// `expm1(x)` is `e^x - 1`, accurate near 0; `erf` is the error function.
 ///
 /// # Derivatives
 ///
@@ -400,7 +401,8 @@ pub use fusegraph_macros::model;
 ///
 /// As in [`optimizer!`]: literals, the two names, the constants, `let`s, `+ - * /`, unary `-`,
 /// `if a > b { x } else { y }` (a select), and `sqrt`, `abs`, `signum`, `sign`, `min`, `max`,
-/// `exp`, `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `softplus`, `cosh`, `sinh`, `clamp`.
+/// `exp`, `expm1`, `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `softplus`, `erf`, `cosh`, `sinh`,
+/// `clamp`.
 ///
 /// # Gradients
 ///

@@ -18,16 +18,17 @@ fusegraph::activation! {
     pub PlainRelu(x) = if x > 0.0 { x } else { 0.0 };
     /// PyTorch's LeakyReLU (slope 0.01), as `layers::LeakyRelu` computes it.
     pub MLeaky { alpha: f32 = 0.01 } (x) = if x > 0.0 { x } else { x * alpha };
-    /// ELU (alpha 1); `layers::Elu` uses `exp_m1`, more precise near 0.
-    pub MElu(x) = if x > 0.0 { x } else { exp(x) - 1.0 };
+    /// ELU (alpha 1), as `layers::Elu` computes it.
+    pub MElu(x) = if x > 0.0 { x } else { expm1(x) };
     /// The logistic function.
     pub MSigmoid(x) = sigmoid(x);
     /// The hyperbolic tangent.
     pub MTanh(x) = tanh(x);
     /// Swish / SiLU.
     pub MSwish(x) = x * sigmoid(x);
-    /// GELU, tanh approximation (PyTorch's `approximate='tanh'`): the exact form needs `erf`,
-    /// which is not in the language.
+    /// GELU, exact (Keras' and PyTorch's default), as `layers::Gelu` computes its value.
+    pub MGelu(x) = 0.5 * x * (1.0 + erf(x * 0.70710677));
+    /// GELU, tanh approximation (PyTorch's `approximate='tanh'`).
     pub GeluTanh(x) = 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
     /// Softplus.
     pub MSoftplus(x) = softplus(x);
@@ -118,6 +119,7 @@ fn built_ins_rewritten_match_finite_differences() {
     check::<MSwish>(|x| x * sigmoid(x));
     let c = (2.0 / std::f64::consts::PI).sqrt();
     check::<GeluTanh>(|x| 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh()));
+    check::<MGelu>(|x| 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)));
     check::<MSoftplus>(softplus);
 }
 
@@ -195,6 +197,19 @@ fn macro_definitions_agree_bit_for_bit_with_the_hand_written_ones() {
     same_bits::<MSigmoid, Sigmoid>();
     same_bits::<MTanh, Tanh>();
     same_bits::<MSwish, Swish>();
+    same_bits::<MElu, Elu>();
+    // GELU's value is the same bits; its derivative, Φ(x) + x φ(x), rounds in another order
+    // than the derivative of the formula (2/√π e^(-u²) / √2 for φ), within a few ulps.
+    let z = many();
+    let (ya, da) = eval::<MGelu>(&z);
+    let (yb, db) = eval::<Gelu>(&z);
+    assert_eq!(canonical(&ya), canonical(&yb), "gelu forward");
+    for ((a, b), x) in da.iter().zip(&db).zip(&z) {
+        assert!(
+            (a - b).abs() <= 4.0 * f32::EPSILON * b.abs().max(1.0) || (a.is_nan() && b.is_nan()),
+            "gelu derivative at {x}: {a} vs {b}"
+        );
+    }
     assert_eq!(<MSwish as Activation>::NAME, "m_swish");
     assert_eq!(
         <LogOnePlusSquare as Activation>::NAME,

@@ -38,7 +38,7 @@ impl Errors {
 }
 
 pub const FUNCTIONS: &str =
-    "sqrt, abs, signum, sign, min, max, exp, ln, powi, powf, tanh, sigmoid, softplus, cosh, sinh, clamp, f64";
+    "sqrt, abs, signum, sign, min, max, exp, expm1, ln, powi, powf, tanh, sigmoid, softplus, erf, cosh, sinh, clamp, f64";
 
 pub fn unknown_ident(name: &str, known: &str) -> String {
     format!("unknown identifier `{name}`; this block can read {known}")

@@ -26,6 +26,12 @@ pub fn softplus(x: f32x8) -> f32x8 {
     x.max(f32x8::ZERO) + (-x.abs()).exp().ln_1p()
 }
 
+/// The error function of each value (`libm`'s `erff`, value by value: `wide` has none).
+#[inline(always)]
+pub fn erf(x: f32x8) -> f32x8 {
+    f32x8::from(x.to_array().map(libm::erff))
+}
+
 /// `x` limited to `[lo, hi]`; a NaN `x` stays NaN.
 #[inline(always)]
 pub fn clamp(x: f32x8, lo: f32x8, hi: f32x8) -> f32x8 {

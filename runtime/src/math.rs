@@ -39,10 +39,14 @@ pub trait Float:
     fn floor_(self) -> Self;
     /// Cosine.
     fn cos_(self) -> Self;
+    /// `e^self - 1`, accurate near 0.
+    fn expm1_(self) -> Self;
+    /// The error function.
+    fn erf_(self) -> Self;
 }
 
 macro_rules! float_impl {
-    ($t:ty, $abs:path, $copysign:path, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path) => {
+    ($t:ty, $abs:path, $copysign:path, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path, $expm1:path, $erf:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -82,6 +86,14 @@ macro_rules! float_impl {
             fn cos_(self) -> Self {
                 $cos(self)
             }
+            #[inline]
+            fn expm1_(self) -> Self {
+                $expm1(self)
+            }
+            #[inline]
+            fn erf_(self) -> Self {
+                $erf(self)
+            }
         }
     };
 }
@@ -96,7 +108,9 @@ float_impl!(
     libm::powf,
     libm::tanhf,
     libm::floorf,
-    libm::cosf
+    libm::cosf,
+    libm::expm1f,
+    libm::erff
 );
 float_impl!(
     f64,
@@ -108,7 +122,9 @@ float_impl!(
     libm::pow,
     libm::tanh,
     libm::floor,
-    libm::cos
+    libm::cos,
+    libm::expm1,
+    libm::erf
 );
 
 /// Square root.
@@ -120,6 +136,16 @@ pub fn sqrt<T: Float>(x: T) -> T {
 #[inline]
 pub fn exp<T: Float>(x: T) -> T {
     x.exp_()
+}
+/// `e^x - 1`, accurate near 0.
+#[inline]
+pub fn expm1<T: Float>(x: T) -> T {
+    x.expm1_()
+}
+/// The error function, `2/sqrt(pi) * integral of e^(-t^2) from 0 to x`.
+#[inline]
+pub fn erf<T: Float>(x: T) -> T {
+    x.erf_()
 }
 /// Natural logarithm.
 #[inline]

@@ -43,6 +43,8 @@ pub enum Func {
     Clamp,
     /// `ln(1 + e^x)`, computed stably as `max(x, 0) + ln(1 + e^-|x|)`.
     Softplus,
+    Expm1,
+    Erf,
     Cosh,
     Sinh,
     /// `f64(x)`: a scalar computed in `f64` from the decimal values of the hyper-parameters.
@@ -66,6 +68,8 @@ impl Func {
             "sigmoid" => Func::Sigmoid,
             "clamp" => Func::Clamp,
             "softplus" => Func::Softplus,
+            "expm1" => Func::Expm1,
+            "erf" => Func::Erf,
             "cosh" => Func::Cosh,
             "sinh" => Func::Sinh,
             "f64" => Func::F64,

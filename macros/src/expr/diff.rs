@@ -4,7 +4,8 @@
 //! (`f'(u) * u'`), products built left-associated (`x * s * (1 - s)`, so that a factor equal to
 //! the forward expression can be found and read from `y`); `powi`/`powf` with a literal or scalar
 //! exponent (and `powf` with a per-element one, `x^y ln x`); `sqrt`, `exp`, `ln`,
-//! `tanh` (`1 - t²`), `sigmoid` (`s (1 - s)`), `softplus` (`sigmoid`), `cosh`, `sinh`;
+//! `tanh` (`1 - t²`), `sigmoid` (`s (1 - s)`), `softplus` (`sigmoid`), `expm1` (`expm1 + 1`),
+//! `erf` (`2/sqrt(pi) e^(-x²)`), `cosh`, `sinh`;
 //! `abs' = sign` (0 at 0); `min`/`max` give the gradient to the smaller/larger side and half to
 //! each on a tie; `clamp` passes it where `lo <= x <= hi` (bounds included) and otherwise to the
 //! bound; `if c { a } else { b }` is the derivative of the branch `c` takes; `sign`, `signum`
@@ -129,6 +130,16 @@ fn d(e: &TExpr, wrt: Ref) -> Option<TExpr> {
                 Func::Sqrt => chain(div(TExpr::num(0.5), e.clone()), dx()),
                 Func::Abs => chain(call(Func::Sign, vec![x.clone()]), dx()),
                 Func::Exp => chain(e.clone(), dx()),
+                // e^x = expm1(x) + 1: the forward value's bits, as a hand-written ELU has them.
+                Func::Expm1 => chain(add(e.clone(), one()), dx()),
+                // 2/sqrt(pi) e^(-x^2).
+                Func::Erf => chain(
+                    mul(
+                        TExpr::num(core::f64::consts::FRAC_2_SQRT_PI),
+                        call(Func::Exp, vec![neg(mul(x.clone(), x.clone()))]),
+                    ),
+                    dx(),
+                ),
                 Func::Ln => dx().map(|dx| div(dx, x.clone())),
                 Func::Tanh => chain(sub(one(), mul(e.clone(), e.clone())), dx()),
                 Func::Sigmoid => chain(mul(e.clone(), sub(one(), e.clone())), dx()),

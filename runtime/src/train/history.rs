@@ -16,7 +16,8 @@ pub struct EpochLog {
     pub train: Metrics,
     /// Loss and metrics on the validation data after the epoch, if there is any.
     pub val: Option<Metrics>,
-    /// The learning rate the last step of the epoch used.
+    /// The learning rate at the end of the epoch: what the next step will use (the value Keras
+    /// logs as `learning_rate`).
     pub lr: Option<f32>,
     /// Optimizer steps taken so far, in all epochs.
     pub steps: u64,

@@ -531,3 +531,216 @@ fn a_model_with_prelu_trains_and_its_slopes_move() {
         "every slope learns: {slopes:?}"
     );
 }
+
+/// The f64 twins of the expression language's free functions, for the table below: the
+/// same text, read as Rust over `f64`, is the reference.
+mod reference {
+    pub fn sqrt(x: f64) -> f64 {
+        x.sqrt()
+    }
+    pub fn abs(x: f64) -> f64 {
+        x.abs()
+    }
+    pub fn signum(x: f64) -> f64 {
+        x.signum()
+    }
+    pub fn sign(x: f64) -> f64 {
+        if x > 0.0 {
+            1.0
+        } else if x < 0.0 {
+            -1.0
+        } else {
+            0.0
+        }
+    }
+    pub fn min(a: f64, b: f64) -> f64 {
+        a.min(b)
+    }
+    pub fn max(a: f64, b: f64) -> f64 {
+        a.max(b)
+    }
+    pub fn exp(x: f64) -> f64 {
+        x.exp()
+    }
+    pub fn expm1(x: f64) -> f64 {
+        x.exp_m1()
+    }
+    pub fn ln(x: f64) -> f64 {
+        x.ln()
+    }
+    pub fn powf(x: f64, y: f64) -> f64 {
+        x.powf(y)
+    }
+    pub fn powi(x: f64, k: i32) -> f64 {
+        x.powi(k)
+    }
+    pub fn tanh(x: f64) -> f64 {
+        x.tanh()
+    }
+    pub fn cosh(x: f64) -> f64 {
+        x.cosh()
+    }
+    pub fn sinh(x: f64) -> f64 {
+        x.sinh()
+    }
+    pub fn sigmoid(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+    pub fn softplus(x: f64) -> f64 {
+        x.max(0.0) + (-x.abs()).exp().ln_1p()
+    }
+    pub fn erf(x: f64) -> f64 {
+        libm::erf(x)
+    }
+    pub fn clamp(x: f64, lo: f64, hi: f64) -> f64 {
+        x.clamp(lo, hi)
+    }
+}
+
+use std::f64::consts::{FRAC_1_SQRT_2, SQRT_2};
+
+/// One row of the derivative table: the name, the f64 reference (the same expression), the
+/// domain sampled and the kinks kept away from.
+struct Row {
+    name: &'static str,
+    f: fn(f64) -> f64,
+    domain: (f64, f64),
+    kinks: &'static [f64],
+    forward: Eval,
+}
+
+/// `f(z)` and `f'(z)` of a slice, as `eval` gives them.
+type Eval = fn(&[f32]) -> (Vec<f32>, Vec<f32>);
+
+/// Defines each expression once as an activation and once as its f64 reference.
+macro_rules! derivative_table {
+    ($x:ident; $($name:ident [$lo:expr, $hi:expr] [$($k:expr),*] => $e:expr;)*) => {
+        fusegraph::activation! { $(#[doc = stringify!($e)] pub $name($x) = $e;)* }
+
+        fn table() -> Vec<Row> {
+            #[allow(unused_imports, clippy::all)]
+            use reference::*;
+            vec![$(Row {
+                name: stringify!($name),
+                f: |$x: f64| -> f64 { $e },
+                domain: ($lo, $hi),
+                kinks: &[$($k),*],
+                forward: eval::<$name>,
+            }),*]
+        }
+    };
+}
+
+derivative_table! { x;
+    D01 [-4.0, 4.0] [] => sqrt(1.0 + x * x) / (2.0 + tanh(x));
+    D02 [-3.0, 3.0] [] => powf(x * x + 1.0, 0.3);
+    D03 [-3.0, 3.0] [-1.0, 2.0] => clamp(x, -1.0, 2.0) * exp(-x);
+    D04 [-3.0, 4.0] [0.0, 2.0] => min(x, 0.5 * x * x);
+    D05 [-6.0, 6.0] [] => ln(1.0 + softplus(x));
+    D06 [-2.5, 2.5] [] => erf(x) * sinh(x);
+    D07 [-3.0, 3.0] [0.0] => expm1(x) / (1.0 + abs(x));
+    D08 [-3.0, 3.0] [-0.4, 0.0, 0.4] => x.powi(-3);
+    D09 [-3.0, 3.0] [1.0] => if x < 1.0 { x * x } else { 2.0 * x - 1.0 };
+    D10 [-3.0, 3.0] [-1.618034, 0.618034] => max(x * x, 1.0 - x);
+    D11 [-3.0, 3.0] [] => cosh(x) - sinh(x) * 0.5;
+    D12 [-4.0, 4.0] [] => sigmoid(x) * tanh(2.0 * x);
+    D13 [-4.0, 4.0] [] => x / (1.0 + x * x);
+    D14 [-4.0, 4.0] [] => (x - 1.0) * (x + 2.0) / (3.0 + x * x);
+    D15 [-3.0, 3.0] [] => -x * exp(-(x * x));
+    D16 [-3.0, 3.0] [] => abs(x) * x;
+    D17 [-3.0, 3.0] [0.0] => signum(x) * x * x;
+    D18 [-3.0, 3.0] [0.0] => sign(x) * sqrt(abs(x) + 1.0);
+    D19 [-3.0, 3.0] [] => x.powi(3) - 2.0 * x.powi(2) + x;
+    D20 [-2.0, 2.0] [0.0] => powf(abs(x) + 0.5, x);
+    D21 [-4.0, 4.0] [] => ln(cosh(x) + 1.0);
+    D22 [-5.0, 5.0] [] => exp(x) / (1.0 + exp(x));
+    D23 [-5.0, 5.0] [] => softplus(-x) + softplus(x);
+    D24 [-3.0, 3.0] [] => tanh(tanh(tanh(x)));
+    D25 [-3.0, 3.0] [] => sqrt(sqrt(x * x + 1.0));
+    D26 [-3.0, 3.0] [] => (1.0 - x) * (1.0 - x) * (1.0 - x);
+    D27 [-4.0, 4.0] [] => 1.0 / (1.0 + exp(-x)) - sigmoid(x) + x;
+    D28 [-2.0, 3.0] [0.0] => if x > 0.0 { ln(1.0 + x) } else { expm1(x) };
+    D29 [-3.0, 3.0] [-0.5, 0.5278640] => min(max(x, -0.5), 0.5 + x * x * 0.1);
+    D30 [-2.5, 2.5] [-1.7320508, -FRAC_1_SQRT_2, FRAC_1_SQRT_2, 1.7320508] =>
+        clamp(x * x - 1.0, -0.5, 2.0);
+    D31 [-3.0, 3.0] [] => erf(x * 0.5) + x.powi(2) * 0.1;
+    D32 [-3.0, 3.0] [-0.4, 0.0, 0.4] => x * x.powi(-2);
+    D33 [-3.0, 3.0] [] => sinh(x) / cosh(x) - tanh(x) + x * x;
+    D34 [-3.0, 3.0] [] => powf(2.0, x);
+    D35 [-3.0, 3.0] [] => exp(x).sqrt() * 2.0;
+    D36 [-3.0, 3.0] [-0.3, 0.3] => x.abs().max(0.3);
+    D37 [0.1, 3.0] [] => x.powf(2.5) - x.sqrt();
+    D38 [-3.0, 3.0] [-SQRT_2, SQRT_2] =>
+        if x * x > 2.0 { sigmoid(x) } else { -x * 0.5 };
+    D39 [-3.0, 3.0] [] => -(-x) * 3.0 - x / 4.0;
+    D40 [-0.9, 3.0] [] => (x + 1.0).ln() * (x + 1.0);
+    D41 [-3.0, 3.0] [-1.0, 1.0] => min(x, 1.0) * max(x, -1.0);
+    D42 [-3.0, 3.0] [0.0] =>
+        if x > 0.0 { sqrt(1.0 + x * x) } else { sqrt(1.0 + x * x) * x };
+    D43 [-3.0, 3.0] [-1.0, 1.0] => clamp(x, -1.0, 1.0).powi(2) + clamp(x, -1.0, 1.0) * x;
+    D44 [-3.0, 3.0] [] => (x * x + 1.0).powi(-2) * (x * x + 1.0);
+    D45 [-2.0, 2.0] [] => exp(sinh(x) * 0.5) / (cosh(x) + sigmoid(x * x));
+    D46 [-3.0, 3.0] [0.0] => x.powi(4) * sign(x) - abs(x * x * x) / 3.0;
+    D48 [-3.0, 3.0] [] => powi(x + 2.0, 3) / 8.0 - powi(x, 2);
+    D47 [-3.0, 3.0] [-0.4, 0.0, 0.4] => 2.0f64.sqrt() * x + x.powi(-(2)) * 0.0625;
+}
+
+/// Every definition of the table, at random points of its domain away from its kinks (fixed
+/// seeds): the value against the f64 reference, the derivative against f64 central
+/// differences of it.
+#[test]
+fn derivatives_of_random_expressions_match_central_differences() {
+    let rows = table();
+    assert!(rows.len() >= 30);
+    for (seed, row) in rows.iter().enumerate() {
+        let mut rng = Rng::new(1000 + seed as u64);
+        let (lo, hi) = row.domain;
+        let mut z = Vec::new();
+        while z.len() < 41 {
+            let u = f64::from(rng.next_f32()) * 0.5 + 0.5;
+            let v = (lo + (hi - lo) * u) as f32;
+            if row.kinks.iter().all(|k| (f64::from(v) - k).abs() > 0.02) {
+                z.push(v);
+            }
+        }
+        let (y, dy) = (row.forward)(&z);
+        for (i, &zi) in z.iter().enumerate() {
+            let x = f64::from(zi);
+            let want = (row.f)(x);
+            assert!(
+                (f64::from(y[i]) - want).abs() <= 2e-5 * want.abs().max(1.0),
+                "{}({x}) = {} vs {want}",
+                row.name,
+                y[i]
+            );
+            let h = 1e-5;
+            let numeric = ((row.f)(x + h) - (row.f)(x - h)) / (2.0 * h);
+            assert!(
+                (f64::from(dy[i]) - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
+                "{}'({x}) = {} vs central differences {numeric}",
+                row.name,
+                dy[i]
+            );
+        }
+    }
+}
+
+fusegraph::activation! {
+    /// `sqrt(x + 0)`: `+0` at `x = -0`, so its derivative there is `+inf`.
+    pub SqrtPlusZero(x) = sqrt(x + 0.0);
+    /// `1 / (x + 0)`: `+inf` at `x = -0`, as at `+0`.
+    pub RecipPlusZero(x) = 1.0 / (x + 0.0);
+}
+
+/// The simplifier must not fold `x + 0` to `x`: at `x = -0` the derivative of `sqrt(x + 0)`
+/// would become `0.5 / sqrt(-0) = -inf` instead of `+inf`.
+#[test]
+fn derivatives_keep_the_sign_of_zero() {
+    let (y, dy) = eval::<SqrtPlusZero>(&[-0.0, 0.0]);
+    assert_eq!(bits(&y), bits(&[0.0, 0.0]));
+    assert_eq!(dy, [f32::INFINITY, f32::INFINITY]);
+    let (y, dy) = eval::<RecipPlusZero>(&[-0.0, 0.0, 2.0]);
+    assert_eq!(y, [f32::INFINITY, f32::INFINITY, 0.5]);
+    assert_eq!(dy[2], -0.25);
+    assert_eq!(dy[0], dy[1], "-0 and +0 give the same derivative");
+}

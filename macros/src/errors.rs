@@ -159,6 +159,20 @@ pub fn powi_exponent() -> &'static str {
     "`powi` takes an integer literal or a per-step scalar such as `t`; use `powf` for a per-element exponent"
 }
 
+pub fn powi_literal_range(max: i64) -> String {
+    format!(
+        "`powi` multiplies its base `|k|` times, so a literal exponent is at most {max} in magnitude; use `powf` for a larger one"
+    )
+}
+
+pub fn powi_float_literal() -> &'static str {
+    "`powi` takes an integer exponent: write `x.powi(2)`, or `x.powf(2.5)` for a fractional one"
+}
+
+pub fn powi_lane_literal() -> &'static str {
+    "here `powi` takes an integer literal, such as `x.powi(3)` or `x.powi(-2)`; use `powf(x, k)` for a constant or computed exponent"
+}
+
 pub fn assign_in_step_target(name: &str) -> String {
     format!("`step` can assign only carried scalars (declared in `carry {{ .. }}`); bind `{name}` with `let` instead")
 }
@@ -285,6 +299,20 @@ pub fn loss_reduce() -> &'static str {
 
 pub fn loss_const_type(name: &str) -> String {
     format!("a loss's constants are `f32`: write `{name}: f32 = value`")
+}
+
+pub fn const_collision(name: &str, first: &str, ident: &str) -> String {
+    format!(
+        "constants `{first}` and `{name}` would both be the associated constant `{ident}`; rename `{name}`"
+    )
+}
+
+pub fn definition_twice(name: &str) -> String {
+    format!("`{name}` is already defined in this invocation; give this definition another name")
+}
+
+pub fn loss_const_default(name: &str) -> String {
+    format!("constant `{name}` needs a value: write `{name}: f32 = 1.0`")
 }
 
 pub fn loss_assign(name: &str) -> String {

@@ -552,6 +552,87 @@ mod tests {
         }
     }
 
+    /// Every length 0..=20, against a scalar reference: a lane function that is NaN and
+    /// infinite on the padding (`ln` of a zero target, a division by it) leaves the sum and the
+    /// stored gradients untouched; `Sum` gradients are not divided; `Mean` divides by the
+    /// count and an empty batch is 0; a NaN target makes its element (and the sum) NaN only.
+    #[test]
+    fn lane_losses_over_every_tail() {
+        // value t / p + p, derivative 1 - t / p²: NaN at the padding (0, 0).
+        let f = |p: f32x8, t: f32x8| (t / p + p, f32x8::ONE - t / (p * p));
+        let scalar = |p: f32, t: f32| (t / p + p, 1.0 - t / (p * p));
+        for len in 0..=20usize {
+            let pred: Vec<f32> = (0..len).map(|i| 0.5 + i as f32 * 0.25).collect();
+            let target: Vec<f32> = (0..len).map(|i| 1.5 - i as f32 * 0.0625).collect();
+            for reduce in [Reduce::Sum, Reduce::Mean] {
+                let mut grad = vec![f32::NAN; len + 3];
+                let l = lanes_loss_and_grad(&pred, &target, &mut grad[..len], 1, reduce, f);
+                // In f64, one accumulator per lane position, added as a tree.
+                let mut acc = [0.0f64; 8];
+                for (i, (&p, &t)) in pred.iter().zip(&target).enumerate() {
+                    acc[i % 8] += f64::from(scalar(p, t).0);
+                }
+                let a = acc;
+                let want = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+                let want = match reduce {
+                    Reduce::Sum => want as f32,
+                    Reduce::Mean if len == 0 => 0.0,
+                    Reduce::Mean => (want / len as f64) as f32,
+                };
+                assert_eq!(l, want, "{len} {reduce:?}");
+                assert_eq!(l, lanes_loss(&pred, &target, 1, reduce, |p, t| f(p, t).0));
+                for i in 0..len {
+                    let d = scalar(pred[i], target[i]).1;
+                    let d = match reduce {
+                        Reduce::Sum => d,
+                        Reduce::Mean => d / len as f32,
+                    };
+                    assert_eq!(grad[i], d, "{len} {reduce:?} [{i}]");
+                }
+                assert!(
+                    grad[len..].iter().all(|g| g.is_nan()),
+                    "nothing stored past the end"
+                );
+            }
+            if len > 0 {
+                let mut target = target.clone();
+                target[len / 2] = f32::NAN;
+                let mut grad = vec![0.0; len];
+                let l = lanes_loss_and_grad(&pred, &target, &mut grad, 1, Reduce::Mean, f);
+                assert!(l.is_nan());
+                for (i, g) in grad.iter().enumerate() {
+                    assert_eq!(g.is_nan(), i == len / 2, "{len} [{i}]");
+                }
+            }
+        }
+    }
+
+    /// The sum of the same values gives the same bits wherever they sit in a larger buffer
+    /// (any offset, hence any alignment) and whether computed with the gradient or without.
+    #[test]
+    fn lane_loss_sums_do_not_depend_on_the_offset() {
+        let values: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let zeros = vec![0.0; 37];
+        let id = |p: f32x8, _t: f32x8| (p, f32x8::ONE);
+        let want = lanes_loss(&values, &zeros, 1, Reduce::Sum, |p, _| p);
+        for offset in 0..9 {
+            let mut buf = vec![0.0; offset];
+            buf.extend(&values);
+            let mut grad = vec![0.0; 37];
+            let s = &buf[offset..];
+            assert_eq!(
+                lanes_loss(s, &zeros, 1, Reduce::Sum, |p, _| p).to_bits(),
+                want.to_bits()
+            );
+            let l = lanes_loss_and_grad(s, &zeros, &mut grad, 1, Reduce::Sum, id);
+            assert_eq!(l.to_bits(), want.to_bits());
+            assert!(
+                grad.iter().all(|&g| g == 1.0),
+                "sum gradients are not divided"
+            );
+        }
+    }
+
     #[test]
     #[should_panic(expected = "class 3 of 3")]
     fn class_out_of_range_panics() {

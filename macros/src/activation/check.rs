@@ -47,8 +47,17 @@ pub fn check(body: &Body) -> Result<Checked, syn::Error> {
     let mut seen: Vec<String> = vec![var];
     for (i, p) in body.params.iter().enumerate() {
         let name = p.name.to_string();
+        let ident = super::expand::const_ident(&p.name).to_string();
         if seen.contains(&name) {
             errs.at(p.name.span(), errors::activation_duplicate(&name));
+        } else if let Some(first) = body.params[..i]
+            .iter()
+            .find(|q| super::expand::const_ident(&q.name) == ident)
+        {
+            errs.at(
+                p.name.span(),
+                errors::const_collision(&name, &first.name.to_string(), &ident),
+            );
         }
         seen.push(name.clone());
         let is_f32 =
@@ -180,7 +189,9 @@ fn parse_body(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
     }
 }
 
-/// `f64(..)` computes per-step scalars of an optimizer; an activation has none.
+/// What only an optimizer's per-step scalars can use: `f64(..)` (an activation has no
+/// per-step scalars) and `powi` with a computed exponent (lane code multiplies by a literal
+/// one; a constant exponent may be fractional, which is `powf`).
 fn no_f64(e: &Expr, errs: &mut Errors) {
     match e {
         Expr::Num { .. } | Expr::Name(_) => {}
@@ -192,6 +203,9 @@ fn no_f64(e: &Expr, errs: &mut Errors) {
         Expr::Call(f, args, span) => {
             if *f == Func::F64 {
                 errs.at(*span, errors::activation_f64());
+            }
+            if *f == Func::Powi && matches!(ir::powi_literal(&args[1]), ir::PowiExponent::Expr) {
+                errs.at(args[1].span(), errors::powi_lane_literal());
             }
             args.iter().for_each(|a| no_f64(a, errs));
         }

@@ -27,7 +27,7 @@ fn snake_case(name: &str) -> String {
 }
 
 /// Name of the associated constant for the constant `name`.
-fn const_ident(name: &syn::Ident) -> syn::Ident {
+pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!(
         "{}",
         snake_case(&name.to_string()).to_uppercase(),
@@ -43,7 +43,20 @@ fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
         .as_ref()
         .map(|b| b.params.as_slice())
         .unwrap_or(&[]);
-    let consts = params.iter().zip(values).map(|(p, (v, text))| {
+    // A constant whose associated name an earlier one took is reported by `check`; the
+    // fallback defines the first only, so that the mistake gives one error.
+    let mut taken = Vec::new();
+    let consts: Vec<_> = params
+        .iter()
+        .zip(values)
+        .filter(|(p, _)| {
+            let id = const_ident(&p.name).to_string();
+            let fresh = !taken.contains(&id);
+            taken.push(id);
+            fresh
+        })
+        .collect();
+    let consts = consts.into_iter().map(|(p, (v, text))| {
         let id = const_ident(&p.name);
         let pattrs = &p.attrs;
         let doc = format!(

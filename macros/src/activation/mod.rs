@@ -16,7 +16,15 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     let mut errs = Errors::default();
     let mut out = TokenStream::new();
+    let mut names: Vec<String> = Vec::new();
     for def in &defs.0 {
+        let name = def.name.to_string();
+        if names.contains(&name) {
+            // The first definition provides the type: this one expands to nothing.
+            errs.at(def.name.span(), crate::errors::definition_twice(&name));
+            continue;
+        }
+        names.push(name);
         let checked = def
             .body
             .as_ref()
@@ -34,4 +42,72 @@ pub fn expand(input: TokenStream) -> TokenStream {
         out.extend(e.to_compile_error());
     }
     out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use proc_macro2::TokenStream;
+
+    /// The messages of one invocation (their beginnings); a panic inside the macro fails the
+    /// test.
+    pub(crate) fn errors(out: &TokenStream) -> Vec<String> {
+        out.to_string()
+            .split("compile_error")
+            .skip(1)
+            .map(|m| m.chars().take(120).collect())
+            .collect()
+    }
+
+    /// Each user mistake is one spanned error (never a panic, never a cascade), whose message
+    /// contains the given words.
+    #[test]
+    fn each_mistake_is_one_error() {
+        let cases: &[(&str, &str)] = &[
+            ("A(x) = f64(x);", "f64"),
+            ("A(x) = if f64(x) > 0.0 { x } else { x };", "f64"),
+            ("A(x) = x * 1e39;", "does not fit"),
+            ("A(x) = x * 99999999999999999999;", "too large"),
+            ("A { a: f32 = 1e39 } (x) = a * x;", "number literal"),
+            ("A(x) = ;", "expected an expression"),
+            ("A(x) = {};", "one expression"),
+            ("A() = x;", "identifier"),
+            ("A { x: f32 = 1.0 } (x) = x;", "already"),
+            ("A[x = 1.0](x) = x;", "already"),
+            ("A { k: f32 = 2.0 } (x) = x.powi(k);", "integer literal"),
+            ("A(x) = x.powi(1 + 1);", "integer literal"),
+            ("A(x) = x.powi(2.5);", "integer exponent"),
+            ("A(x) = x.powi(100000);", "at most 64"),
+            ("A(x) = x.powi(-2147483648);", "at most 64"),
+            ("A(x) = x.powi(x);", "powi"),
+            ("A(x) = exp();", "1 argument"),
+            ("A(x) = x.clamp(1.0);", "3 argument"),
+            ("A(x) = x % 2.0;", "not in the expression language"),
+            ("A(x) = if x > 0.0 { x };", "else"),
+            ("A { a: f32 = 1.0, A: f32 = 2.0 } (x) = a * A * x;", "`A`"),
+            (
+                "A { ab_c: f32 = 1.0, abC: f32 = 2.0 } (x) = ab_c * abC * x;",
+                "AB_C",
+            ),
+            ("A(x) = x; A(x) = x * x;", "already defined"),
+            ("A(x) = x +; B(x) = x;", "expected an expression"),
+        ];
+        for (src, words) in cases {
+            let out = super::expand(src.parse().expect("tokens"));
+            let errs = errors(&out);
+            assert_eq!(errs.len(), 1, "{src}: {errs:?}");
+            assert!(errs[0].contains(words), "{src}: {errs:?}");
+        }
+        // Accepted: a method on a literal is a scalar like any other; a negative literal
+        // exponent multiplies.
+        for src in [
+            "A(x) = 2.0.sqrt() * x;",
+            "A(x) = x.powi(-3);",
+            "A(x) = x.powi(-(64));",
+        ] {
+            let out = super::expand(src.parse().expect("tokens"));
+            assert!(errors(&out).is_empty(), "{src}: {out}");
+        }
+        let out = super::expand("A(x) = x.powi(-3);".parse().unwrap()).to_string();
+        assert!(!out.contains("powf"), "{out}");
+    }
 }

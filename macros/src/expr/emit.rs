@@ -318,3 +318,62 @@ fn method(recv: &TokenStream, name: &str, args: &[TokenStream]) -> TokenStream {
     let name = format_ident!("{}", name);
     quote!(#recv.#name(#(#args),*))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::diff::derivative;
+    use crate::expr::ir::Kind;
+    use crate::expr::simplify::{add, call, mul, select};
+
+    fn x() -> TExpr {
+        TExpr::var(Ref::Var(0), Kind::Lane)
+    }
+
+    /// The `let __tN` names each `let` reads, per `let`, in order.
+    fn reads(lets: &[TokenStream]) -> Vec<(usize, Vec<usize>)> {
+        lets.iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let s = l.to_string();
+                let rhs = &s[s.find('=').expect("a let")..];
+                let used = (0..lets.len())
+                    .filter(|j| {
+                        rhs.contains(&format!("__t{j} ")) || rhs.contains(&format!("__t{j})"))
+                    })
+                    .collect();
+                (i, used)
+            })
+            .collect()
+    }
+
+    /// A `let` reads only `let`s before it, and each shared sub-expression is computed once,
+    /// for a deeply nested repeated expression and its derivative, and for a sub-expression
+    /// shared between the branches of a select.
+    #[test]
+    fn shared_lets_come_after_what_they_read() {
+        let t1 = call(Func::Tanh, vec![x()]);
+        let t2 = call(Func::Tanh, vec![t1.clone()]);
+        let t3 = call(Func::Tanh, vec![t2.clone()]);
+        let f = mul(t3.clone(), add(t3.clone(), t2.clone()));
+        let df = derivative(&f, Ref::Var(0));
+        let s = call(Func::Sqrt, vec![add(TExpr::num(1.0), mul(x(), x()))]);
+        let c = TExpr::new(
+            Node::Cmp(CmpOp::Gt, Box::new(x()), Box::new(TExpr::num(0.0))),
+            Kind::Lane,
+        );
+        let g = select(c, mul(s.clone(), x()), add(s.clone(), t3.clone()));
+        let refs = |_: Ref| quote!(__x);
+        let (lets, outs) = lanes_shared(&[&f, &df, &g], &refs);
+        assert!(lets.len() >= 3, "{lets:?}");
+        for (i, used) in reads(&lets) {
+            assert!(
+                used.iter().all(|&j| j < i),
+                "let {i} reads {used:?}: {lets:?}"
+            );
+        }
+        let all = quote!(#(#lets)* #(#outs)*).to_string();
+        assert_eq!(all.matches(". tanh ()").count(), 3, "{all}");
+        assert_eq!(all.matches(". sqrt ()").count(), 1, "{all}");
+    }
+}

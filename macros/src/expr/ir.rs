@@ -219,17 +219,21 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
         }
         Expr::Call(Func::Powi, args, _) => {
             let x = resolve(&args[0], scope, errs);
-            if let Expr::Num {
-                int: Some(k), span, ..
-            } = &args[1]
-            {
-                let x = x?;
-                let Ok(k) = i32::try_from(*k).map_err(|_| errs.at(*span, errors::powi_exponent()))
-                else {
+            match powi_literal(&args[1]) {
+                PowiExponent::Int(k) => {
+                    let x = x?;
+                    let kind = x.kind;
+                    return Some(TExpr::new(Node::PowiLit(Box::new(x), k), kind));
+                }
+                PowiExponent::OutOfRange(span) => {
+                    errs.at(span, errors::powi_literal_range(MAX_POWI));
                     return None;
-                };
-                let kind = x.kind;
-                return Some(TExpr::new(Node::PowiLit(Box::new(x), k), kind));
+                }
+                PowiExponent::Float(span) => {
+                    errs.at(span, errors::powi_float_literal());
+                    return None;
+                }
+                PowiExponent::Expr => {}
             }
             let e = resolve(&args[1], scope, errs)?;
             if e.kind == Kind::Lane {
@@ -263,6 +267,40 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
             TExpr::new(Node::If(Box::new(c), Box::new(a), Box::new(b)), k)
         }
     })
+}
+
+/// The largest `|k|` of `x.powi(k)` with a literal `k`, which is emitted as `|k| - 1`
+/// multiplications (and its derivative as `k x^(k-1)`).
+pub const MAX_POWI: i64 = 64;
+
+/// What the exponent of `powi` is, as written.
+pub enum PowiExponent {
+    /// An integer literal, possibly negated, within `MAX_POWI`.
+    Int(i32),
+    /// An integer literal beyond `MAX_POWI`.
+    OutOfRange(proc_macro2::Span),
+    /// A float literal such as `2.0` (Rust's `powi` takes an `i32`).
+    Float(proc_macro2::Span),
+    /// Anything else: a name or an expression.
+    Expr,
+}
+
+/// Classifies the exponent of `powi`: `3`, `-3` and `-(3)` are literals.
+pub fn powi_literal(e: &Expr) -> PowiExponent {
+    match e {
+        Expr::Num { int: Some(k), .. } if k.abs() <= MAX_POWI => PowiExponent::Int(*k as i32),
+        Expr::Num {
+            int: Some(_), span, ..
+        } => PowiExponent::OutOfRange(*span),
+        Expr::Num {
+            int: None, span, ..
+        } => PowiExponent::Float(*span),
+        Expr::Neg(x, _) => match powi_literal(x) {
+            PowiExponent::Int(k) => PowiExponent::Int(-k),
+            other => other,
+        },
+        _ => PowiExponent::Expr,
+    }
 }
 
 /// Replaces every maximal scalar sub-expression of `e` (other than a literal) by a reference

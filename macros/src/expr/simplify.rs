@@ -4,8 +4,10 @@
 //!
 //! The rewrites: literal arithmetic folded in `f32` (as the generated code would round it, and
 //! only when the result is finite), `x * 1`, `1 * x`, `x / 1`, `x - 0`, `x * -1` (to `-x`),
-//! `--x`, `-literal`, `x + 0` and `0 + x` (exact but for `-0 + 0 = +0`, a sign of zero that
-//! no derivative relies on), and `if c { a } else { a }` to `a`. `0 * x` is never folded:
+//! `--x`, `-literal`, `x + (-0)`, `(-0) + x` and `x - (+0)` (exact for every `x`; `x + 0` is
+//! not folded, since `-0 + 0` is `+0`, and the sign of a zero reaches `1 / z`, `sqrt` and
+//! `signum`), and `if c { a } else { a }` to `a`. `x - x` and `x / x` are never folded (NaN and
+//! infinite `x`), nor `0 * x`:
 //! it is NaN for an infinite or NaN `x`. Derivatives do not need it: `diff` leaves out terms of
 //! sub-expressions that do not depend on the variable, as autograd does, instead of
 //! multiplying them by a zero.
@@ -15,6 +17,12 @@ use super::ir::{Kind, Node, TExpr};
 
 fn is(e: &TExpr, v: f64) -> bool {
     e.as_num() == Some(v)
+}
+
+/// Whether `e` is the literal zero with the given sign.
+fn is_zero(e: &TExpr, negative: bool) -> bool {
+    e.as_num()
+        .is_some_and(|v| v == 0.0 && v.is_sign_negative() == negative)
 }
 
 /// `-a`.
@@ -41,9 +49,9 @@ pub fn bin(op: BinOp, a: TExpr, b: TExpr) -> TExpr {
         }
     }
     match op {
-        BinOp::Add if is(&b, 0.0) => return a,
-        BinOp::Add if is(&a, 0.0) => return b,
-        BinOp::Sub if is(&b, 0.0) => return a,
+        BinOp::Add if is_zero(&b, true) => return a,
+        BinOp::Add if is_zero(&a, true) => return b,
+        BinOp::Sub if is_zero(&b, false) => return a,
         BinOp::Mul if is(&b, 1.0) => return a,
         BinOp::Mul if is(&a, 1.0) => return b,
         BinOp::Mul if is(&b, -1.0) => return neg(a),
@@ -118,7 +126,7 @@ mod tests {
     fn identities_and_literals_fold() {
         assert_eq!(mul(x(), TExpr::num(1.0)), x());
         assert_eq!(mul(TExpr::num(1.0), x()), x());
-        assert_eq!(add(TExpr::num(0.0), x()), x());
+        assert_eq!(add(TExpr::num(-0.0), x()), x());
         assert_eq!(sub(x(), TExpr::num(0.0)), x());
         assert_eq!(div(x(), TExpr::num(1.0)), x());
         assert_eq!(neg(neg(x())), x());
@@ -131,6 +139,22 @@ mod tests {
             select(x(), TExpr::num(1.0), TExpr::num(1.0)),
             TExpr::num(1.0)
         );
+    }
+
+    /// `-0 + 0` is `+0`: folding `x + 0` would give `-0` for `x = -0`, whose sign reaches
+    /// `1 / x`, `sqrt` and `signum`. Only the folds exact for every `x` remain.
+    #[test]
+    fn signed_zeros_are_kept() {
+        let (pz, nz) = (TExpr::num(0.0), TExpr::num(-0.0));
+        let kept = |e: TExpr| assert!(matches!(e.node, Node::Bin(..)), "{e:?}");
+        kept(add(x(), pz.clone()));
+        kept(add(pz.clone(), x()));
+        kept(sub(x(), nz.clone()));
+        assert_eq!(add(x(), nz.clone()), x());
+        assert_eq!(add(nz, x()), x());
+        assert_eq!(sub(x(), pz), x());
+        kept(sub(x(), x()));
+        kept(div(x(), x()));
     }
 
     #[test]

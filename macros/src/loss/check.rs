@@ -7,6 +7,7 @@ use crate::expr::ast::{self, Expr, Func, Stmt};
 use crate::expr::diff;
 use crate::expr::ir::{self, Binding, Kind, Ref, Scope, TExpr};
 use syn::spanned::Spanned;
+use syn::Ident;
 
 /// The prediction and the target, as variables of the IR.
 pub const PRED: Ref = Ref::Var(0);
@@ -48,19 +49,49 @@ fn literal(e: &syn::Expr, errs: &mut Errors) -> Option<f32> {
     }
 }
 
-/// Reports each `f64(..)`: lane code has no per-step scalars to compute in `f64`.
-fn no_f64(e: &Expr, errs: &mut Errors) {
+/// Reports each `f64(..)` (lane code has no per-step scalars to compute in `f64`) and each
+/// `powi` with a computed exponent (lane code multiplies by a literal one); returns `e` with
+/// each `f64(y)` replaced by `y`, so that the mistake gives no second error.
+fn no_f64(e: &Expr, errs: &mut Errors) -> Expr {
+    let mut r = |x: &Expr| Box::new(no_f64(x, errs));
     match e {
-        Expr::Num { .. } | Expr::Name(_) => {}
-        Expr::Call(Func::F64, _, span) => errs.at(*span, errors::loss_f64()),
-        Expr::Neg(x, _) => no_f64(x, errs),
-        Expr::Bin(_, a, b, _) | Expr::Cmp(_, a, b, _) => {
-            no_f64(a, errs);
-            no_f64(b, errs);
+        Expr::Num { .. } | Expr::Name(_) => e.clone(),
+        Expr::Call(Func::F64, args, span) => {
+            errs.at(*span, errors::loss_f64());
+            no_f64(&args[0], errs)
         }
-        Expr::Call(_, args, _) => args.iter().for_each(|a| no_f64(a, errs)),
-        Expr::If(c, a, b, _) => [c, a, b].into_iter().for_each(|x| no_f64(x, errs)),
+        Expr::Neg(x, s) => Expr::Neg(r(x), *s),
+        Expr::Bin(op, a, b, s) => Expr::Bin(*op, r(a), r(b), *s),
+        Expr::Cmp(op, a, b, s) => Expr::Cmp(*op, r(a), r(b), *s),
+        Expr::Call(f, args, s) => {
+            if *f == Func::Powi && matches!(ir::powi_literal(&args[1]), ir::PowiExponent::Expr) {
+                errs.at(args[1].span(), errors::powi_lane_literal());
+            }
+            Expr::Call(*f, args.iter().map(|a| no_f64(a, errs)).collect(), *s)
+        }
+        Expr::If(c, a, b, s) => Expr::If(r(c), r(a), r(b), *s),
     }
+}
+
+/// The names a `let` binds, even one whose form is wrong (`let d: f64 = ..`,
+/// `let (a, b) = ..`), so that a wrong `let` gives one error and its uses none.
+fn let_names(stmts: &[syn::Stmt]) -> Vec<Ident> {
+    fn pat(p: &syn::Pat, out: &mut Vec<Ident>) {
+        match p {
+            syn::Pat::Ident(i) => out.push(i.ident.clone()),
+            syn::Pat::Type(t) => pat(&t.pat, out),
+            syn::Pat::Tuple(t) => t.elems.iter().for_each(|p| pat(p, out)),
+            syn::Pat::Paren(p) => pat(&p.pat, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for s in stmts {
+        if let syn::Stmt::Local(l) = s {
+            pat(&l.pat, &mut out);
+        }
+    }
+    out
 }
 
 pub fn check(def: &Def) -> Result<Checked, syn::Error> {
@@ -83,6 +114,19 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
             None => declared.push((name, what)),
         }
     }
+    for (i, c) in def.consts.iter().enumerate() {
+        let ident = super::expand::const_ident(&c.name).to_string();
+        let first = def.consts[..i]
+            .iter()
+            .find(|d| d.name != c.name && super::expand::const_ident(&d.name) == ident);
+        if let Some(first) = first {
+            let (name, first) = (c.name.to_string(), first.name.to_string());
+            errs.at(
+                c.name.span(),
+                errors::const_collision(&name, &first, &ident),
+            );
+        }
+    }
     let mut consts = Vec::new();
     for c in &def.consts {
         let is_f32 =
@@ -90,14 +134,27 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
         if !is_f32 {
             errs.at(c.ty.span(), errors::loss_const_type(&c.name.to_string()));
         }
-        consts.push(literal(&c.default, &mut errs).unwrap_or(0.0));
+        let value = match &c.default {
+            Some(d) => literal(d, &mut errs),
+            None => {
+                errs.at(
+                    c.name.span(),
+                    errors::loss_const_default(&c.name.to_string()),
+                );
+                None
+            }
+        };
+        consts.push(value.unwrap_or(0.0));
     }
 
     // Options.
     let mut reduce = Reduce::Mean;
+    let mut seen_reduce = false;
     for (key, value) in &def.options {
         if key != "reduce" {
             errs.at(key.span(), errors::loss_option(&key.to_string()));
+        } else if std::mem::replace(&mut seen_reduce, true) {
+            errs.at(key.span(), errors::option_twice("reduce"));
         } else if value == "sum" {
             reduce = Reduce::Sum;
         } else if value != "mean" {
@@ -106,25 +163,29 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     }
 
     // The body: `let`s (inlined where they are read) and the value.
-    let (stmts, value) = match &def.body {
+    let (lets, value) = match &def.body {
         syn::Expr::Block(b) if b.label.is_none() => match b.block.stmts.split_last() {
-            Some((syn::Stmt::Expr(e, None), lets)) => (ast::parse_stmts(lets, &mut errs), e),
+            Some((syn::Stmt::Expr(e, None), lets)) => (lets, e),
             _ => {
                 errs.at(b.span(), errors::loss_body_end());
                 return Err(errs.finish().expect_err("an error was reported"));
             }
         },
-        e => (Vec::new(), e),
+        e => (&[][..], e),
     };
-    let value = ast::parse_expr(value, &mut errs);
-    for s in &stmts {
-        if let Stmt::Let(_, e) = s {
-            no_f64(e, &mut errs);
-        }
-    }
-    if let Some(v) = &value {
-        no_f64(v, &mut errs);
-    }
+    let stmts: Vec<Stmt> = ast::parse_stmts(lets, &mut errs)
+        .into_iter()
+        .map(|s| match s {
+            Stmt::Let(i, e) => Stmt::Let(i, no_f64(&e, &mut errs)),
+            other => other,
+        })
+        .collect();
+    let value = ast::parse_expr(value, &mut errs).map(|v| no_f64(&v, &mut errs));
+    // The names of `let`s whose form was reported stand for 0, as failed `let`s do below.
+    let failed_lets: Vec<Ident> = let_names(lets)
+        .into_iter()
+        .filter(|n| !stmts.iter().any(|s| matches!(s, Stmt::Let(i, _) if i == n)))
+        .collect();
     let Some([pred, target]) = def.params.get(..2).map(|p| [&p[0], &p[1]]) else {
         return Err(errs.finish().expect_err("an error was reported"));
     };
@@ -135,6 +196,9 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     }
     known += "literals and earlier `let`s";
     let mut scope = Scope::new(known);
+    for name in &failed_lets {
+        scope.bind(name.to_string(), Binding::Inline(TExpr::num(0.0)));
+    }
     for (i, c) in def.consts.iter().enumerate() {
         scope.bind(
             c.name.to_string(),
@@ -168,7 +232,9 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
         }
     }
     let value = value.and_then(|v| ir::resolve(&v, &scope, &mut errs));
-    if let Some(v) = &value {
+    // Only when nothing else is wrong: a mistake above (a duplicate name, a failed `let`)
+    // can hide the prediction, and one mistake gives one error.
+    if let Some(v) = value.as_ref().filter(|_| errs.is_empty()) {
         if !v.reads(PRED) {
             errs.at(pred.span(), errors::loss_never_reads(&pred.to_string()));
         }

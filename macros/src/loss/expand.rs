@@ -14,7 +14,21 @@ fn header(def: &Def, consts: &[f32]) -> TokenStream {
     let name = &def.name;
     let vis = &def.vis;
     let attrs = &def.attrs;
-    let items = def.consts.iter().zip(consts).map(|(c, v)| {
+    // A constant whose associated name an earlier one took is reported by `check`; the
+    // fallback defines the first only, so that the mistake gives one error.
+    let mut taken = Vec::new();
+    let items: Vec<_> = def
+        .consts
+        .iter()
+        .zip(consts)
+        .filter(|(c, _)| {
+            let id = const_ident(&c.name).to_string();
+            let fresh = !taken.contains(&id);
+            taken.push(id);
+            fresh
+        })
+        .collect();
+    let items = items.into_iter().map(|(c, v)| {
         let id = const_ident(&c.name);
         let attrs = &c.attrs;
         let doc = if attrs.iter().any(|a| a.path().is_ident("doc")) {
@@ -36,7 +50,7 @@ fn header(def: &Def, consts: &[f32]) -> TokenStream {
 }
 
 /// `delta` becomes `DELTA`.
-fn const_ident(name: &syn::Ident) -> syn::Ident {
+pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!("{}", name.to_string().to_uppercase())
 }
 

@@ -13,15 +13,76 @@ pub fn expand(input: TokenStream) -> TokenStream {
         Ok(defs) => defs,
         Err(e) => return e.to_compile_error(),
     };
-    defs.0
-        .iter()
-        .map(|def| match check::check(def) {
-            Ok(loss) => expand::loss(def, &loss),
+    let mut names: Vec<String> = Vec::new();
+    let mut out = TokenStream::new();
+    for (def, syntax) in &defs.0 {
+        let name = def.name.to_string();
+        if names.contains(&name) {
+            // The first definition provides the type: this one is its error alone.
+            let msg = crate::errors::definition_twice(&name);
+            out.extend(syn::Error::new(def.name.span(), msg).to_compile_error());
+            continue;
+        }
+        names.push(name);
+        match syntax.clone().map_or_else(|| check::check(def), Err) {
+            Ok(loss) => out.extend(expand::loss(def, &loss)),
             Err(e) => {
-                let mut out = e.to_compile_error();
+                out.extend(e.to_compile_error());
                 out.extend(expand::fallback(def));
-                out
             }
-        })
-        .collect()
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::activation::tests::errors;
+
+    /// Each user mistake is one spanned error (never a panic, never a cascade), whose message
+    /// contains the given words; a definition that does not parse still defines its type.
+    #[test]
+    fn each_mistake_is_one_error() {
+        let cases: &[(&str, &str)] = &[
+            ("L(p, t) = f64(p - t);", "f64"),
+            ("L(p, t) = { let d = f64(p); d };", "f64"),
+            ("L(p, t) = p * 1e39;", "does not fit"),
+            ("L(p, t) = ;", "expected an expression"),
+            ("L(p, t) = {};", "ends with its value"),
+            ("L(p, p) = p;", "already declared"),
+            ("L(p, t) = { let p = t; p };", "already declared"),
+            ("L(p, t) = { let d = e; let e = p; d };", "before its `let`"),
+            ("L(p, t) = { let d: f64 = p - t; d * d };", "let name"),
+            ("L(p, t) = { let (a, b) = (p, t); a - b };", "let name"),
+            ("L(p, t) = { let d = foo(p); d * d };", "`foo`"),
+            (
+                "L { k: f32 = 2.0 } (p, t) = (p - t).powi(k);",
+                "integer literal",
+            ),
+            ("L(p, t) = (p - t).powi(2.5);", "integer exponent"),
+            ("L(p, t) = p.powi(100000);", "at most 64"),
+            ("L(p, t) = p, reduce = sum, reduce = mean;", "twice"),
+            ("L { k: f32 } (p, t) = p * k;", "needs a value"),
+            (
+                "L { k: f32 = 1.0, K: f32 = 2.0 } (p, t) = p * k * K;",
+                "`K`",
+            ),
+            ("L(p, t) = p; L(p, t) = p * t;", "already defined"),
+            ("L(p, t) = t;", "never reads"),
+        ];
+        for (src, words) in cases {
+            let out = super::expand(src.parse().expect("tokens"));
+            let errs = errors(&out);
+            assert_eq!(errs.len(), 1, "{src}: {errs:?}");
+            assert!(errs[0].contains(words), "{src}: {errs:?}");
+        }
+        // A syntax error in the first definition leaves the second checked and both types.
+        let out = super::expand("L(p, t) = p +; M(p, t) = q;".parse().unwrap());
+        assert_eq!(errors(&out).len(), 2, "{out}");
+        let out = out.to_string();
+        assert!(
+            out.contains("struct L") && out.contains("struct M"),
+            "{out}"
+        );
+    }
 }

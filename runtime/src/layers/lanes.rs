@@ -245,4 +245,47 @@ mod tests {
         assert_eq!(dp[..N], want_da[..]);
         assert_eq!(dp[N..], want_db[..]);
     }
+
+    /// Tails of every kind (N = 1, 7, 8, 9, 17), two samples: `dparams` is overwritten (it
+    /// starts as NaN), `Grad::Add` adds `dx` to what is there, `Grad::Skip` still gives the
+    /// parameter gradients, and nothing past the slices is written.
+    #[test]
+    fn per_feature_tails_add_and_reset() {
+        extern crate std;
+        use std::vec;
+        use std::vec::Vec;
+        for n in [1usize, 7, 8, 9, 17] {
+            let params: Vec<f32> = (0..n).map(|i| 0.5 + i as f32 * 0.125).collect();
+            let x: Vec<f32> = (0..2 * n).map(|i| i as f32 * 0.5 - 3.0).collect();
+            let mut y = vec![f32::NAN; 2 * n];
+            // y = a x²; dy/dx = 2 a x, dy/da = x².
+            per_feature_forward(&params, &x, &mut y, n, |x, [a]: [f32x8; 1]| a * x * x);
+            for i in 0..2 * n {
+                assert_eq!(y[i], params[i % n] * x[i] * x[i], "{n} [{i}]");
+            }
+            let f = |x: f32x8, _y, [a]: [f32x8; 1]| (f32x8::splat(2.0) * a * x, [x * x]);
+            let dy0: Vec<f32> = (0..2 * n).map(|i| 1.0 - i as f32 * 0.25).collect();
+            let want_da: Vec<f32> = (0..n)
+                .map(|j| 0.0 + dy0[j] * (x[j] * x[j]) + dy0[n + j] * (x[n + j] * x[n + j]))
+                .collect();
+            let want_dx: Vec<f32> = (0..2 * n)
+                .map(|i| dy0[i] * (2.0 * params[i % n] * x[i]))
+                .collect();
+            let mut dx = vec![1.0; 2 * n + 1];
+            let mut da = vec![f32::NAN; n + 1];
+            let mut dy = dy0.clone();
+            let g = Grad::Add(&mut dx[..2 * n]);
+            per_feature_backward(&params, &x, &y, &mut dy, g, &mut da[..n], n, f);
+            assert_eq!(da[..n], want_da[..], "{n}");
+            assert!(da[n].is_nan(), "{n}: nothing past dparams");
+            for i in 0..2 * n {
+                assert_eq!(dx[i], 1.0 + want_dx[i], "{n} [{i}]");
+            }
+            assert_eq!(dx[2 * n], 1.0);
+            // Again, skipping dx: the same parameter gradients, not twice them.
+            let mut dy = dy0.clone();
+            per_feature_backward(&params, &x, &y, &mut dy, Grad::Skip, &mut da[..n], n, f);
+            assert_eq!(da[..n], want_da[..], "{n}: dparams reset");
+        }
+    }
 }

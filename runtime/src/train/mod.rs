@@ -35,6 +35,7 @@ pub use callbacks::{
 };
 pub use embedded::{
     AllGradientsFirst, ArenaLength, EmbeddedStep, Full, Fused, Static, StepConfig, UpdateMode,
+    MAX_LAYER_TENSORS,
 };
 #[cfg(feature = "std")]
 pub use error::TrainError;

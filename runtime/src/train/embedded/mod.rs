@@ -9,7 +9,7 @@ mod config;
 pub use cell::Static;
 pub use config::{AllGradientsFirst, Full, Fused, StepConfig, UpdateMode};
 
-use super::model::{batch_of, check_targets, Bytes, Model};
+use super::model::{batch_of, check_targets, Bytes, Model, NamedTensor};
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::Loss;
 use crate::math;
@@ -62,7 +62,8 @@ struct Update<'a, M: Model, R: Rule> {
     weight_decay: WeightDecay,
     maximize: bool,
     schedule: Option<crate::optim::Schedule>,
-    /// Slots, tensor after tensor; each tensor's slots slot after slot.
+    /// Slots, layer after layer; each layer's slots slot after slot, so that one fused pass
+    /// updates a layer.
     slots: &'a mut [f32],
     model: PhantomData<fn() -> M>,
 }
@@ -112,8 +113,9 @@ impl<M: Model, R: Rule> Update<'_, M, R> {
         }
     }
 
-    /// Updates the tensors of the layer whose parameters start at `offset` in the model's
-    /// buffer: `params` and `grads` are that layer's.
+    /// Updates the layers whose parameters lie in `offset..offset + params.len()` of the
+    /// model's buffer (`params` and `grads` are that range): one fused pass per layer, over
+    /// its tensors as segments.
     fn layer(
         &mut self,
         plan: &Plan<R>,
@@ -123,39 +125,83 @@ impl<M: Model, R: Rule> Update<'_, M, R> {
         grads: &[f32],
     ) {
         let n_slots = R::SLOTS.len();
-        for t in M::TENSORS {
-            let len = t.tensor.len();
-            if t.offset < offset || t.offset + len > offset + params.len() || len == 0 {
+        let end = offset + params.len();
+        for layer in layers(M::TENSORS) {
+            let (start, len) = span(layer);
+            let stop = start + len;
+            if start < offset || stop > end || start == stop {
                 continue;
             }
-            let at = t.offset - offset;
-            let g = &grads[at..at + len];
-            let tensor_scale = match self.clip_norm {
-                Some(NormClip::PerTensor(c)) => {
-                    let norm = math::sqrt(sum_squares(g) as f32);
-                    c / norm.max(c)
-                }
-                _ => scale,
-            };
-            let segment = Segment::<R> {
-                end: len,
+            let mut segments = [Segment::<R> {
+                end: 0,
                 step: plan.step,
-                grad_scale: plan.sign * tensor_scale,
+                grad_scale: plan.sign * scale,
                 l2: plan.l2,
                 decay: plan.decay,
-            };
+            }; MAX_LAYER_TENSORS];
+            for (segment, t) in segments.iter_mut().zip(layer) {
+                let at = t.offset - offset;
+                segment.end = t.offset + t.tensor.len() - start;
+                if let Some(NormClip::PerTensor(c)) = self.clip_norm {
+                    let g = &grads[at..at + t.tensor.len()];
+                    let norm = math::sqrt(sum_squares(g) as f32);
+                    segment.grad_scale = plan.sign * (c / norm.max(c));
+                }
+            }
             apply(
-                &[segment],
+                &segments[..layer.len()],
                 &plan.pass,
                 Buffers {
-                    params: &mut params[at..at + len],
-                    grads: g,
-                    slots: &mut self.slots[t.offset * n_slots..(t.offset + len) * n_slots],
+                    params: &mut params[start - offset..stop - offset],
+                    grads: &grads[start - offset..stop - offset],
+                    slots: &mut self.slots[start * n_slots..stop * n_slots],
                     ema: &mut [],
                 },
             );
         }
     }
+}
+
+/// The most tensors one layer may have in an [`EmbeddedStep`] (one segment of the layer's
+/// fused pass each).
+pub const MAX_LAYER_TENSORS: usize = 16;
+
+/// The model's tensors grouped by layer, in order.
+fn layers(tensors: &'static [NamedTensor]) -> impl Iterator<Item = &'static [NamedTensor]> {
+    tensors.chunk_by(|a, b| a.layer == b.layer)
+}
+
+/// The most tensors of one layer in `tensors`.
+const fn most_tensors_per_layer(tensors: &[NamedTensor]) -> usize {
+    let (mut most, mut run, mut i) = (0, 0, 0);
+    while i < tensors.len() {
+        run = if i > 0 && same(tensors[i].layer, tensors[i - 1].layer) {
+            run + 1
+        } else {
+            1
+        };
+        if run > most {
+            most = run;
+        }
+        i += 1;
+    }
+    most
+}
+
+/// `a == b` for strings, in a constant.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// A train step of model `M` with rule `R` for batches of at most `B` samples whose buffers
@@ -182,6 +228,15 @@ pub struct EmbeddedStep<'a, M: Model, R: Rule, const B: usize, U: UpdateMode = F
     state: &'a mut [f32],
     seed: Seed,
     mode: PhantomData<U>,
+}
+
+/// The offset and length of a layer's parameters.
+fn span(layer: &[NamedTensor]) -> (usize, usize) {
+    let last = &layer[layer.len() - 1];
+    (
+        layer[0].offset,
+        last.offset + last.tensor.len() - layer[0].offset,
+    )
 }
 
 /// Takes the first `n` values of `rest`.
@@ -212,6 +267,12 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         config: StepConfig<U>,
         arena: &'a mut [f32],
     ) -> Result<Self, ArenaLength> {
+        const {
+            assert!(
+                most_tensors_per_layer(M::TENSORS) <= MAX_LAYER_TENSORS,
+                "a layer has more tensors than EmbeddedStep's MAX_LAYER_TENSORS"
+            )
+        };
         if arena.len() != Self::FLOATS {
             return Err(ArenaLength {
                 needed: Self::FLOATS,
@@ -226,10 +287,10 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         };
         let mut rest = arena;
         let slots = carve(&mut rest, R::SLOTS.len() * M::PARAMS);
-        for t in M::TENSORS {
-            let (o, n) = (t.offset, t.tensor.len());
-            let tensor_slots = &mut slots[o * R::SLOTS.len()..(o + n) * R::SLOTS.len()];
-            for (j, s) in tensor_slots.chunks_mut(n.max(1)).enumerate() {
+        for layer in layers(M::TENSORS) {
+            let (o, n) = span(layer);
+            let layer_slots = &mut slots[o * R::SLOTS.len()..(o + n) * R::SLOTS.len()];
+            for (j, s) in layer_slots.chunks_mut(n.max(1)).enumerate() {
                 s.fill(rule.slot_init(j));
             }
         }
@@ -302,8 +363,13 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
     pub fn slot_tensor(&self, name: &str, i: usize) -> Option<&[f32]> {
         let j = R::SLOTS.iter().position(|s| *s == name)?;
         let t = M::TENSORS.get(i)?;
-        let (o, n, s) = (t.offset, t.tensor.len(), R::SLOTS.len());
-        Some(&self.update.slots[o * s + j * n..o * s + (j + 1) * n])
+        let layer = layers(M::TENSORS).find(|l| {
+            l.iter()
+                .any(|u| u.offset == t.offset && u.tensor == t.tensor)
+        })?;
+        let (o, n) = span(layer);
+        let at = o * R::SLOTS.len() + j * n + (t.offset - o);
+        Some(&self.update.slots[at..at + t.tensor.len()])
     }
 
     /// One training step: forward, loss, backward and the update, allocating nothing; returns

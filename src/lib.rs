@@ -154,8 +154,8 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// `signum` (Rust's: `1` at `+0.0`), `sign` (PyTorch's: `0` at zero), `min`, `max`, `exp`,
 /// `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `clamp`, as methods (`v.sqrt()`) or calls
 /// (`sqrt(v)`). `if a > b { x } else { y }` (also `<`, `>=`, `<=`, `==`, `!=`) is a select:
-/// both sides are computed, no branch. `x.powi(k)` with an integer literal multiplies; with a
-/// scalar such as `t` it is `powf`, which rounds once where repeated multiplication would not.
+/// both sides are computed, no branch. `x.powi(k)` with an integer literal (at most 64 in
+/// magnitude) multiplies; with a scalar such as `t` it is `powf`, which rounds once where repeated multiplication would not.
 /// `f64(expr)` computes a scalar expression in `f64` from the decimal values of the
 /// hyper-parameters and rounds it once, as Python computes `1 - beta_1` from floats (Keras'
 /// `1 - 0.999` is `0.001`; `1.0 - 0.999_f32` is 1.3e-5 off).
@@ -256,7 +256,9 @@ pub use fusegraph_macros::optimizer;
 /// `+ - * /`, unary `-`, `if a > b { x } else { y }` (a select, both sides computed), and
 /// `sqrt, abs, signum, sign, min, max, exp, expm1, ln, powi, powf, tanh, sigmoid, softplus, erf,
 /// cosh, sinh, clamp`, as methods or calls. `softplus(x)` is `ln(1 + e^x)`, computed stably;
-/// `expm1(x)` is `e^x - 1`, accurate near 0; `erf` is the error function.
+/// `expm1(x)` is `e^x - 1`, accurate near 0; `erf` is the error function. `x.powi(k)` takes an
+/// integer literal `k` (at most 64 in magnitude) and multiplies; use `powf` for other
+/// exponents.
 ///
 /// # Derivatives
 ///
@@ -401,8 +403,8 @@ pub use fusegraph_macros::model;
 ///
 /// As in [`optimizer!`]: literals, the two names, the constants, `let`s, `+ - * /`, unary `-`,
 /// `if a > b { x } else { y }` (a select), and `sqrt`, `abs`, `signum`, `sign`, `min`, `max`,
-/// `exp`, `expm1`, `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `softplus`, `erf`, `cosh`, `sinh`,
-/// `clamp`.
+/// `exp`, `expm1`, `ln`, `powi` (an integer literal exponent, at most 64 in magnitude),
+/// `powf`, `tanh`, `sigmoid`, `softplus`, `erf`, `cosh`, `sinh`, `clamp`.
 ///
 /// # Gradients
 ///

@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let step = TrainStep::<Digits, Adam, BATCH>::new(&model, Adam::default().with_lr(0.001));
     let bytes = TrainStep::<Digits, Adam, BATCH>::BYTES;
     println!(
-        "model: {} parameters; {} bytes of parameters, gradients, activations and Adam slots",
+        "model: {} parameters; {} bytes of parameters, gradients, activations, workspace and Adam slots",
         model.params().len(),
         bytes.total()
     );

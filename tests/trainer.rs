@@ -314,6 +314,85 @@ fn early_stopping_waits_patience_epochs_and_restores_the_best() {
     assert!(matches!(e, Err(TrainError::Config(m)) if m.contains("val_accuracy")));
 }
 
+/// Runs `stop` over epochs with these validation losses, marking the weights of epoch `e` with
+/// `e`; returns the epoch it stopped after, and the mark of the weights after the fit.
+fn early_stop_over(stop: &mut EarlyStopping, losses: &[f32]) -> (Option<usize>, f32) {
+    let mut model = Net::init(Seed(1));
+    let mut step = TrainStep::<Net, Adam, 16>::new(&model, Adam::default());
+    let history = History::default();
+    let cb: &mut dyn Callback<Net, Adam, 16> = stop;
+    cb.on_train_begin(state(&mut model, &mut step, &history))
+        .unwrap();
+    let mut stopped_at = None;
+    for (i, &l) in losses.iter().enumerate() {
+        model.params_mut().fill(i as f32 + 1.0);
+        let c = cb
+            .on_epoch_end(&log(i + 1, l), state(&mut model, &mut step, &history))
+            .unwrap();
+        if c == Control::Stop {
+            stopped_at = Some(i + 1);
+            break;
+        }
+    }
+    cb.on_train_end(state(&mut model, &mut step, &history))
+        .unwrap();
+    (stopped_at, model.params()[0])
+}
+
+#[test]
+fn early_stopping_follows_keras_rules() {
+    // An epoch that improves never stops the fit, even when it does not beat the baseline:
+    // Keras returns before the patience check. The patience is not reset either, so the first
+    // epoch without improvement stops it.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(1)
+        .baseline(0.5);
+    assert_eq!(
+        early_stop_over(&mut stop, &[1.0, 0.9, 0.8, 0.8, 0.7]).0,
+        Some(4)
+    );
+    // Beating the baseline resets the patience.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(2)
+        .baseline(0.5);
+    assert_eq!(
+        early_stop_over(&mut stop, &[0.4, 0.45, 0.45, 0.45]).0,
+        Some(3)
+    );
+
+    // A NaN is not an improvement and does not become the best, so that later values can
+    // improve on it.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss).patience(1);
+    assert_eq!(
+        early_stop_over(&mut stop, &[f32::NAN, 1.0, 0.9, 0.95]).0,
+        Some(4)
+    );
+    assert_eq!((stop.best_epoch(), stop.best()), (Some(3), Some(0.9)));
+
+    // No epoch improved: the weights of the first epoch are restored, as in Keras.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(1)
+        .restore_best_weights();
+    let (stopped, mark) = early_stop_over(&mut stop, &[f32::NAN, f32::NAN, 1.0]);
+    assert_eq!((stopped, mark), (Some(2), 1.0));
+    assert_eq!((stop.best_epoch(), stop.best()), (None, None));
+    assert_eq!(stop.restored_epoch(), Some(1));
+
+    // min_delta is compared as Keras does, in f64: 0.9f32 is below 0.9, so 1.0 -> 0.9 is an
+    // improvement by more than 0.1 (in f32, 1.0 - 0.1 rounds to 0.9f32 and it would not be).
+    let mut stop = EarlyStopping::new(Monitor::ValLoss)
+        .patience(1)
+        .min_delta(0.1);
+    assert_eq!(early_stop_over(&mut stop, &[1.0, 0.9, 0.85]).0, Some(3));
+    assert_eq!(stop.best_epoch(), Some(2));
+
+    // The first epoch never stops, whatever the patience; with restore_best_weights and
+    // improvement the best epoch's weights come back.
+    let mut stop = EarlyStopping::new(Monitor::ValLoss).restore_best_weights();
+    let (stopped, mark) = early_stop_over(&mut stop, &[f32::INFINITY, 2.0, 1.0, 1.5]);
+    assert_eq!((stopped, mark), (Some(4), 3.0));
+}
+
 #[test]
 fn early_stopping_ends_a_real_fit() {
     // Pure noise labels: the validation loss stops improving within a few epochs.
@@ -371,7 +450,161 @@ fn terminate_on_nan_stops_at_the_batch() {
         .unwrap();
     assert_eq!(h.stop, Stop::NonFinite { epoch: 1, batch: 3 });
     assert!(h.epochs.is_empty());
+    // As in Keras, the NaN batch's update was applied: it counts as a step, and the weights it
+    // touched are NaN (documented on TerminateOnNan).
     assert_eq!(trainer.step().optimizer().iterations(), 3);
+    assert!(trainer.model().params().iter().any(|p| p.is_nan()));
+}
+
+/// Makes the weights NaN before epoch `at`, so that its first batch has a NaN loss.
+struct PoisonBefore {
+    at: usize,
+}
+
+impl Callback<Net, Adam, 16> for PoisonBefore {
+    fn on_epoch_begin(
+        &mut self,
+        epoch: usize,
+        state: FitState<'_, Net, Adam, 16>,
+    ) -> Result<(), TrainError> {
+        if epoch == self.at {
+            state.model.params_mut()[0] = f32::NAN;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn after_a_nan_stop_early_stopping_restores_finite_weights() {
+    let data = blobs(64, 1);
+    let mut trainer = net_trainer(1);
+    let mut stop = EarlyStopping::new(Monitor::Loss)
+        .patience(5)
+        .restore_best_weights();
+    let mut best = Vec::new();
+    let mut record = Hook::new(|_: &EpochLog, s: FitState<'_, Net, Adam, 16>| {
+        best = s.model.params().to_vec();
+        Ok(Control::Continue)
+    });
+    let h = trainer
+        .fit(
+            &data,
+            &FitOptions::new(5),
+            &mut [
+                &mut PoisonBefore { at: 3 },
+                &mut record,
+                &mut TerminateOnNan,
+                &mut stop,
+            ],
+        )
+        .unwrap();
+    assert_eq!(h.stop, Stop::NonFinite { epoch: 3, batch: 1 });
+    assert_eq!(h.epochs.len(), 2);
+    assert!(best.iter().all(|p| p.is_finite()));
+    assert_eq!(
+        trainer.model().params(),
+        &best[..],
+        "the weights of epoch 2"
+    );
+}
+
+#[test]
+fn validation_split_edge_cases_are_keras_or_clear_errors() {
+    let data = blobs(10, 4);
+    // Keras trains on the first floor(10 * 0.75) = 7 samples and validates on the last 3.
+    let mut trainer = net_trainer(1);
+    let h = trainer
+        .fit(&data, &FitOptions::new(1).validation_split(0.25), &mut [])
+        .unwrap();
+    assert_eq!(h.last().unwrap().steps, 1, "7 training samples, one batch");
+    let tail = data.subset(&[7, 8, 9]);
+    assert_eq!(
+        h.last().unwrap().val,
+        Some(trainer.evaluate(&tail).unwrap())
+    );
+
+    // A split of 0 is no validation (not a validation loss of 0 over no samples).
+    let h = net_trainer(1)
+        .fit(&data, &FitOptions::new(1).validation_split(0.0), &mut [])
+        .unwrap();
+    assert_eq!(h.last().unwrap().val, None);
+    assert!(!h.to_csv().contains("val_loss"));
+
+    // A split that leaves nothing to train on, or nothing to validate on, says so.
+    for (n, f, train) in [(10, 0.95, 0), (1, 0.5, 0), (10, 1e-18, 10)] {
+        let d = blobs(n, 4);
+        let e = net_trainer(1)
+            .fit(&d, &FitOptions::new(1).validation_split(f), &mut [])
+            .unwrap_err();
+        assert!(matches!(e, TrainError::Config(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("of {n} samples leaves {train} for training")),
+            "{e}"
+        );
+    }
+    let e = net_trainer(1)
+        .fit(&data, &FitOptions::new(1).validation_split(1.0), &mut [])
+        .unwrap_err();
+    assert!(e.to_string().contains("not in [0, 1)"), "{e}");
+
+    // Empty validation data is an error, not a validation loss of 0; so is evaluating nothing.
+    let empty = Dataset::<u32>::new(vec![], vec![], 4).unwrap();
+    let mut trainer = net_trainer(1);
+    let e = trainer
+        .fit(&data, &FitOptions::new(1).validation_data(&empty), &mut [])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("validation data has no samples"),
+        "{e}"
+    );
+    let e = trainer.evaluate(&empty).unwrap_err();
+    assert!(
+        e.to_string().contains("evaluation data has no samples"),
+        "{e}"
+    );
+    assert_eq!(trainer.step().optimizer().iterations(), 0);
+
+    // A batch size larger than the data is one batch per epoch.
+    let h = trainer
+        .fit(&blobs(5, 1), &FitOptions::new(2).batch_size(16), &mut [])
+        .unwrap();
+    assert_eq!(h.last().unwrap().steps, 2);
+}
+
+#[test]
+fn training_metrics_weight_a_smaller_last_batch_by_its_size() {
+    // 40 samples in batches of 16, 16 and 8, with a learning rate of 0 so that every batch
+    // sees the same weights: the epoch's loss and accuracy are those of all 40 samples.
+    let data = blobs(40, 6);
+    let model = Net::init(Seed(4));
+    let step = TrainStep::<Net, Sgd, 16>::new(&model, Sgd::default().with_lr(0.0));
+    let mut trainer = Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent);
+    let h = trainer
+        .fit(&data, &FitOptions::new(1).batch_size(16), &mut [])
+        .unwrap();
+    let out = trainer.predict(data.x());
+    let (mut loss, mut right) = (0.0f64, 0usize);
+    for (o, &label) in out.chunks(3).zip(data.y()) {
+        let max = o.iter().copied().fold(f32::MIN, f32::max);
+        let lse = f64::from(max)
+            + o.iter()
+                .map(|&v| f64::from(v - max).exp())
+                .sum::<f64>()
+                .ln();
+        loss += lse - f64::from(o[label as usize]);
+        let arg = (0..3).max_by(|&a, &b| o[a].total_cmp(&o[b])).unwrap();
+        right += usize::from(arg as u32 == label);
+    }
+    let e = h.epochs[0].train;
+    assert!(
+        (f64::from(e.loss) - loss / 40.0).abs() < 1e-5 * loss / 40.0,
+        "{e:?} {}",
+        loss / 40.0
+    );
+    assert_eq!(e.accuracy, Some(right as f32 / 40.0));
 }
 
 #[test]

@@ -39,7 +39,8 @@ pub enum Stop {
         epoch: usize,
     },
     /// A loss was NaN or infinite, in this epoch and batch (counting from 1): the fit stopped
-    /// at once (with [`TerminateOnNan`](super::TerminateOnNan)).
+    /// at once (with [`TerminateOnNan`](super::TerminateOnNan)), after that batch's update,
+    /// without logging the epoch.
     NonFinite {
         /// The epoch.
         epoch: usize,
@@ -108,7 +109,9 @@ impl History {
     }
 
     /// The history as CSV: a header (`epoch,loss,accuracy,val_loss,val_accuracy,lr,...`) and a
-    /// row per epoch; a value an epoch does not have is an empty field.
+    /// row per epoch; a value an epoch does not have is an empty field (an epoch without
+    /// validation, in a fit where others have it), a NaN is `NaN` and infinities are `inf` and
+    /// `-inf`, which Python's `float`, pandas and Rust's `parse` read back.
     ///
     /// ```
     /// # use fusegraph_runtime::train::History;
@@ -124,8 +127,19 @@ impl History {
                 if i > 0 {
                     out.push(',');
                 }
-                if let Some(v) = value(e, n) {
-                    let _ = write!(out, "{v}");
+                match (value(e, n), n.as_str()) {
+                    (None, _) => {}
+                    (Some(v), "epoch" | "steps") => {
+                        let _ = write!(out, "{}", v as u64);
+                    }
+                    (Some(v), "seconds" | "samples_per_second") => {
+                        let _ = write!(out, "{v}");
+                    }
+                    // Losses, metrics and the rate are `f32`: written as such, without the
+                    // noise digits of their `f64` widening (0.1, not 0.10000000149011612).
+                    (Some(v), _) => {
+                        let _ = write!(out, "{}", v as f32);
+                    }
                 }
             }
             out.push('\n');
@@ -155,7 +169,7 @@ fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), TrainError> {
 }
 
 /// The value of column `name` in epoch `e`.
-fn value(e: &EpochLog, name: &str) -> Option<f64> {
+pub(crate) fn value(e: &EpochLog, name: &str) -> Option<f64> {
     let metric = |m: &Metrics, n: &str| match n {
         "loss" => Some(m.loss),
         "accuracy" => m.accuracy,
@@ -215,5 +229,21 @@ mod tests {
         assert_eq!(lines[2], "2,1.5,0.5,,,0.125,20,0.5,100");
         assert_eq!(h.column("val_loss"), [Some(3.0), None]);
         assert_eq!(h.column("nothing"), [None, None]);
+    }
+
+    #[test]
+    fn csv_writes_f32_values_without_widening_noise_and_non_finite_values_readably() {
+        let mut h = History::new(&[Metric::Accuracy], 2);
+        let mut a = log(1, 0.1, Some(f32::INFINITY));
+        a.lr = Some(1e-3);
+        h.epochs.push(a);
+        h.epochs.push(log(2, f32::NAN, Some(f32::NEG_INFINITY)));
+        let csv = h.to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[1], "1,0.1,0.5,inf,0.25,0.001,10,0.5,100");
+        assert_eq!(lines[2], "2,NaN,0.5,-inf,0.25,0.125,20,0.5,100");
+        for field in lines[2].split(',') {
+            assert!(field.parse::<f64>().is_ok(), "{field}");
+        }
     }
 }

@@ -64,8 +64,10 @@ impl<'a, T> FitOptions<'a, T> {
         self
     }
 
-    /// Hold out the last `fraction` of the training samples (before shuffling, as Keras does)
-    /// and evaluate on them after each epoch.
+    /// Hold out the last `fraction` of the training samples (before shuffling) and evaluate on
+    /// them after each epoch, as Keras' `validation_split`: the first
+    /// `floor(n * (1 - fraction))` samples train, the rest validate. A split of 0 is no
+    /// validation; one that leaves no sample to train or to validate on is an error.
     #[must_use]
     pub fn validation_split(mut self, fraction: f64) -> Self {
         self.validation = Validation::Split(fraction);

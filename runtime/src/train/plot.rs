@@ -25,13 +25,49 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
         .map(|m| m * mag)
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * mag);
-    let first = (lo / step).ceil() as i64;
-    let last = (hi / step).floor() as i64;
-    (first..=last).map(|i| i as f64 * step).collect()
+    let (first, last) = ((lo / step).ceil(), (hi / step).floor());
+    if !(first.is_finite() && last.is_finite()) || last - first > 4.0 * n.max(1) as f64 {
+        return Vec::new();
+    }
+    // Ticks this far from zero may differ from their neighbours by less than an ulp.
+    let ticks: Vec<f64> = (first as i64..=last as i64)
+        .map(|i| i as f64 * step)
+        .collect();
+    if ticks.windows(2).any(|w| w[0] == w[1]) {
+        return Vec::new();
+    }
+    ticks
 }
 
-/// A tick label without noise digits.
+/// The padded range of the y axis for finite values in `[lo, hi]`: never empty, even for a
+/// constant value so large that adding 0.5 changes nothing, and never overflowing.
+fn y_range(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = (lo.clamp(-1e300, 1e300), hi.clamp(-1e300, 1e300));
+    let scale = lo.abs().max(hi.abs());
+    if hi - lo <= 1e-9 * scale.max(1e-3) {
+        let half = (0.05 * scale).max(0.5);
+        return (lo - half, hi + half);
+    }
+    let pad = 0.05 * (hi - lo);
+    (lo - pad, hi + pad)
+}
+
+/// A tick label without noise digits; in scientific notation when very small or very large,
+/// so that ticks 1e-5 apart do not all read `0`.
 fn label(v: f64) -> String {
+    if v == 0.0 {
+        return String::from("0");
+    }
+    if !(1e-3..1e6).contains(&v.abs()) {
+        let s = std::format!("{v:.3e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let m = if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            m
+        };
+        return std::format!("{m}e{e}");
+    }
     let s = std::format!("{v:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
@@ -62,11 +98,7 @@ fn panel(
     if !lo.is_finite() {
         (lo, hi) = (0.0, 1.0);
     }
-    if hi - lo < 1e-12 {
-        (lo, hi) = (lo - 0.5, hi + 0.5);
-    }
-    let pad = 0.05 * (hi - lo);
-    let (lo, hi) = (lo - pad, hi + pad);
+    let (lo, hi) = y_range(lo, hi);
     let (x_first, x_last) = (
         xs.first().copied().unwrap_or(1.0),
         xs.last().copied().unwrap_or(1.0),
@@ -222,5 +254,67 @@ mod tests {
         assert_eq!(label(0.6000000000000001), "0.6");
         assert_eq!(label(-0.0), "0");
         assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(label(2e-5), "2e-5");
+        assert_eq!(label(-1.5e7), "-1.5e7");
+        assert_eq!(label(0.002), "0.002");
+        assert!(ticks(0.0, f64::INFINITY, 5).is_empty());
+    }
+
+    fn history(losses: &[f32]) -> History {
+        let mut h = History::new(&[crate::train::Metric::Accuracy], losses.len());
+        for (i, &loss) in losses.iter().enumerate() {
+            h.epochs.push(crate::train::EpochLog {
+                epoch: i + 1,
+                train: crate::train::Metrics {
+                    loss,
+                    accuracy: Some(0.5),
+                    ..Default::default()
+                },
+                val: (i % 2 == 0).then(|| crate::train::Metrics {
+                    loss: loss * 2.0,
+                    accuracy: Some(f32::NAN),
+                    ..Default::default()
+                }),
+                lr: None,
+                steps: 0,
+                seconds: 0.0,
+                samples_per_second: 0.0,
+            });
+        }
+        h
+    }
+
+    /// Every number in the SVG's attributes is finite, and tags balance.
+    fn assert_valid(svg: &str) {
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        for attr in svg.split('"').skip(1).step_by(2) {
+            for word in attr.split([' ', ',']) {
+                if let Ok(v) = word.parse::<f64>() {
+                    assert!(v.is_finite(), "{word} in {svg}");
+                }
+            }
+        }
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        let opened = svg.matches("<g ").count() + svg.matches("<text").count();
+        let closed = svg.matches("</g>").count() + svg.matches("</text>").count();
+        assert_eq!(opened, closed);
+    }
+
+    #[test]
+    fn svg_has_finite_coordinates_for_odd_histories() {
+        for losses in [
+            &[0.5][..],
+            &[1e20, 1e20, 1e20],
+            &[f32::NAN, 1.0, f32::INFINITY, 2.0],
+            &[f32::NAN],
+            &[3e38, -3e38, 1.0],
+            &[1e-6, 2e-6, 3e-6],
+            &[1e30, 1e30 + 1e24],
+        ] {
+            let svg = history(losses).to_svg("a <run> & \"more\"");
+            assert_valid(&svg);
+        }
+        let svg = history(&[1e-6, 2e-6, 3e-6]).to_svg("small");
+        assert!(svg.contains(">2e-6<"), "{svg}");
     }
 }

@@ -1,6 +1,6 @@
 //! What a fit prints: a progress bar on a terminal, a line per epoch otherwise.
 
-use super::history::EpochLog;
+use super::history::{EpochLog, Stop};
 use super::metrics::Metrics;
 use std::io::IsTerminal;
 use std::string::String;
@@ -107,6 +107,31 @@ impl Progress {
         }
         if self.lines {
             std::println!("epoch {}/{}: {}", log.epoch, self.epochs, summary(log));
+        }
+    }
+}
+
+impl Progress {
+    /// A callback stopped the fit within an epoch (`loss`: the epoch's running mean).
+    pub(crate) fn stopped(&mut self, stop: &Stop, loss: f32) {
+        let (epoch, what) = match *stop {
+            Stop::NonFinite { epoch, batch } => (
+                epoch,
+                std::format!("stopped at batch {batch}: the loss is {loss}"),
+            ),
+            Stop::Callback { epoch } => (
+                epoch,
+                String::from("stopped by a callback within the epoch"),
+            ),
+            Stop::Completed => return,
+        };
+        #[cfg(feature = "progress")]
+        if let Some(bar) = self.bar.take() {
+            bar.abandon_with_message(what);
+            return;
+        }
+        if self.lines {
+            std::println!("epoch {epoch}/{}: {what}", self.epochs);
         }
     }
 }

@@ -194,14 +194,18 @@ where
         let split;
         let (train, val) = match options.validation {
             Validation::None => (train, None),
-            Validation::Data(v) => (train, Some(v)),
-            Validation::Split(f) => {
-                if !(0.0..1.0).contains(&f) {
-                    return Err(TrainError::Config(std::format!(
-                        "validation split {f} is not in [0, 1)"
+            Validation::Data(v) => {
+                if v.is_empty() {
+                    return Err(TrainError::Shape(std::string::String::from(
+                        "the validation data has no samples: pass data or no validation",
                     )));
                 }
-                split = train.split_tail(f);
+                (train, Some(v))
+            }
+            // As Keras: a split of 0 is no validation.
+            Validation::Split(0.0) => (train, None),
+            Validation::Split(f) => {
+                split = split_tail(train, f)?;
                 (&split.0, Some(&split.1))
             }
         };
@@ -285,6 +289,7 @@ where
                 }
             }
             if let Some(s) = stop {
+                progress.stopped(&s, acc.metrics().loss);
                 history.stop = s;
                 break;
             }
@@ -329,6 +334,11 @@ where
     /// Loss and the trainer's metrics on `data`, in inference mode, `B` samples at a time.
     pub fn evaluate(&mut self, data: &Dataset<Target<M>>) -> Result<Metrics, TrainError> {
         check_data::<M>(data, "evaluation")?;
+        if data.is_empty() {
+            return Err(TrainError::Shape(std::string::String::from(
+                "the evaluation data has no samples",
+            )));
+        }
         let set = MetricSet::new(&self.metrics);
         Ok(self.in_pool(|t| t.evaluate_now(data, set)))
     }
@@ -367,6 +377,32 @@ where
         self.predict_into(x, &mut out);
         out
     }
+}
+
+/// Splits off the last `fraction` of `data` for validation, as Keras' `validation_split`: the
+/// training part is the first `floor(n * (1 - fraction))` samples, and neither part may be
+/// empty.
+fn split_tail<T: Copy>(
+    data: &Dataset<T>,
+    fraction: f64,
+) -> Result<(Dataset<T>, Dataset<T>), TrainError> {
+    if !(0.0..1.0).contains(&fraction) {
+        return Err(TrainError::Config(std::format!(
+            "validation split {fraction} is not in [0, 1)"
+        )));
+    }
+    let n = data.len();
+    let split_at = (n as f64 * (1.0 - fraction)).floor() as usize;
+    if split_at == 0 || split_at >= n {
+        let (t, v) = (split_at.min(n), n - split_at.min(n));
+        return Err(TrainError::Config(std::format!(
+            "validation split {fraction} of {n} samples leaves {t} for training and {v} for \
+             validation; each needs at least one: use more data or another split"
+        )));
+    }
+    let head: Vec<usize> = (0..split_at).collect();
+    let tail: Vec<usize> = (split_at..n).collect();
+    Ok((data.subset(&head), data.subset(&tail)))
 }
 
 /// Checks that `data` has the model's features and targets per sample, and labels in range.

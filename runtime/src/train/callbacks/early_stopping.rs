@@ -8,9 +8,19 @@ use crate::train::model::Model;
 use std::vec::Vec;
 
 /// Stops a fit when `monitor` has not improved by more than `min_delta` for `patience`
-/// epochs, as Keras' `EarlyStopping`; with [`restore_best_weights`](Self::restore_best_weights)
-/// the model gets back the parameters (and normalization statistics) of its best epoch when
-/// the fit ends. The optimizer's state is not rolled back (as in Keras).
+/// epochs, as Keras 3's `EarlyStopping`; with
+/// [`restore_best_weights`](Self::restore_best_weights) the model gets back the parameters (and
+/// normalization statistics) of its best epoch when the fit ends. The optimizer's state is not
+/// rolled back (as in Keras).
+///
+/// The rules are Keras': a value improves on the best by more than `min_delta`, computed in
+/// `f64` as Keras does (`value + min_delta < best` when minimizing); a NaN never improves (the
+/// best stays what it was); an epoch that improves never stops the fit, but resets the
+/// patience only if it also beats the [`baseline`](Self::baseline); the first epoch of a fit
+/// (epoch 1) never stops it. When no epoch improved, `restore_best_weights` restores the
+/// weights of the first epoch, as Keras does. Its state is not saved in checkpoints: a fit
+/// resumed with [`FitOptions::initial_epoch`](crate::train::FitOptions::initial_epoch) starts
+/// counting again, as in Keras.
 ///
 /// ```
 /// use fusegraph_runtime::train::{EarlyStopping, Monitor};
@@ -26,6 +36,7 @@ pub struct EarlyStopping {
     restore: bool,
     best: f32,
     best_epoch: Option<usize>,
+    saved_epoch: Option<usize>,
     wait: usize,
     stopped_epoch: Option<usize>,
     best_params: Vec<f32>,
@@ -43,6 +54,7 @@ impl EarlyStopping {
             restore: false,
             best: monitor.worst(),
             best_epoch: None,
+            saved_epoch: None,
             wait: 0,
             stopped_epoch: None,
             best_params: Vec::new(),
@@ -64,7 +76,9 @@ impl EarlyStopping {
         self
     }
 
-    /// A value the monitored quantity must improve on: until it does, the patience runs down.
+    /// A value the monitored quantity must improve on (by more than `min_delta`): until it
+    /// does, the patience is not reset by improving epochs, so the fit stops at the first
+    /// epoch without improvement once `patience` epochs have passed without beating it.
     #[must_use]
     pub fn baseline(mut self, value: f32) -> Self {
         self.baseline = Some(value);
@@ -78,7 +92,8 @@ impl EarlyStopping {
         self
     }
 
-    /// The epoch with the best value so far.
+    /// The epoch with the best value so far (`None` while no epoch improved on the start,
+    /// `+inf` or `-inf`: for instance when every value was NaN).
     pub fn best_epoch(&self) -> Option<usize> {
         self.best_epoch
     }
@@ -92,12 +107,40 @@ impl EarlyStopping {
     pub fn stopped_epoch(&self) -> Option<usize> {
         self.stopped_epoch
     }
+
+    /// The epoch whose weights `restore_best_weights` restores at the end of the fit: the
+    /// best epoch, or the first if none improved.
+    pub fn restored_epoch(&self) -> Option<usize> {
+        self.saved_epoch.filter(|_| self.restore)
+    }
+
+    /// Keras' `_is_improvement`: `monitor_op(value - min_delta, reference)` with `min_delta`
+    /// negated when minimizing, in `f64`; false for a NaN.
+    fn is_improvement(&self, value: f32, reference: f32) -> bool {
+        let (v, r, d) = (
+            f64::from(value),
+            f64::from(reference),
+            f64::from(self.min_delta),
+        );
+        if self.monitor.minimizes() {
+            v + d < r
+        } else {
+            v - d > r
+        }
+    }
+
+    fn save<M: Model>(&mut self, model: &M, epoch: usize) {
+        self.best_params.copy_from_slice(model.params());
+        self.best_state.copy_from_slice(model.state());
+        self.saved_epoch = Some(epoch);
+    }
 }
 
 impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for EarlyStopping {
     fn on_train_begin(&mut self, _: FitState<'_, M, R, B>) -> Result<(), TrainError> {
         self.best = self.monitor.worst();
         self.best_epoch = None;
+        self.saved_epoch = None;
         self.wait = 0;
         self.stopped_epoch = None;
         if self.restore {
@@ -115,21 +158,23 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for EarlyStopping {
         state: FitState<'_, M, R, B>,
     ) -> Result<Control, TrainError> {
         let value = self.monitor.require(log)?;
+        if self.restore && self.saved_epoch.is_none() {
+            // Until an epoch improves, the first epoch's weights are the best (as in Keras).
+            self.save(&*state.model, log.epoch);
+        }
         self.wait += 1;
-        if self.monitor.improves(value, self.best, self.min_delta) || self.best_epoch.is_none() {
+        if self.is_improvement(value, self.best) {
             self.best = value;
             self.best_epoch = Some(log.epoch);
             if self.restore {
-                self.best_params.copy_from_slice(state.model.params());
-                self.best_state.copy_from_slice(state.model.state());
+                self.save(&*state.model, log.epoch);
             }
-            let beats_baseline = self
-                .baseline
-                .is_none_or(|b| self.monitor.improves(value, b, self.min_delta));
-            if beats_baseline {
+            // The patience restarts only when the value beats the baseline as well; an
+            // improving epoch never stops the fit.
+            if self.baseline.is_none_or(|b| self.is_improvement(value, b)) {
                 self.wait = 0;
-                return Ok(Control::Continue);
             }
+            return Ok(Control::Continue);
         }
         if self.wait >= self.patience && log.epoch > 1 {
             self.stopped_epoch = Some(log.epoch);
@@ -139,7 +184,7 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for EarlyStopping {
     }
 
     fn on_train_end(&mut self, state: FitState<'_, M, R, B>) -> Result<(), TrainError> {
-        if self.restore && self.best_epoch.is_some() {
+        if self.restore && self.saved_epoch.is_some() {
             state.model.split_mut().1.copy_from_slice(&self.best_state);
             state.model.params_mut().copy_from_slice(&self.best_params);
         }

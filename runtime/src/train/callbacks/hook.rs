@@ -46,6 +46,15 @@ where
 
 /// Stops a fit at the first batch whose loss is NaN or infinite, as Keras' `TerminateOnNaN`;
 /// the fit's [`History::stop`](crate::train::History::stop) says where.
+///
+/// As in Keras (and as [`TrainStep::run`](crate::train::TrainStep::run) works: the loss is
+/// known once the step is done), the update of that batch has been applied: the parameters it
+/// touched and the optimizer's slots are then usually NaN, and the step counter counts the
+/// batch. Unlike Keras, the interrupted epoch is not logged and no `on_epoch_end` runs for it,
+/// so [`ModelCheckpoint`](crate::train::ModelCheckpoint) does not save the NaN weights;
+/// `on_train_end` runs, so [`EarlyStopping`](crate::train::EarlyStopping) with
+/// `restore_best_weights` puts back the weights of its best epoch. Otherwise, resume from the
+/// last checkpoint.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TerminateOnNan;
 

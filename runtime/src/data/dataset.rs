@@ -119,6 +119,10 @@ impl<T: Copy> Dataset<T> {
 
     /// Splits into (train, test) after a seeded shuffle: `test_fraction` of the samples
     /// (rounded down) go to the test set. The same seed gives the same split.
+    ///
+    /// # Panics
+    ///
+    /// If `test_fraction` is not in `[0, 1]`.
     pub fn split(&self, test_fraction: f64, seed: Seed) -> (Self, Self) {
         assert!(
             (0.0..=1.0).contains(&test_fraction),
@@ -131,17 +135,21 @@ impl<T: Copy> Dataset<T> {
         (self.subset(train_idx), self.subset(test_idx))
     }
 
-    /// The last `fraction` of the samples (rounded down) split off as a second set, in order,
-    /// like Keras' `validation_split`.
+    /// The samples split in order as Keras' `validation_split` does: the first
+    /// `floor(n * (1 - fraction))` samples, then the rest.
+    ///
+    /// # Panics
+    ///
+    /// If `fraction` is not in `[0, 1]`.
     pub fn split_tail(&self, fraction: f64) -> (Self, Self) {
         assert!(
             (0.0..=1.0).contains(&fraction),
             "fraction {fraction} is not in [0, 1]"
         );
         let n = self.len();
-        let tail = (n as f64 * fraction) as usize;
-        let head: Vec<usize> = (0..n - tail).collect();
-        let rest: Vec<usize> = (n - tail..n).collect();
+        let split_at = ((n as f64 * (1.0 - fraction)).floor() as usize).min(n);
+        let head: Vec<usize> = (0..split_at).collect();
+        let rest: Vec<usize> = (split_at..n).collect();
         (self.subset(&head), self.subset(&rest))
     }
 }

@@ -392,17 +392,16 @@ fn split_tail<T: Copy>(
         )));
     }
     let n = data.len();
-    let split_at = (n as f64 * (1.0 - fraction)).floor() as usize;
-    if split_at == 0 || split_at >= n {
-        let (t, v) = (split_at.min(n), n - split_at.min(n));
+    let (train, val) = data.split_tail(fraction);
+    if train.is_empty() || val.is_empty() {
         return Err(TrainError::Config(std::format!(
-            "validation split {fraction} of {n} samples leaves {t} for training and {v} for \
-             validation; each needs at least one: use more data or another split"
+            "validation split {fraction} of {n} samples leaves {} for training and {} for \
+             validation; each needs at least one: use more data or another split",
+            train.len(),
+            val.len()
         )));
     }
-    let head: Vec<usize> = (0..split_at).collect();
-    let tail: Vec<usize> = (split_at..n).collect();
-    Ok((data.subset(&head), data.subset(&tail)))
+    Ok((train, val))
 }
 
 /// Checks that `data` has the model's features and targets per sample, and labels in range.

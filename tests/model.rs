@@ -37,44 +37,6 @@ pub struct TwoBranch {
     head: Dense<7, 3>,
 }
 
-/// The loss of a batch as a function of the parameters, through the public API.
-fn loss_at<M: Model>(
-    model: &mut M,
-    step: &mut TrainStep<M, keras::Sgd, 8>,
-    x: &[f32],
-    y: &[<M::Loss as Loss>::Target],
-) -> f64 {
-    f64::from(step.gradients(model, x, y))
-}
-
-/// Central differences with step `h` on every parameter, against the backward pass.
-fn check_weights<M: Model>(mut model: M, x: &[f32], y: &[<M::Loss as Loss>::Target]) {
-    let mut step = TrainStep::<M, keras::Sgd, 8>::new(&model, keras::Sgd::default());
-    step.gradients(&mut model, x, y);
-    let analytic = step.grads().to_vec();
-    let h = 1e-2_f32;
-    let mut worst = 0.0f64;
-    for (i, &backward) in analytic.iter().enumerate() {
-        let orig = model.params()[i];
-        model.params_mut()[i] = orig + h;
-        let up = loss_at(&mut model, &mut step, x, y);
-        model.params_mut()[i] = orig - h;
-        let down = loss_at(&mut model, &mut step, x, y);
-        model.params_mut()[i] = orig;
-        let numeric = (up - down) / (2.0 * f64::from(h));
-        let err = (numeric - f64::from(backward)).abs() / (numeric.abs().max(1e-2));
-        worst = worst.max(err);
-        assert!(
-            err < 2e-2,
-            "parameter {i}: backward {backward} vs differences {numeric}"
-        );
-    }
-    assert!(
-        worst > 0.0,
-        "differences never moved: the check would be vacuous"
-    );
-}
-
 fn data(rng: &mut Rng, n: usize) -> Vec<f32> {
     rng.vec(n, 1.0)
 }
@@ -82,9 +44,8 @@ fn data(rng: &mut Rng, n: usize) -> Vec<f32> {
 #[test]
 fn sequential_gradients_match_finite_differences() {
     let mut rng = Rng::new(1);
-    let model = Mlp::init(Seed(3));
     let x = data(&mut rng, 5 * 8);
-    check_weights(model, &x, &[0, 3, 1, 2, 3]);
+    common::check_weights(&mut Mlp::init(Seed(3)), &x, &[0, 3, 1, 2, 3], 1e-2);
 }
 
 #[test]
@@ -92,14 +53,14 @@ fn residual_graph_gradients_match_finite_differences() {
     let mut rng = Rng::new(2);
     let x = data(&mut rng, 4 * 6);
     let y = data(&mut rng, 4 * 2);
-    check_weights(ResMlp::init(Seed(4)), &x, &y);
+    common::check_weights(&mut ResMlp::init(Seed(4)), &x, &y, 1e-2);
 }
 
 #[test]
 fn two_branch_graph_gradients_match_finite_differences() {
     let mut rng = Rng::new(3);
     let x = data(&mut rng, 3 * 4);
-    check_weights(TwoBranch::init(Seed(5)), &x, &[2, 0, 1]);
+    common::check_weights(&mut TwoBranch::init(Seed(5)), &x, &[2, 0, 1], 1e-2);
 }
 
 #[test]
@@ -225,19 +186,15 @@ fn training_gives_the_same_bits_on_one_and_two_threads() {
     let x = data(&mut rng, 64 * 784);
     let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
     let run = |threads: usize| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| {
-                let mut model = WideMlp::init(Seed(8));
-                let mut step =
-                    TrainStep::<WideMlp, keras::Adam, 64>::new(&model, keras::Adam::default());
-                let losses: Vec<u32> = (0..3)
-                    .map(|_| step.run(&mut model, &x, &y).to_bits())
-                    .collect();
-                (losses, common::bits(model.params()))
-            })
+        common::on_threads(threads, || {
+            let mut model = WideMlp::init(Seed(8));
+            let mut step =
+                TrainStep::<WideMlp, keras::Adam, 64>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..3)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            (losses, common::bits(model.params()))
+        })
     };
     let (one, two) = (run(1), run(2));
     assert_eq!(one.0, two.0, "losses");
@@ -250,23 +207,7 @@ fn loss_input_gradients_match_finite_differences() {
     let model = ResMlp::init(Seed(10));
     let x = data(&mut rng, 3 * 6);
     let y = data(&mut rng, 3 * 2);
-    let mut step = TrainStep::<ResMlp, keras::Sgd, 8>::new(&model, keras::Sgd::default());
-    let dx = step.loss_input_gradient(&model, &x, &y).to_vec();
-    let h = 1e-2;
-    for i in 0..x.len() {
-        let (mut up, mut down) = (x.clone(), x.clone());
-        up[i] += h;
-        down[i] -= h;
-        let loss = |step: &mut TrainStep<ResMlp, keras::Sgd, 8>, x: &[f32]| {
-            f64::from(step.evaluate(&model, x, &y).loss)
-        };
-        let numeric = (loss(&mut step, &up) - loss(&mut step, &down)) / (2.0 * f64::from(h));
-        assert!(
-            (numeric - f64::from(dx[i])).abs() < 2e-2 * numeric.abs().max(1e-1),
-            "x[{i}]: {} vs {numeric}",
-            dx[i]
-        );
-    }
+    common::check_loss_input_gradient(&model, &x, &y, 1e-2, 1e-1);
 }
 
 /// Dropout draws its masks from the step's seed: the same seed, the same training.
@@ -654,5 +595,5 @@ fn graph_nodes_take_user_activations() {
     let mut rng = Rng::new(21);
     let x = rng.vec(3 * 8, 1.0);
     let y = [1u32, 3, 0];
-    check_weights(UserActGraph::init(Seed(4)), &x, &y);
+    common::check_weights(&mut UserActGraph::init(Seed(4)), &x, &y, 1e-2);
 }

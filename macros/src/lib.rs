@@ -2,6 +2,7 @@
 //! IR that keeps the user's spans; this file only dispatches.
 
 mod activation;
+mod constants;
 mod errors;
 mod expr;
 mod loss;

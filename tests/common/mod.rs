@@ -1,6 +1,9 @@
 //! Helpers shared by integration tests (each test uses some of them).
 #![allow(dead_code)]
 
+use fusegraph::optim::keras;
+use fusegraph::prelude::*;
+
 /// A small deterministic generator (xorshift64*), so tests need no extra crate.
 pub struct Rng(u64);
 
@@ -26,4 +29,73 @@ impl Rng {
 /// The bit patterns of a slice, for exact comparisons with readable failures.
 pub fn bits(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// `f`'s result, run in a new pool of `threads` threads.
+pub fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+/// What a model's loss takes as targets.
+pub type Target<M> = <<M as Model>::Loss as Loss>::Target;
+
+/// Every parameter's gradient from `TrainStep::gradients` (an SGD step, 8 samples a batch)
+/// against f64 central differences of the loss with step `h`: each within a relative 2e-2
+/// (of at least 1e-2), and not all exactly equal (or the check would be vacuous). Returns the
+/// gradients.
+pub fn check_weights<M: Model>(model: &mut M, x: &[f32], y: &[Target<M>], h: f32) -> Vec<f32> {
+    let mut step = TrainStep::<M, keras::Sgd, 8>::new(model, keras::Sgd::default());
+    step.gradients(model, x, y);
+    let analytic = step.grads().to_vec();
+    let mut worst = 0.0f64;
+    for (i, &backward) in analytic.iter().enumerate() {
+        let orig = model.params()[i];
+        model.params_mut()[i] = orig + h;
+        let up = f64::from(step.gradients(model, x, y));
+        model.params_mut()[i] = orig - h;
+        let down = f64::from(step.gradients(model, x, y));
+        model.params_mut()[i] = orig;
+        let numeric = (up - down) / (2.0 * f64::from(h));
+        let err = (numeric - f64::from(backward)).abs() / numeric.abs().max(1e-2);
+        worst = worst.max(err);
+        assert!(
+            err < 2e-2,
+            "parameter {i}: backward {backward} vs differences {numeric}"
+        );
+    }
+    assert!(
+        worst > 0.0,
+        "differences never moved: the check would be vacuous"
+    );
+    analytic
+}
+
+/// The gradient of the loss by each input from `TrainStep::loss_input_gradient` against f64
+/// central differences of `evaluate`'s loss with step `h`: each within a relative 2e-2 (of at
+/// least `floor`).
+pub fn check_loss_input_gradient<M: Model>(
+    model: &M,
+    x: &[f32],
+    y: &[Target<M>],
+    h: f32,
+    floor: f64,
+) {
+    let mut step = TrainStep::<M, keras::Sgd, 8>::new(model, keras::Sgd::default());
+    let dx = step.loss_input_gradient(model, x, y).to_vec();
+    let mut loss = |x: &[f32]| f64::from(step.evaluate(model, x, y).loss);
+    for i in 0..x.len() {
+        let (mut up, mut down) = (x.to_vec(), x.to_vec());
+        up[i] += h;
+        down[i] -= h;
+        let numeric = (loss(&up) - loss(&down)) / (2.0 * f64::from(h));
+        assert!(
+            (numeric - f64::from(dx[i])).abs() < 2e-2 * numeric.abs().max(floor),
+            "x[{i}]: {} vs {numeric}",
+            dx[i]
+        );
+    }
 }

@@ -2,6 +2,7 @@
 //! reads.
 
 use super::parse::Body;
+use crate::constants::{self, literal};
 use crate::errors::{self, Errors};
 use crate::expr::ast::{self, Expr, Func};
 use crate::expr::diff;
@@ -22,6 +23,12 @@ pub struct Learned {
     /// `∂f/∂p`, reading `Ref::Out` as `grad` does.
     pub grad: TExpr,
 }
+
+/// What a constant that is not `f32`, or has no value, is told.
+const MESSAGES: constants::Messages = constants::Messages {
+    not_f32: errors::activation_const_type,
+    without_value: errors::activation_const_default,
+};
 
 /// A checked activation.
 pub struct Checked {
@@ -47,34 +54,13 @@ pub fn check(body: &Body) -> Result<Checked, syn::Error> {
     let mut seen: Vec<String> = vec![var];
     for (i, p) in body.params.iter().enumerate() {
         let name = p.name.to_string();
-        let ident = super::expand::const_ident(&p.name).to_string();
         if seen.contains(&name) {
             errs.at(p.name.span(), errors::activation_duplicate(&name));
-        } else if let Some(first) = body.params[..i]
-            .iter()
-            .find(|q| super::expand::const_ident(&q.name) == ident)
-        {
-            errs.at(
-                p.name.span(),
-                errors::const_collision(&name, &first.name.to_string(), &ident),
-            );
+        } else {
+            constants::check_collision(&body.params, i, super::expand::const_ident, errs);
         }
         seen.push(name.clone());
-        let is_f32 =
-            matches!(&p.ty, syn::Type::Path(t) if t.qself.is_none() && t.path.is_ident("f32"));
-        if !is_f32 {
-            errs.at(p.ty.span(), errors::activation_const_type(&name));
-        }
-        let value = match &p.default {
-            None => {
-                errs.at(p.name.span(), errors::activation_const_default(&name));
-                0.0
-            }
-            Some(d) => literal(d).unwrap_or_else(|| {
-                errs.at(d.span(), errors::default_literal());
-                0.0
-            }),
-        };
+        let value = constants::value(p, &MESSAGES, errs);
         let text = p
             .default
             .as_ref()
@@ -223,20 +209,6 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
         op,
         AddAssign(_) | SubAssign(_) | MulAssign(_) | DivAssign(_) | RemAssign(_)
     )
-}
-
-/// A number literal, possibly negated, that fits in an `f32`.
-fn literal(e: &syn::Expr) -> Option<f64> {
-    let mut errs = Errors::default();
-    let v = match ast::parse_expr(e, &mut errs)? {
-        Expr::Num { value, .. } => value,
-        Expr::Neg(x, _) => match *x {
-            Expr::Num { value, .. } => -value,
-            _ => return None,
-        },
-        _ => return None,
-    };
-    (errs.is_empty() && (v as f32).is_finite()).then_some(v)
 }
 
 #[cfg(test)]

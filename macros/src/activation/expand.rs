@@ -4,6 +4,7 @@
 
 use super::check::{Checked, Learned};
 use super::parse::Def;
+use crate::constants;
 use crate::expr::emit;
 use crate::expr::ir::{Ref, TExpr};
 use proc_macro2::{Literal, TokenStream};
@@ -35,56 +36,21 @@ pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
     )
 }
 
-/// The struct and its constants (with `values`, or zeros in the fallback).
+/// The struct and its constants (with `values` and their text, or zeros in the fallback).
 fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
-    let (attrs, vis, name) = (&def.attrs, &def.vis, &def.name);
     let params = def
         .body
         .as_ref()
         .map(|b| b.params.as_slice())
         .unwrap_or(&[]);
-    // A constant whose associated name an earlier one took is reported by `check`; the
-    // fallback defines the first only, so that the mistake gives one error.
-    let mut taken = Vec::new();
-    let consts: Vec<_> = params
-        .iter()
-        .zip(values)
-        .filter(|(p, _)| {
-            let id = const_ident(&p.name).to_string();
-            let fresh = !taken.contains(&id);
-            taken.push(id);
-            fresh
-        })
-        .collect();
-    let consts = consts.into_iter().map(|(p, (v, text))| {
-        let id = const_ident(&p.name);
-        let pattrs = &p.attrs;
-        let doc = format!(
-            "The constant `{}` of the definition (`{text}`); another value is another definition.",
-            p.name
-        );
-        let v = Literal::f32_suffixed(*v as f32);
-        quote!(#(#pattrs)* #[doc = #doc] pub const #id: f32 = #v;)
+    let numbers: Vec<f64> = values.iter().map(|(v, _)| *v).collect();
+    let items = constants::items(params, &numbers, const_ident, |i, p| {
+        Some(format!(
+            "The constant `{}` of the definition (`{}`); another value is another definition.",
+            p.name, values[i].1
+        ))
     });
-    if def.learnable {
-        let consts =
-            (!params.is_empty()).then(|| quote!(impl<const N: usize> #name<N> { #(#consts)* }));
-        return quote! {
-            #(#attrs)*
-            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-            #vis struct #name<const N: usize>;
-
-            #consts
-        };
-    }
-    let consts = (!params.is_empty()).then(|| quote!(impl #name { #(#consts)* }));
-    quote! {
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        #vis struct #name;
-
-        #consts
-    }
+    constants::header(&def.attrs, &def.vis, &def.name, def.learnable, &items)
 }
 
 /// Name of the lane of learnable parameter `i` in the generated closures.

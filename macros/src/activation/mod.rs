@@ -45,21 +45,11 @@ pub fn expand(input: TokenStream) -> TokenStream {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use proc_macro2::TokenStream;
+mod tests {
+    use crate::constants::tests::{errors, one_error_each};
 
-    /// The messages of one invocation (their beginnings); a panic inside the macro fails the
-    /// test.
-    pub(crate) fn errors(out: &TokenStream) -> Vec<String> {
-        out.to_string()
-            .split("compile_error")
-            .skip(1)
-            .map(|m| m.chars().take(120).collect())
-            .collect()
-    }
-
-    /// Each user mistake is one spanned error (never a panic, never a cascade), whose message
-    /// contains the given words.
+    /// Each mistake in a definition is one error, naming it; a method on a literal and a
+    /// negative literal exponent are accepted.
     #[test]
     fn each_mistake_is_one_error() {
         let cases: &[(&str, &str)] = &[
@@ -91,12 +81,7 @@ pub(crate) mod tests {
             ("A(x) = x; A(x) = x * x;", "already defined"),
             ("A(x) = x +; B(x) = x;", "expected an expression"),
         ];
-        for (src, words) in cases {
-            let out = super::expand(src.parse().expect("tokens"));
-            let errs = errors(&out);
-            assert_eq!(errs.len(), 1, "{src}: {errs:?}");
-            assert!(errs[0].contains(words), "{src}: {errs:?}");
-        }
+        one_error_each(super::expand, cases);
         // Accepted: a method on a literal is a scalar like any other; a negative literal
         // exponent multiplies.
         for src in [

@@ -2,19 +2,12 @@
 //! parsed on its own so that a syntax error in one still leaves the others (and its type)
 //! defined.
 
+use crate::constants::{self, Const};
 use proc_macro2::{Span, TokenTree};
 use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{braced, bracketed, parenthesized, Attribute, Ident, Token, Type, Visibility};
-
-/// `name: f32 = default` in the braces after the activation's name.
-pub struct Param {
-    pub attrs: Vec<Attribute>,
-    pub name: Ident,
-    pub ty: Type,
-    pub default: Option<syn::Expr>,
-}
+use syn::{bracketed, parenthesized, Attribute, Ident, Token, Visibility};
 
 /// `name = initial value` in the square brackets: a learnable per-feature parameter.
 pub struct Learnable {
@@ -25,7 +18,7 @@ pub struct Learnable {
 /// What follows the name: the constants, the learnable parameters, the variable and the
 /// expression.
 pub struct Body {
-    pub params: Vec<Param>,
+    pub params: Vec<Const>,
     /// The square brackets (for the span of an empty `[]`) and what they hold; `None` without
     /// brackets.
     pub learnables: Option<(Span, Vec<Learnable>)>,
@@ -48,26 +41,6 @@ pub struct Def {
 /// Every definition of one invocation.
 pub struct Defs(pub Vec<Def>);
 
-impl Parse for Param {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let attrs = input.call(Attribute::parse_outer)?;
-        let name = input.parse()?;
-        input.parse::<Token![:]>()?;
-        let ty = input.parse()?;
-        let default = if input.parse::<Option<Token![=]>>()?.is_some() {
-            Some(input.parse()?)
-        } else {
-            None
-        };
-        Ok(Param {
-            attrs,
-            name,
-            ty,
-            default,
-        })
-    }
-}
-
 impl Parse for Learnable {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let name: Ident = input.parse()?;
@@ -83,15 +56,7 @@ impl Parse for Learnable {
 }
 
 fn body(input: ParseStream) -> syn::Result<Body> {
-    let params = if input.peek(syn::token::Brace) {
-        let content;
-        braced!(content in input);
-        Punctuated::<Param, Token![,]>::parse_terminated(&content)?
-            .into_iter()
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let params = constants::parse_braced(input)?;
     let learnables = if input.peek(syn::token::Bracket) {
         let content;
         let brackets = bracketed!(content in input);
@@ -133,16 +98,7 @@ impl Parse for Defs {
                 }
                 Err(e) => {
                     // Skip to the end of this definition.
-                    input.step(|cursor| {
-                        let mut rest = *cursor;
-                        while let Some((tt, next)) = rest.token_tree() {
-                            rest = next;
-                            if matches!(&tt, TokenTree::Punct(p) if p.as_char() == ';') {
-                                break;
-                            }
-                        }
-                        Ok(((), rest))
-                    })?;
+                    constants::skip_definition(input)?;
                     Err(e)
                 }
             };

@@ -2,6 +2,7 @@
 //! prediction.
 
 use super::parse::Def;
+use crate::constants;
 use crate::errors::{self, Errors};
 use crate::expr::ast::{self, Expr, Func, Stmt};
 use crate::expr::diff;
@@ -20,33 +21,19 @@ pub enum Reduce {
     Sum,
 }
 
+/// What a constant that is not `f32`, or has no value, is told.
+const MESSAGES: constants::Messages = constants::Messages {
+    not_f32: errors::loss_const_type,
+    without_value: errors::loss_const_default,
+};
+
 /// A checked loss: the element's value and its derivative by the prediction.
 pub struct Checked {
     /// Each constant's value.
-    pub consts: Vec<f32>,
+    pub consts: Vec<f64>,
     pub value: TExpr,
     pub grad: TExpr,
     pub reduce: Reduce,
-}
-
-/// A number literal, possibly negated, that fits an `f32`.
-fn literal(e: &syn::Expr, errs: &mut Errors) -> Option<f32> {
-    let mut parse_errs = Errors::default();
-    let v = match ast::parse_expr(e, &mut parse_errs) {
-        Some(Expr::Num { value, .. }) => Some(value),
-        Some(Expr::Neg(x, _)) => match *x {
-            Expr::Num { value, .. } => Some(-value),
-            _ => None,
-        },
-        _ => None,
-    };
-    match v.map(|v| v as f32).filter(|v| v.is_finite()) {
-        Some(v) => Some(v),
-        None => {
-            errs.at(e.span(), errors::default_literal());
-            None
-        }
-    }
 }
 
 /// Reports each `f64(..)` (lane code has no per-step scalars to compute in `f64`) and each
@@ -114,38 +101,14 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
             None => declared.push((name, what)),
         }
     }
-    for (i, c) in def.consts.iter().enumerate() {
-        let ident = super::expand::const_ident(&c.name).to_string();
-        let first = def.consts[..i]
-            .iter()
-            .find(|d| d.name != c.name && super::expand::const_ident(&d.name) == ident);
-        if let Some(first) = first {
-            let (name, first) = (c.name.to_string(), first.name.to_string());
-            errs.at(
-                c.name.span(),
-                errors::const_collision(&name, &first, &ident),
-            );
-        }
+    for i in 0..def.consts.len() {
+        constants::check_collision(&def.consts, i, super::expand::const_ident, &mut errs);
     }
-    let mut consts = Vec::new();
-    for c in &def.consts {
-        let is_f32 =
-            matches!(&c.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("f32"));
-        if !is_f32 {
-            errs.at(c.ty.span(), errors::loss_const_type(&c.name.to_string()));
-        }
-        let value = match &c.default {
-            Some(d) => literal(d, &mut errs),
-            None => {
-                errs.at(
-                    c.name.span(),
-                    errors::loss_const_default(&c.name.to_string()),
-                );
-                None
-            }
-        };
-        consts.push(value.unwrap_or(0.0));
-    }
+    let consts = def
+        .consts
+        .iter()
+        .map(|c| constants::value(c, &MESSAGES, &mut errs))
+        .collect();
 
     // Options.
     let mut reduce = Reduce::Mean;

@@ -4,49 +4,19 @@
 
 use super::check::{Checked, Reduce, PRED, TARGET};
 use super::parse::Def;
+use crate::constants;
 use crate::expr::emit;
 use crate::expr::ir::{self, Ref, TExpr};
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 /// The struct and its constants: shared by the real and the fallback expansion.
-fn header(def: &Def, consts: &[f32]) -> TokenStream {
-    let name = &def.name;
-    let vis = &def.vis;
-    let attrs = &def.attrs;
-    // A constant whose associated name an earlier one took is reported by `check`; the
-    // fallback defines the first only, so that the mistake gives one error.
-    let mut taken = Vec::new();
-    let items: Vec<_> = def
-        .consts
-        .iter()
-        .zip(consts)
-        .filter(|(c, _)| {
-            let id = const_ident(&c.name).to_string();
-            let fresh = !taken.contains(&id);
-            taken.push(id);
-            fresh
-        })
-        .collect();
-    let items = items.into_iter().map(|(c, v)| {
-        let id = const_ident(&c.name);
-        let attrs = &c.attrs;
-        let doc = if attrs.iter().any(|a| a.path().is_ident("doc")) {
-            quote!()
-        } else {
-            let d = format!("The constant `{}` of this loss.", c.name);
-            quote!(#[doc = #d])
-        };
-        let v = Literal::f32_suffixed(*v);
-        quote!(#(#attrs)* #doc pub const #id: f32 = #v;)
+fn header(def: &Def, values: &[f64]) -> TokenStream {
+    let items = constants::items(&def.consts, values, const_ident, |_, c| {
+        let documented = c.attrs.iter().any(|a| a.path().is_ident("doc"));
+        (!documented).then(|| format!("The constant `{}` of this loss.", c.name))
     });
-    let consts = (!def.consts.is_empty()).then(|| quote!(impl #name { #(#items)* }));
-    quote! {
-        #(#attrs)*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        #vis struct #name;
-        #consts
-    }
+    constants::header(&def.attrs, &def.vis, &def.name, false, &items)
 }
 
 /// `delta` becomes `DELTA`.

@@ -1,20 +1,11 @@
 //! Syntax of `loss!`: one or more definitions
 //! `attrs vis Name { constants }? (pred, target) = body (, reduce = mean|sum)? ;`.
 
-use proc_macro2::TokenTree;
+use crate::constants::{self, Const};
 use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{braced, parenthesized, Attribute, Ident, Token, Type, Visibility};
-
-/// `name: f32 = default`, a constant of the loss.
-pub struct Const {
-    pub attrs: Vec<Attribute>,
-    pub name: Ident,
-    pub ty: Type,
-    /// `None` when the `= value` is missing (reported by `check`).
-    pub default: Option<syn::Expr>,
-}
+use syn::{parenthesized, Attribute, Ident, Token, Visibility};
 
 /// One loss, as written.
 pub struct Def {
@@ -36,26 +27,6 @@ pub struct Def {
 /// and the others are still checked and expanded.
 pub struct Defs(pub Vec<(Def, Option<syn::Error>)>);
 
-impl Parse for Const {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let attrs = input.call(Attribute::parse_outer)?;
-        let name = input.parse()?;
-        input.parse::<Token![:]>()?;
-        let ty = input.parse()?;
-        let default = if input.parse::<Option<Token![=]>>()?.is_some() {
-            Some(input.parse()?)
-        } else {
-            None
-        };
-        Ok(Const {
-            attrs,
-            name,
-            ty,
-            default,
-        })
-    }
-}
-
 impl Parse for Def {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
@@ -72,14 +43,7 @@ fn rest(
     vis: Visibility,
     name: Ident,
 ) -> syn::Result<Def> {
-    let mut consts = Vec::new();
-    if input.peek(syn::token::Brace) {
-        let body;
-        braced!(body in input);
-        consts = Punctuated::<Const, Token![,]>::parse_terminated(&body)?
-            .into_iter()
-            .collect();
-    }
+    let consts = constants::parse_braced(input)?;
     let params;
     let paren = parenthesized!(params in input);
     let params = Punctuated::<Ident, Token![,]>::parse_terminated(&params)?
@@ -122,16 +86,7 @@ impl Parse for Defs {
                 }
                 Err(e) => {
                     // Skip to the end of this definition; keep its name for the fallback.
-                    input.step(|cursor| {
-                        let mut rest = *cursor;
-                        while let Some((tt, next)) = rest.token_tree() {
-                            rest = next;
-                            if matches!(&tt, TokenTree::Punct(p) if p.as_char() == ';') {
-                                break;
-                            }
-                        }
-                        Ok(((), rest))
-                    })?;
+                    constants::skip_definition(input)?;
                     let def = Def {
                         attrs,
                         vis,

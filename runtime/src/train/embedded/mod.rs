@@ -148,8 +148,16 @@ impl<M: Model, R: Rule> Update<'_, M, R> {
                     segment.grad_scale = plan.sign * (c / norm.max(c));
                 }
             }
+            // Without per-tensor clipping every tensor of the layer has the same per-step
+            // values: one segment (the update is element-wise, so the bits do not change).
+            let count = if matches!(self.clip_norm, Some(NormClip::PerTensor(_))) {
+                layer.len()
+            } else {
+                segments[0].end = len;
+                1
+            };
             apply(
-                &segments[..layer.len()],
+                &segments[..count],
                 &plan.pass,
                 Buffers {
                     params: &mut params[start - offset..stop - offset],

@@ -1,6 +1,5 @@
-//! fusegraph compiles training code: declarative optimizer rules (and, later, models) become
-//! statically typed Rust whose state is allocated once and whose update is one fused
-//! SIMD/rayon pass.
+//! fusegraph compiles training code: declarative models and optimizer rules become statically
+//! typed Rust whose state is allocated once and whose update is one fused SIMD/rayon pass.
 //!
 //! # Optimizers
 //!
@@ -37,9 +36,9 @@
 //! [`macro@model`] turns a struct of layers into a model that owns one flat parameter buffer; its
 //! shapes are constants of the layer types, so a layer that does not fit the previous one is a
 //! compile error at its field. [`TrainStep`] owns everything else a step needs (gradients,
-//! activations for batches up to `B`, the optimizer's state), allocated once; `run` does the
-//! forward pass, the loss, the backward pass and the optimizer's fused update, allocating
-//! nothing.
+//! activations for batches up to `B`, workspace, the optimizer's state), allocated once; `run`
+//! does the forward pass, the loss, the backward pass and the optimizer's fused update,
+//! allocating nothing.
 //!
 //! ```
 //! use fusegraph::optim::keras::Adam;
@@ -72,10 +71,21 @@
 //! let dx = step.input_gradient(&model, &x); // d sum(output) / d x, from the current weights
 //! assert_eq!(dx.len(), x.len());
 //! assert_eq!(model.fc1().weight().len(), 8 * 16);
-//! let bytes = TrainStep::<Mlp, Adam, 32>::BYTES; // parameters, gradients, activations, slots
+//! // Bytes of parameters, gradients, activations, workspace and optimizer slots:
+//! let bytes = TrainStep::<Mlp, Adam, 32>::BYTES;
 //! assert_eq!(bytes.slots, 2 * bytes.grads);
 //! # let _ = ResMlp::init(Seed(1));
 //! ```
+//!
+//! # More
+//!
+//! - [`activation!`] and [`loss!`]: custom activations and losses written as formulas, whose
+//!   derivatives the macros derive symbolically when the crate compiles.
+//! - [`train::Trainer`] (feature `std`): `fit`, `evaluate` and `predict` over a
+//!   [`data::Dataset`], with metrics, callbacks and progress; [`checkpoint`] (feature
+//!   `checkpoint`): safetensors files that resume bit for bit.
+//! - [`train::EmbeddedStep`]: training without an allocator, for `inline` models, in one arena
+//!   the caller owns.
 #![no_std]
 
 extern crate self as fusegraph;
@@ -152,10 +162,11 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 ///
 /// Float (or integer) literals, names, `+ - * /`, unary `-`, and the functions `sqrt`, `abs`,
 /// `signum` (Rust's: `1` at `+0.0`), `sign` (PyTorch's: `0` at zero), `min`, `max`, `exp`,
-/// `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `clamp`, as methods (`v.sqrt()`) or calls
-/// (`sqrt(v)`). `if a > b { x } else { y }` (also `<`, `>=`, `<=`, `==`, `!=`) is a select:
-/// both sides are computed, no branch. `x.powi(k)` with an integer literal (at most 64 in
-/// magnitude) multiplies; with a scalar such as `t` it is `powf`, which rounds once where repeated multiplication would not.
+/// `expm1`, `ln`, `powi`, `powf`, `tanh`, `sigmoid`, `softplus`, `erf`, `cosh`, `sinh`,
+/// `clamp`, as methods (`v.sqrt()`) or calls (`sqrt(v)`). `if a > b { x } else { y }` (also
+/// `<`, `>=`, `<=`, `==`, `!=`) is a select: both sides are computed, no branch. `x.powi(k)`
+/// with an integer literal (at most 64 in magnitude) multiplies; with a scalar such as `t` it
+/// is `powf`, which rounds once where repeated multiplication would not.
 /// `f64(expr)` computes a scalar expression in `f64` from the decimal values of the
 /// hyper-parameters and rounds it once, as Python computes `1 - beta_1` from floats (Keras'
 /// `1 - 0.999` is `0.001`; `1.0 - 0.999_f32` is 1.3e-5 off).
@@ -268,7 +279,8 @@ pub use fusegraph_macros::optimizer;
 /// `max` split it in half on a tie, `sign`, `signum` and comparisons have derivative 0. Terms
 /// of constants are left out rather than multiplied by 0, so `alpha * x` has derivative
 /// `alpha` even where `x` is infinite. The result is simplified (literal arithmetic, `x * 1`,
-/// `x + 0`..., never `0 * x`, which IEEE makes NaN for infinite `x`).
+/// `x - 0`..., never `x + 0`, which is `+0` where `x` is `-0`, nor `0 * x`, which IEEE makes NaN
+/// for infinite `x`).
 ///
 /// # What it generates
 ///
@@ -307,8 +319,10 @@ pub use fusegraph_macros::activation;
 ///
 /// `#[fusegraph::model(loss = Loss, ..)]` names the loss, then optionally:
 /// - `graph(name = expr, ..)`: the wiring of a non-sequential model. A node is `layer(node)`,
-///   `node.relu()` (or another activation), `a + b`, `a * b` or `concat(a, b)`; `x` is the
-///   input and the last node the output.
+///   `node.relu()` (or `leaky_relu`, `elu`, `sigmoid`, `tanh`, `gelu`, `swish`, `softmax`),
+///   `node.act::<T>()` (any [`Activation`](layers::Activation) in scope, such as one of
+///   [`activation!`]), `a + b`, `a * b` or `concat(a, b)`; `x` is the input and the last node
+///   the output.
 /// - `inline`: parameters and state live in arrays inside the struct (`[f32; PARAMS]` and
 ///   `[f32; STATE]`, sizes computed from the layer types) instead of two heap buffers, so the
 ///   model needs no allocator: it can be a `static` (from the `const fn zeroed()`) or live on
@@ -316,9 +330,9 @@ pub use fusegraph_macros::activation;
 ///   passing through the stack, which a large model needs.
 /// - `max_bytes = N, batch = B, optimizer = Rule`, and optionally `fused`: a memory budget
 ///   checked when the crate compiles. The model and a train step of `Rule` for batches of `B`
-///   ([`Bytes::of`], counting one layer's gradients with `fused`) must fit in `N` bytes, or the
-///   build fails at `N` with the total and each part. The bytes counted are the model's
-///   `BUDGET_BYTES`.
+///   ([`Bytes::of`], counting only the largest layer's gradients with `fused`) must fit in
+///   `N` bytes, or the build fails at `N` with the total and each part. The bytes counted
+///   are the model's `BUDGET_BYTES`.
 ///
 /// # What it generates
 ///

@@ -1,7 +1,7 @@
 //! Training on a target without an allocator: an 8-16(ReLU)-4 MLP, its SGD-momentum state,
-//! its activations and its gradients live in two `static`s whose sizes are constants of the
-//! model's type. This crate is `#![no_std]` and does not link `alloc`; `src/bin/host.rs` runs
-//! [`train`] on the host.
+//! its activations, its workspace and its gradients live in two `static`s whose sizes are
+//! constants of the model's type. This crate is `#![no_std]` and does not link `alloc`;
+//! `src/bin/host.rs` runs [`train`] on the host.
 //!
 //! The model's memory budget is checked when the crate compiles: `max_bytes` below is the
 //! budget, and a model, batch or optimizer that needs more is a compile error that gives the

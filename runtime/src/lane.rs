@@ -1,5 +1,5 @@
-//! Lane functions that `wide` does not provide, used by code that `optimizer!` and
-//! `activation!` generate. Each has the same semantics as its scalar twin in
+//! Lane functions that `wide` does not provide, used by code that `optimizer!`,
+//! `activation!` and `loss!` generate. Each has the same semantics as its scalar twin in
 //! [`math`](crate::math) (`softplus` has none: scalar code spells it out).
 
 use wide::f32x8;

@@ -1,4 +1,5 @@
-//! Losses, as a mean over the batch, with their gradients.
+//! Losses and their gradients, reduced over the batch: the built-ins by a mean (as Keras and
+//! PyTorch), losses written with `loss!` by a mean or a sum ([`Reduce`]).
 
 /// A loss over a batch of predictions (`batch * n` values) and targets.
 pub trait Loss {
@@ -7,7 +8,8 @@ pub trait Loss {
     /// Targets per sample: `n` for value targets, 1 for class indices.
     fn targets_per_sample(n: usize) -> usize;
     /// The loss, a mean over the batch (and, for element-wise losses, the outputs, as Keras
-    /// and PyTorch reduce them), and its gradient with respect to `pred` in `grad`.
+    /// and PyTorch reduce them; a sum for a `loss!` with `reduce = sum`), and its gradient
+    /// with respect to `pred` in `grad`.
     fn loss_and_grad(pred: &[f32], target: &[Self::Target], grad: &mut [f32], n: usize) -> f32;
     /// The loss alone.
     fn loss(pred: &[f32], target: &[Self::Target], n: usize) -> f32;

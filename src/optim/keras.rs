@@ -4,9 +4,9 @@
 //! so do these rules (`step` without `(f64)`); the constants it derives from Python floats
 //! (`1 - beta_1` in Adam, `1 - rho` in RMSprop) are `f64`, rounded once, as here with `f64(..)`
 //! (`1 - 0.999` is `0.001`, where `1 - 0.999_f32` is 1.3e-5 off). Nadam and Lion cast the
-//! hyper-parameters to `f32` first, and so do their rules. Where a Keras optimizer changes its slots with an
-//! option (`momentum > 0`, `nesterov`, `centered`, `amsgrad`), each combination is its own type,
-//! so that no unused slot is allocated or streamed. Keras' `weight_decay`, `clipnorm`,
+//! hyper-parameters to `f32` first, and so do their rules. Where a Keras optimizer changes its
+//! slots with an option (`momentum > 0`, `nesterov`, `centered`, `amsgrad`), each combination
+//! is its own type, so that no unused slot is allocated or streamed. Keras' `weight_decay`, `clipnorm`,
 //! `global_clipnorm`, `clipvalue` and `use_ema` are [`Config`](super::Config) options of the
 //! [`Optimizer`](super::Optimizer), fused into the same pass.
 //!

@@ -1,4 +1,5 @@
-//! [`History`]: what each epoch of a fit measured, as Keras' `History`, writable as CSV.
+//! [`History`]: what each epoch of a fit measured, as Keras' `History`, writable as CSV and as
+//! an SVG training curve.
 
 use super::error::TrainError;
 use super::metrics::{Metric, Metrics};

@@ -1,6 +1,8 @@
 //! Training: the [`Model`] trait that `#[model]` implements, element-wise graph operations,
-//! [`TrainStep`], which owns every buffer a train step needs, and (with `std`) the
-//! [`Trainer`] that fits a model on data with metrics, callbacks and progress.
+//! [`TrainStep`] (feature `alloc`), which owns every buffer a train step needs,
+//! [`EmbeddedStep`], which keeps them in an arena the caller owns, the compile-time memory
+//! budget, and (with `std`) the [`Trainer`] that fits a model on data with metrics, callbacks
+//! and progress.
 
 mod budget;
 #[cfg(feature = "std")]

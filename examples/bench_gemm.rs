@@ -2,7 +2,7 @@
 //! `matrixmultiply::sgemm`, the `gemm` crate and a simple triple loop, measured in one run.
 //!
 //! ```text
-//! RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target-native \
+//! RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
 //!     cargo run --release --example bench_gemm
 //! ```
 //!

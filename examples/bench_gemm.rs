@@ -454,7 +454,7 @@ fn threshold() {
         .num_threads(2)
         .build()
         .expect("pool");
-    for bsz in [4, 8, 12, 16, 24, 32, 64] {
+    for bsz in [4, 8, 16, 32, 64, 96, 128] {
         let s = Shape {
             name: "X·W1",
             m: bsz,

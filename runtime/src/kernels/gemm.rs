@@ -121,12 +121,14 @@ pub const MC: usize = MR * 32;
 pub const NC: usize = NR * 64;
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
-/// the rayon pool (feature `parallel`); smaller ones never touch it. Measured by `bench_gemm`
-/// on `X (B x 784) · W (784 x 128)` with two Zen 4 cores: split in two, the product runs
-/// slower than serial at 0.8 MFLOP (batch 4: the hand-off into the pool and the second packing
-/// of `W` cost more than half the work), from 0.75x to 1.4x as fast at 1.6 MFLOP (batch 8)
-/// depending on the run, and 1.3-1.7x as fast from 2.4 MFLOP (batch 12) up.
-pub const PARALLEL_FLOPS: usize = 1 << 21;
+/// the rayon pool (feature `parallel`); smaller ones never touch it. Measured inside train steps
+/// of the MLP 784-128-10 on two Zen 4 cores, where the pool's workers fall asleep between
+/// products and the optimizer pass then reads the gradients from the other core's cache: at
+/// 2^21 (the crossover of back-to-back products in `bench_gemm`, 2.4 MFLOP) a step at batch 32
+/// ran 1.5x slower on two threads than on one (275 against 183 us); at 2^24, batches up to 64
+/// (X·W1 = 12.8 MFLOP) stay on one thread and run as fast as serial, and batch 96 and above are
+/// split (1.1-1.5x faster than one thread).
+pub const PARALLEL_FLOPS: usize = 1 << 24;
 
 /// Rows of `C` per tile on the small path ([`NR`] or fewer columns, `k <= KC`).
 pub const SMALL_MR: usize = 4;

@@ -433,7 +433,7 @@ fn bits_do_not_depend_on_threads() {
 fn public_gemm_splits_above_threshold_with_the_same_bits() {
     extern crate alloc;
     use alloc::vec;
-    let (m, k, n) = (300, 200, 100);
+    let (m, k, n) = (420, 200, 110);
     assert!(wants_threads(m, k, n));
     let a: alloc::vec::Vec<f32> = (0..m * k).map(|i| value(i, 21)).collect();
     let b: alloc::vec::Vec<f32> = (0..k * n).map(|i| value(i, 22)).collect();

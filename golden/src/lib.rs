@@ -96,7 +96,7 @@ pub fn run_case(case: &Value) -> Result<Value, String> {
         other => return Err(format!("unknown case kind `{other}`")),
     };
     let inputs = Inputs::parse(&case["inputs"], save_load)?;
-    map_optimizer(case, inputs.grads.len(), Trajectory(&inputs))
+    map_optimizer(case, Trajectory(&inputs))
 }
 
 /// Runs a model case (`model_training`) on `model`, a `#[fusegraph::model]` type with the

@@ -8,17 +8,12 @@ use crate::{keras, torch};
 use fusegraph::optim::{Config, Rule, WeightDecay};
 use serde_json::Value;
 
-/// Maps the `optimizer` of `case` (of its `framework`), for a run of `num_steps` steps, and
-/// runs `with` on the rule.
-pub(crate) fn map_optimizer<W: WithRule>(
-    case: &Value,
-    num_steps: usize,
-    with: W,
-) -> Result<W::Output, String> {
+/// Maps the `optimizer` of `case` (of its `framework`) and runs `with` on the rule.
+pub(crate) fn map_optimizer<W: WithRule>(case: &Value, with: W) -> Result<W::Output, String> {
     let optimizer = &case["optimizer"];
     match case["framework"].as_str().unwrap_or_default() {
         "keras" => keras::map(optimizer, with),
-        "torch" => torch::map(optimizer, num_steps, with),
+        "torch" => torch::map(optimizer, with),
         other => Err(format!("unknown framework `{other}`")),
     }
 }

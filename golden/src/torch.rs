@@ -21,13 +21,9 @@ const COMMON: &[&str] = &[
     "differentiable",
 ];
 
-/// Maps a PyTorch case's `optimizer` object onto a rule and a [`Config`] for a run of
-/// `num_steps` steps (the schedulers need it), and runs `with` on them.
-pub(crate) fn map<W: WithRule>(
-    optimizer: &Value,
-    num_steps: usize,
-    with: W,
-) -> Result<W::Output, String> {
+/// Maps a PyTorch case's `optimizer` object onto a rule and a [`Config`], and runs `with` on
+/// them.
+pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, String> {
     let class = optimizer["class"].as_str().unwrap_or_default();
     let name = class.strip_prefix("torch.optim.").unwrap_or(class);
     let own: &[&str] = match name {
@@ -53,7 +49,7 @@ pub(crate) fn map<W: WithRule>(
     let lr = args.float("lr")?.ok_or("no `lr` argument or default")?;
     match optimizer.get("scheduler") {
         None | Some(Value::Null) => {}
-        Some(s) => config = config.schedule(scheduler(s, lr, num_steps)?),
+        Some(s) => config = config.schedule(scheduler(s, lr)?),
     }
     let weight_decay = match args.float("weight_decay")? {
         Some(wd) if wd != 0.0 => {
@@ -121,9 +117,9 @@ fn clip_config(mut config: Config, clip: &Value) -> Result<Config, String> {
     Ok(config)
 }
 
-/// A `torch.optim.lr_scheduler` (`{"cls": ..., "args": {...}}`) over base rate `lr`, for a run
-/// of `num_steps` steps (step `t` uses the rate after `t - 1` scheduler steps).
-fn scheduler(s: &Value, lr: f32, num_steps: usize) -> Result<Schedule, String> {
+/// A `torch.optim.lr_scheduler` (`{"cls": ..., "args": {...}}`) over base rate `lr` (step `t`
+/// uses the rate after `t - 1` scheduler steps).
+fn scheduler(s: &Value, lr: f32) -> Result<Schedule, String> {
     let cls = s["cls"].as_str().unwrap_or_default();
     let args = Args::new(s.get("args"), None)?;
     let own: &[&str] = match cls {
@@ -150,15 +146,8 @@ fn scheduler(s: &Value, lr: f32, num_steps: usize) -> Result<Schedule, String> {
         "ExponentialLR" => Schedule::exponential(lr, 1, gamma()?),
         _ => {
             let t_max = positive("T_max")?;
-            // Past T_max PyTorch's (non-restarting) cosine rises again; fusegraph's stays flat.
-            if num_steps as u64 > t_max + 1 {
-                return Err(format!(
-                    "CosineAnnealingLR with T_max = {t_max} over {num_steps} steps: past T_max \
-                     PyTorch's rate rises again, fusegraph's cosine stays at eta_min"
-                ));
-            }
             let eta_min = args.float("eta_min")?.unwrap_or(0.0);
-            Schedule::cosine(lr, t_max, if lr != 0.0 { eta_min / lr } else { 0.0 })
+            Schedule::cosine_annealing(lr, t_max, eta_min)
         }
     })
 }
@@ -174,31 +163,29 @@ mod tests {
         let s = scheduler(
             &json!({"cls": "StepLR", "args": {"step_size": 3, "gamma": 0.5}}),
             0.1,
-            12,
         )
         .unwrap();
         assert_eq!([s.at(2), s.at(3), s.at(6)], [0.1, 0.05, 0.025]);
         let s = scheduler(
             &json!({"cls": "ExponentialLR", "args": {"gamma": 0.5}}),
             1.0,
-            5,
         )
         .unwrap();
         assert_eq!(s.at(2), 0.25);
         let s = scheduler(
             &json!({"cls": "CosineAnnealingLR", "args": {"T_max": 4, "eta_min": 0.01}}),
             0.1,
-            5,
         )
         .unwrap();
         assert!((s.at(4) - 0.01).abs() < 1e-8);
-        let e = scheduler(
+        // Past T_max the rate rises again, as PyTorch's does.
+        let s = scheduler(
             &json!({"cls": "CosineAnnealingLR", "args": {"T_max": 4}}),
             0.1,
-            6,
         )
-        .unwrap_err();
-        assert!(e.contains("T_max"), "{e}");
+        .unwrap();
+        assert_eq!([s.at(4), s.at(8)], [0.0, 0.1]);
+        assert!((s.at(6) - 0.05).abs() < 1e-8);
     }
 
     #[test]
@@ -210,7 +197,7 @@ mod tests {
         let opt = json!({"class": "torch.optim.Adam",
                          "args": {"lr": 0.1, "capturable": true},
                          "defaults": {"capturable": false}});
-        let e = map(&opt, 0, Unreachable).unwrap_err();
+        let e = map(&opt, Unreachable).unwrap_err();
         assert!(e.contains("`capturable`"), "{e}");
     }
 }

@@ -202,7 +202,7 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
 /// Runs a model case on a model built at run time from its layers.
 pub(crate) fn run(case: &Value) -> Result<Value, String> {
     let parsed = ModelCase::parse(case)?;
-    map_optimizer(case, parsed.batches.len(), DynamicRun(&parsed))
+    map_optimizer(case, DynamicRun(&parsed))
 }
 
 /// A model case's run on the model its layers describe, with the rule its optimizer maps to.
@@ -289,8 +289,7 @@ where
             parsed.max_batch()
         ));
     }
-    let (rule, config, conventions) =
-        map_optimizer(case, parsed.batches.len(), Exactly::<R>(PhantomData))?;
+    let (rule, config, conventions) = map_optimizer(case, Exactly::<R>(PhantomData))?;
     model.params_mut().copy_from_slice(&parsed.params);
     let step = TrainStep::<M, R, B>::with_config(&model, rule, config);
     record(&mut Typed { model, step }, &parsed, conventions)

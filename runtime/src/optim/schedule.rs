@@ -29,11 +29,20 @@ pub enum Decay {
         staircase: bool,
     },
     /// Cosine decay from `initial` to `initial * alpha` over `steps`, then flat (Keras
-    /// `CosineDecay`, PyTorch `CosineAnnealingLR` without restarts).
+    /// `CosineDecay`).
     Cosine {
         /// Length of the decay.
         steps: u64,
         /// Final fraction of the initial rate.
+        alpha: f32,
+    },
+    /// PyTorch's `CosineAnnealingLR`: the same cosine, which past `steps` rises back to the
+    /// initial rate at `2 * steps` and goes on with period `2 * steps` (PyTorch's scheduler
+    /// does not clamp its position; `CosineAnnealingWarmRestarts` is another schedule).
+    CosineAnnealing {
+        /// Half a period: `T_max`.
+        steps: u64,
+        /// `eta_min` as a fraction of the initial rate.
         alpha: f32,
     },
 }
@@ -106,6 +115,20 @@ impl Schedule {
     pub fn cosine(lr: f32, steps: u64, alpha: f32) -> Self {
         Self::new(lr, Decay::Cosine { steps, alpha })
     }
+    /// PyTorch's `CosineAnnealingLR(T_max = steps, eta_min)` (see [`Decay::CosineAnnealing`]).
+    ///
+    /// ```
+    /// use fusegraph_runtime::optim::Schedule;
+    /// let s = Schedule::cosine_annealing(0.1, 10, 0.0);
+    /// assert!((s.at(5) - 0.05).abs() < 1e-7);
+    /// assert_eq!(s.at(10), 0.0);
+    /// assert!((s.at(15) - 0.05).abs() < 1e-7); // rising again, as in PyTorch
+    /// assert!((s.at(20) - 0.1).abs() < 1e-7);
+    /// ```
+    pub fn cosine_annealing(lr: f32, steps: u64, eta_min: f32) -> Self {
+        let alpha = if lr != 0.0 { eta_min / lr } else { 0.0 };
+        Self::new(lr, Decay::CosineAnnealing { steps, alpha })
+    }
     /// A schedule from its parts, without warm-up.
     pub fn new(initial: f32, decay: Decay) -> Self {
         Schedule {
@@ -129,7 +152,8 @@ impl Schedule {
             let frac = i as f32 / self.warmup_steps as f32;
             return self.warmup_from + (self.initial - self.warmup_from) * frac;
         }
-        let i = (i - self.warmup_steps) as f32;
+        let done_steps = i - self.warmup_steps;
+        let i = done_steps as f32;
         let ratio = |steps: u64, staircase: bool| {
             let p = i / steps.max(1) as f32;
             if staircase {
@@ -155,6 +179,13 @@ impl Schedule {
                 let cosine = 0.5 * (1.0 + math::cos(core::f32::consts::PI * done));
                 self.initial * ((1.0 - alpha) * cosine + alpha)
             }
+            Decay::CosineAnnealing { steps, alpha } => {
+                // The position within one period, so that the cosine's argument stays small.
+                let period = 2 * steps.max(1);
+                let done = (done_steps % period) as f32 / steps.max(1) as f32;
+                let cosine = 0.5 * (1.0 + math::cos(core::f32::consts::PI * done));
+                self.initial * ((1.0 - alpha) * cosine + alpha)
+            }
         }
     }
 }
@@ -162,6 +193,29 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cosine_annealing_follows_pytorchs_recursion_past_t_max() {
+        // torch.optim.lr_scheduler.CosineAnnealingLR's step(), in f64, for 3 periods.
+        let (base, eta_min, t_max) = (0.1f64, 0.01f64, 4u64);
+        let pi = core::f64::consts::PI;
+        let mut lr = base;
+        let s = Schedule::cosine_annealing(0.1, t_max, 0.01);
+        for e in 0..3 * 2 * t_max {
+            if e > 0 {
+                lr = if (e as i64 - 1 - t_max as i64).rem_euclid(2 * t_max as i64) == 0 {
+                    lr + (base - eta_min) * (1.0 - libm::cos(pi / t_max as f64)) / 2.0
+                } else {
+                    (1.0 + libm::cos(pi * e as f64 / t_max as f64))
+                        / (1.0 + libm::cos(pi * (e - 1) as f64 / t_max as f64))
+                        * (lr - eta_min)
+                        + eta_min
+                };
+            }
+            let got = f64::from(s.at(e));
+            assert!((got - lr).abs() <= 1e-6 * lr, "step {e}: {got} vs {lr}");
+        }
+    }
 
     #[test]
     fn exponential_smooth_and_staircase() {

@@ -213,20 +213,24 @@ fn the_arena_is_exactly_what_the_bytes_say() {
         (params - 144) * 4
     );
     assert_eq!(Normal::BYTES, TrainStep::<Tiny, keras::Adam, 8>::BYTES);
-    for (floats, bytes) in [
-        (Normal::FLOATS, Normal::BYTES),
-        (Layerwise::FLOATS, Layerwise::BYTES),
-    ] {
-        assert_eq!(floats * 4 + bytes.params, bytes.total());
-    }
-    // The arena as an array whose length is the constant.
-    let arena = [0.0f32; Layerwise::FLOATS];
-    assert_eq!(
-        std::mem::size_of_val(&arena) + Layerwise::BYTES.params,
-        Layerwise::BYTES.total()
-    );
+    // The parts against the buffers a TrainStep really allocates for the same model.
+    let mut model = Tiny::init(Seed(1));
+    let normal = TrainStep::<Tiny, keras::Adam, 8>::new(&model, keras::Adam::default());
+    assert_eq!(normal.grads().len() * 4, Normal::BYTES.grads);
+    assert_eq!(normal.workspace_bytes(), Normal::BYTES.workspace);
+    let slots: usize = <keras::Adam as Rule>::SLOTS
+        .iter()
+        .map(|s| normal.optimizer().slot(s).unwrap().len())
+        .sum();
+    assert_eq!(slots * 4, Normal::BYTES.slots);
+    // An arena of exactly FLOATS values (an array whose length is the constant) holds every
+    // buffer of a step that trains.
+    let mut arena = [0.0f32; Layerwise::FLOATS];
+    let mut step =
+        EmbeddedStep::<Tiny, _, 8>::new(&model, keras::Adam::default(), &mut arena).unwrap();
+    let (x, y) = batch(8, 1);
+    assert!(step.run(&mut model, &x, &y).is_finite());
 
-    let model = Tiny::init(Seed(1));
     let mut short = vec![0.0; Layerwise::FLOATS - 1];
     let err = EmbeddedStep::<Tiny, keras::Adam, 8>::new(&model, keras::Adam::default(), &mut short)
         .err()

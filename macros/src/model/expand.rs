@@ -66,6 +66,26 @@ pub fn fallback(def: &Def) -> TokenStream {
     }
 }
 
+/// A constant table `name: [ty; count]` built by `pushes` (each `let (__out, __at) = ..;`)
+/// from an array of `empty`s.
+fn table(
+    name: TokenStream,
+    ty: TokenStream,
+    empty: TokenStream,
+    count: TokenStream,
+    pushes: impl Iterator<Item = TokenStream>,
+) -> TokenStream {
+    quote! {
+        const #name: [#ty; #count] = {
+            let __out = [#empty; #count];
+            let __at = 0usize;
+            #(#pushes)*
+            let _ = __at;
+            __out
+        };
+    }
+}
+
 fn sum(items: impl Iterator<Item = TokenStream>) -> TokenStream {
     let items: Vec<TokenStream> = items.collect();
     if items.is_empty() {
@@ -342,6 +362,27 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     let product_pushes = tys.iter().map(
         |ty| quote!(let (__out, __at) = #p::push_products(__out, __at, <#ty as #l>::PRODUCTS);),
     );
+    let tensor_table = table(
+        quote!(__TENSORS),
+        quote!(#p::NamedTensor),
+        quote!(#p::NamedTensor::EMPTY),
+        tensor_count,
+        pushes,
+    );
+    let product_table = table(
+        quote!(__PRODUCTS),
+        quote!(#p::Product),
+        quote!(#p::Product::NONE),
+        product_count,
+        product_pushes,
+    );
+    let state_table = table(
+        quote!(__STATE_TENSORS),
+        quote!(#p::NamedTensor),
+        quote!(#p::NamedTensor::EMPTY),
+        state_count,
+        state_pushes,
+    );
     let init_state = (0..nf).map(|i| {
         let (ty, s0, s1) = (tys[i], &st[i], &st[i + 1]);
         quote!(<#ty as #l>::init_state(&mut self.__state[#s0..#s1]);)
@@ -431,30 +472,9 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             const #st0: usize = 0;
             #(#offsets)*
             #(#node_offsets)*
-            const __TENSOR_COUNT: usize = #tensor_count;
-            const __TENSORS: [#p::NamedTensor; __TENSOR_COUNT] = {
-                let __out = [#p::NamedTensor::EMPTY; __TENSOR_COUNT];
-                let __at = 0usize;
-                #(#pushes)*
-                let _ = __at;
-                __out
-            };
-            const __PRODUCT_COUNT: usize = #product_count;
-            const __PRODUCTS: [#p::Product; __PRODUCT_COUNT] = {
-                let __out = [#p::Product::NONE; __PRODUCT_COUNT];
-                let __at = 0usize;
-                #(#product_pushes)*
-                let _ = __at;
-                __out
-            };
-            const __STATE_TENSOR_COUNT: usize = #state_count;
-            const __STATE_TENSORS: [#p::NamedTensor; __STATE_TENSOR_COUNT] = {
-                let __out = [#p::NamedTensor::EMPTY; __STATE_TENSOR_COUNT];
-                let __at = 0usize;
-                #(#state_pushes)*
-                let _ = __at;
-                __out
-            };
+            #tensor_table
+            #product_table
+            #state_table
             const __COUNTER_COUNT: usize = #counter_count;
             const __COUNTERS: [&'static str; __COUNTER_COUNT] = {
                 #[allow(unused_mut)]

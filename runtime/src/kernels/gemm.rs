@@ -121,13 +121,13 @@ pub const MC: usize = MR * 32;
 pub const NC: usize = NR * 64;
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
-/// the rayon pool (feature `parallel`); smaller ones never touch it. Measured inside train steps
-/// of the MLP 784-128-10 on two Zen 4 cores, where the pool's workers fall asleep between
-/// products and the optimizer pass then reads the gradients from the other core's cache: at
-/// 2^21 (the crossover of back-to-back products in `bench_gemm`, 2.4 MFLOP) a step at batch 32
-/// ran 1.5x slower on two threads than on one (275 against 183 us); at 2^24, batches up to 64
-/// (X·W1 = 12.8 MFLOP) stay on one thread and run as fast as serial, and batch 96 and above are
-/// split (1.1-1.5x faster than one thread).
+/// the rayon pool (feature `parallel`); smaller ones never touch it. Set from `bench_train`'s
+/// two-thread table (the MLP 784-128-10 on two Zen 4 cores), where the pool's workers fall
+/// asleep between products and the optimizer pass then reads the gradients from the other
+/// core's cache: at 2^21 (the crossover of back-to-back products in `bench_gemm`) the step at
+/// batch 32 ran 1.4x slower on two threads than on one (264 against 183 us); at 2^24 its
+/// products (12.8 MFLOP at batch 64 and below) stay on one thread and it runs as fast as on
+/// one (180 against 187 us), while the step at batch 256 is still split and faster on two.
 pub const PARALLEL_FLOPS: usize = 1 << 24;
 
 /// Rows of `C` per tile on the small path ([`NR`] or fewer columns, `k <= KC`).

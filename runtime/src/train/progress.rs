@@ -81,9 +81,16 @@ impl Progress {
         }
     }
 
-    /// A batch ended; `loss` is the running mean of the epoch, `samples` seen so far.
+    /// A batch ended; `loss` gives the running mean of the epoch (asked for only when the bar
+    /// is redrawn), `samples` seen so far.
     #[cfg_attr(not(feature = "progress"), allow(unused_variables))]
-    pub(crate) fn batch(&mut self, done: usize, loss: f32, samples: usize, start: Instant) {
+    pub(crate) fn batch(
+        &mut self,
+        done: usize,
+        loss: impl FnOnce() -> f32,
+        samples: usize,
+        start: Instant,
+    ) {
         #[cfg(feature = "progress")]
         if let Some(bar) = &self.bar {
             bar.set_position(done as u64);
@@ -94,7 +101,7 @@ impl Progress {
             if due {
                 self.last_draw = Some(now);
                 let rate = samples as f64 / now.duration_since(start).as_secs_f64().max(1e-9);
-                bar.set_message(std::format!("loss {loss:.4} · {} samples/s", si(rate)));
+                bar.set_message(std::format!("loss {:.4} · {} samples/s", loss(), si(rate)));
             }
         }
     }

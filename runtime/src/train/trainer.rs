@@ -271,7 +271,7 @@ where
                 let loss = self.step.run(&mut self.model, &self.bx, &self.by);
                 acc.add::<M::Loss>(loss, self.step.output(idx.len()), &self.by, M::OUT);
                 let seen = (b * batch + idx.len()).min(train.len());
-                progress.batch(b + 1, acc.metrics().loss, seen, start);
+                progress.batch(b + 1, || acc.metrics().loss, seen, start);
                 for cb in callbacks.iter_mut() {
                     if cb.on_batch_end(epoch, b + 1, loss) == Control::Stop {
                         stop = Some(if loss.is_finite() {

@@ -114,21 +114,6 @@ impl EarlyStopping {
         self.saved_epoch.filter(|_| self.restore)
     }
 
-    /// Keras' `_is_improvement`: `monitor_op(value - min_delta, reference)` with `min_delta`
-    /// negated when minimizing, in `f64`; false for a NaN.
-    fn is_improvement(&self, value: f32, reference: f32) -> bool {
-        let (v, r, d) = (
-            f64::from(value),
-            f64::from(reference),
-            f64::from(self.min_delta),
-        );
-        if self.monitor.minimizes() {
-            v + d < r
-        } else {
-            v - d > r
-        }
-    }
-
     fn save<M: Model>(&mut self, model: &M, epoch: usize) {
         self.best_params.copy_from_slice(model.params());
         self.best_state.copy_from_slice(model.state());
@@ -163,7 +148,7 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for EarlyStopping {
             self.save(&*state.model, log.epoch);
         }
         self.wait += 1;
-        if self.is_improvement(value, self.best) {
+        if self.monitor.improves(value, self.best, self.min_delta) {
             self.best = value;
             self.best_epoch = Some(log.epoch);
             if self.restore {
@@ -171,7 +156,10 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for EarlyStopping {
             }
             // The patience restarts only when the value beats the baseline as well; an
             // improving epoch never stops the fit.
-            if self.baseline.is_none_or(|b| self.is_improvement(value, b)) {
+            if self
+                .baseline
+                .is_none_or(|b| self.monitor.improves(value, b, self.min_delta))
+            {
                 self.wait = 0;
             }
             return Ok(Control::Continue);

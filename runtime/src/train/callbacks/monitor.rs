@@ -36,12 +36,14 @@ impl Monitor {
         )
     }
 
-    /// Whether `value` improves on `best` by more than `min_delta` (Keras' rule).
+    /// Whether `value` improves on `best` by more than `min_delta`: Keras' `_is_improvement`,
+    /// in `f64` (`value + min_delta < best` when minimizing); never for a NaN.
     pub fn improves(self, value: f32, best: f32, min_delta: f32) -> bool {
+        let (v, b, d) = (f64::from(value), f64::from(best), f64::from(min_delta));
         if self.minimizes() {
-            value < best - min_delta
+            v + d < b
         } else {
-            value > best + min_delta
+            v - d > b
         }
     }
 

@@ -23,9 +23,9 @@
 //! reloaded checkpoint gives another accuracy.
 
 use fusegraph::data::{Csv, Standardize};
+use fusegraph::fit::{ModelCheckpoint, TerminateOnNan};
 use fusegraph::optim::keras::Adam;
 use fusegraph::prelude::*;
-use fusegraph::train::{ModelCheckpoint, TerminateOnNan};
 use std::error::Error;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -81,7 +81,7 @@
 //!
 //! - [`activation!`] and [`loss!`]: custom activations and losses written as formulas, whose
 //!   derivatives the macros derive symbolically when the crate compiles.
-//! - [`train::Trainer`] (feature `std`): `fit`, `evaluate` and `predict` over a
+//! - [`fit::Trainer`] (feature `std`): `fit`, `evaluate` and `predict` over a
 //!   [`data::Dataset`], with metrics, callbacks and progress; [`checkpoint`] (feature
 //!   `checkpoint`): safetensors files that resume bit for bit.
 //! - [`train::EmbeddedStep`]: training without an allocator, for `inline` models, in one arena
@@ -102,6 +102,8 @@ pub mod prelude;
 pub use fusegraph_runtime::checkpoint;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::data;
+#[cfg(feature = "std")]
+pub use fusegraph_runtime::fit;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::fs;
 pub use fusegraph_runtime::kernels;
@@ -463,10 +465,7 @@ pub mod __private {
         check_budget, init_params, push_products, push_tensors, Bytes, Model, NamedTensor, View,
     };
 
-    /// Element-wise graph operations.
-    pub mod graph {
-        pub use fusegraph_runtime::train::{add, concat, concat_grad, mul, product_grad};
-    }
+    pub use fusegraph_runtime::layers::graph;
 
     #[cfg(feature = "alloc")]
     pub use alloc::boxed::Box;

@@ -2,6 +2,7 @@
 //! optimizer steps and model train steps, whatever options are folded into the pass, with every
 //! layer kind, serial or across rayon; nor does the Trainer's loop after its first epoch.
 
+use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
@@ -10,9 +11,7 @@ use fusegraph::prelude::{
     Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
     TrainStep, Trainer, Verbose,
 };
-use fusegraph::train::{
-    Control, EmbeddedStep, EpochLog, FitState, Full, Fused, Hook, TerminateOnNan, UpdateMode,
-};
+use fusegraph::train::{EmbeddedStep, Full, Fused, UpdateMode};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -3,12 +3,12 @@
 //! learning-rate schedules and plateaus, user hooks) act when Keras' do, bad data is an error,
 //! and the same seed gives the same bits whatever the number of threads.
 
-use fusegraph::optim::keras::{Adam, Sgd};
-use fusegraph::prelude::*;
-use fusegraph::train::{
+use fusegraph::fit::{
     Callback, Control, EpochLog, FitState, Hook, LearningRateScheduler, ReduceLrOnPlateau, Stop,
     TerminateOnNan, TrainError,
 };
+use fusegraph::optim::keras::{Adam, Sgd};
+use fusegraph::prelude::*;
 
 /// Three classes from four features.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -698,7 +698,7 @@ fn drop_trainer(init: u64) -> Trainer<DropNet, Adam, 16> {
 
 #[test]
 fn a_fit_resumed_from_a_checkpoint_gives_the_same_bits() {
-    use fusegraph::train::ModelCheckpoint;
+    use fusegraph::fit::ModelCheckpoint;
     let dir = std::env::temp_dir().join(format!("fusegraph-trainer-resume-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let data = blobs(150, 8);

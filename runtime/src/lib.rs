@@ -4,8 +4,8 @@
 //! deterministic reductions, learning-rate schedules, scalar math, the layers and
 //! [`train::EmbeddedStep`] all work on caller-owned memory. The `alloc` feature adds
 //! [`optim::Optimizer`] and `train::TrainStep`, which own their state and allocate it once at
-//! construction; `std` adds the data loaders (`data`), the `Trainer` and atomic file writes
-//! (`fs`); `checkpoint` adds safetensors checkpoints, `progress` the progress bar, `gzip`
+//! construction; `std` adds the data loaders (`data`), the training loop (`fit`: the `Trainer`,
+//! callbacks, `History`) and atomic file writes (`fs`); `checkpoint` adds safetensors checkpoints, `progress` the progress bar, `gzip`
 //! compressed IDX files, and `parallel` splits large passes across a rayon pool.
 #![no_std]
 
@@ -18,6 +18,8 @@ extern crate std;
 pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
+#[cfg(feature = "std")]
+pub mod fit;
 #[cfg(feature = "std")]
 pub mod fs;
 pub mod kernels;

@@ -236,6 +236,7 @@ pub mod activation;
 pub mod conv;
 pub mod dense;
 pub mod dropout;
+pub mod graph;
 pub mod init;
 pub mod norm;
 pub mod pool;

@@ -190,7 +190,7 @@ impl History {
     /// with the training values as solid lines and the validation values dashed.
     ///
     /// ```
-    /// # use fusegraph_runtime::train::History;
+    /// # use fusegraph_runtime::fit::History;
     /// let svg = History::default().to_svg("empty run");
     /// assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     /// ```
@@ -261,16 +261,16 @@ mod tests {
     }
 
     fn history(losses: &[f32]) -> History {
-        let mut h = History::new(&[crate::train::Metric::Accuracy], losses.len());
+        let mut h = History::new(&[crate::fit::Metric::Accuracy], losses.len());
         for (i, &loss) in losses.iter().enumerate() {
-            h.epochs.push(crate::train::EpochLog {
+            h.epochs.push(crate::fit::EpochLog {
                 epoch: i + 1,
-                train: crate::train::Metrics {
+                train: crate::fit::Metrics {
                     loss,
                     accuracy: Some(0.5),
                     ..Default::default()
                 },
-                val: (i % 2 == 0).then(|| crate::train::Metrics {
+                val: (i % 2 == 0).then(|| crate::fit::Metrics {
                     loss: loss * 2.0,
                     accuracy: Some(f32::NAN),
                     ..Default::default()

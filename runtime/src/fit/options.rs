@@ -16,7 +16,7 @@ pub(crate) enum Validation<'a, T> {
 ///
 /// ```
 /// use fusegraph_runtime::rng::Seed;
-/// use fusegraph_runtime::train::FitOptions;
+/// use fusegraph_runtime::fit::FitOptions;
 /// let options = FitOptions::<u32>::new(30).validation_split(0.1).seed(Seed(1));
 /// assert_eq!(options.epochs(), 30);
 /// ```

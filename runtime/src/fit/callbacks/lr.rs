@@ -1,11 +1,11 @@
 //! Learning-rate callbacks: a per-epoch schedule and reduction on a plateau.
 
 use super::{Callback, Control, FitState, Monitor};
+use crate::fit::error::TrainError;
+use crate::fit::history::EpochLog;
 use crate::optim::Rule;
-use crate::train::error::TrainError;
-use crate::train::history::EpochLog;
-use crate::train::model::Model;
-use crate::train::step::TrainStep;
+use crate::train::Model;
+use crate::train::TrainStep;
 
 /// The rule's `lr` hyper-parameter, or an error if a step schedule owns the learning rate or
 /// the rule has none.
@@ -38,7 +38,7 @@ fn set_learning_rate<M: Model, R: Rule, const B: usize>(step: &mut TrainStep<M, 
 /// checkpoint saves.
 ///
 /// ```
-/// use fusegraph_runtime::train::LearningRateScheduler;
+/// use fusegraph_runtime::fit::LearningRateScheduler;
 /// // Halve the rate every 10 epochs.
 /// let _halve = LearningRateScheduler::new(|epoch, lr| if epoch > 0 && epoch % 10 == 0 { lr / 2.0 } else { lr });
 /// ```
@@ -79,7 +79,7 @@ impl<M: Model, R: Rule, const B: usize, F: FnMut(usize, f32) -> f32> Callback<M,
 /// `ReduceLROnPlateau` (defaults: factor 0.1, patience 10, min delta 1e-4).
 ///
 /// ```
-/// use fusegraph_runtime::train::{Monitor, ReduceLrOnPlateau};
+/// use fusegraph_runtime::fit::{Monitor, ReduceLrOnPlateau};
 /// let _reduce = ReduceLrOnPlateau::new(Monitor::ValLoss).factor(0.5).patience(2).min_lr(1e-5);
 /// ```
 #[derive(Clone, Copy, Debug)]

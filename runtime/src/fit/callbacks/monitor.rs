@@ -1,7 +1,7 @@
 //! [`Monitor`]: the quantity a callback watches.
 
-use crate::train::history::EpochLog;
-use crate::train::metrics::Metric;
+use crate::fit::history::EpochLog;
+use crate::fit::metrics::Metric;
 
 /// A quantity of an [`EpochLog`] that a callback watches; losses and errors improve by going
 /// down, accuracy by going up.
@@ -69,9 +69,9 @@ impl Monitor {
     }
 
     /// The value in `log`, or an error saying the fit does not measure it.
-    pub(crate) fn require(self, log: &EpochLog) -> Result<f32, crate::train::TrainError> {
+    pub(crate) fn require(self, log: &EpochLog) -> Result<f32, crate::fit::TrainError> {
         self.value(log).ok_or_else(|| {
-            crate::train::TrainError::Config(std::format!(
+            crate::fit::TrainError::Config(std::format!(
                 "a callback monitors `{}`, which this fit does not measure: add validation \
                  data or the metric, or monitor another quantity",
                 self.name()

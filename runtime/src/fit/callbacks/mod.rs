@@ -17,9 +17,9 @@ pub use monitor::Monitor;
 
 use super::error::TrainError;
 use super::history::{EpochLog, History};
-use super::model::Model;
-use super::step::TrainStep;
 use crate::optim::Rule;
+use crate::train::Model;
+use crate::train::TrainStep;
 
 /// Whether a fit goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,10 @@
 //! [`EarlyStopping`]: stop when a monitored quantity stops improving.
 
 use super::{Callback, Control, FitState, Monitor};
+use crate::fit::error::TrainError;
+use crate::fit::history::EpochLog;
 use crate::optim::Rule;
-use crate::train::error::TrainError;
-use crate::train::history::EpochLog;
-use crate::train::model::Model;
+use crate::train::Model;
 use std::vec::Vec;
 
 /// Stops a fit when `monitor` has not improved by more than `min_delta` for `patience`
@@ -19,11 +19,11 @@ use std::vec::Vec;
 /// patience only if it also beats the [`baseline`](Self::baseline); the first epoch of a fit
 /// (epoch 1) never stops it. When no epoch improved, `restore_best_weights` restores the
 /// weights of the first epoch, as Keras does. Its state is not saved in checkpoints: a fit
-/// resumed with [`FitOptions::initial_epoch`](crate::train::FitOptions::initial_epoch) starts
+/// resumed with [`FitOptions::initial_epoch`](crate::fit::FitOptions::initial_epoch) starts
 /// counting again, as in Keras.
 ///
 /// ```
-/// use fusegraph_runtime::train::{EarlyStopping, Monitor};
+/// use fusegraph_runtime::fit::{EarlyStopping, Monitor};
 /// let stop = EarlyStopping::new(Monitor::ValLoss).patience(3).min_delta(1e-4).restore_best_weights();
 /// assert_eq!(stop.best_epoch(), None);
 /// ```

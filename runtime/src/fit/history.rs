@@ -115,7 +115,7 @@ impl History {
     /// `-inf`, which Python's `float`, pandas and Rust's `parse` read back.
     ///
     /// ```
-    /// # use fusegraph_runtime::train::History;
+    /// # use fusegraph_runtime::fit::History;
     /// let csv = History::default().to_csv();
     /// assert_eq!(csv, "epoch,loss,lr,steps,seconds,samples_per_second\n");
     /// ```

@@ -1,17 +1,18 @@
 //! [`Hook`] (user code at the end of each epoch) and [`TerminateOnNan`].
 
 use super::{Callback, Control, FitState};
+use crate::fit::error::TrainError;
+use crate::fit::history::EpochLog;
 use crate::optim::Rule;
-use crate::train::error::TrainError;
-use crate::train::history::EpochLog;
-use crate::train::model::Model;
+use crate::train::Model;
 
 /// User code run at the end of each epoch with the epoch's log and the model, step and
 /// history; it returns whether to go on.
 ///
 /// ```
 /// use fusegraph_runtime::optim::Rule;
-/// use fusegraph_runtime::train::{Callback, Control, EpochLog, FitState, Hook, Model};
+/// use fusegraph_runtime::fit::{Callback, Control, EpochLog, FitState, Hook};
+/// use fusegraph_runtime::train::Model;
 ///
 /// /// Stops a fit once the training loss is below `target`.
 /// fn stop_below<M: Model, R: Rule, const B: usize>(target: f32) -> impl Callback<M, R, B> {
@@ -45,14 +46,14 @@ where
 }
 
 /// Stops a fit at the first batch whose loss is NaN or infinite, as Keras' `TerminateOnNaN`;
-/// the fit's [`History::stop`](crate::train::History::stop) says where.
+/// the fit's [`History::stop`](crate::fit::History::stop) says where.
 ///
 /// As in Keras (and as [`TrainStep::run`](crate::train::TrainStep::run) works: the loss is
 /// known once the step is done), the update of that batch has been applied: the parameters it
 /// touched and the optimizer's slots are then usually NaN, and the step counter counts the
 /// batch. Unlike Keras, the interrupted epoch is not logged and no `on_epoch_end` runs for it,
-/// so [`ModelCheckpoint`](crate::train::ModelCheckpoint) does not save the NaN weights;
-/// `on_train_end` runs, so [`EarlyStopping`](crate::train::EarlyStopping) with
+/// so [`ModelCheckpoint`](crate::fit::ModelCheckpoint) does not save the NaN weights;
+/// `on_train_end` runs, so [`EarlyStopping`](crate::fit::EarlyStopping) with
 /// `restore_best_weights` puts back the weights of its best epoch. Otherwise, resume from the
 /// last checkpoint.
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,10 +1,10 @@
 //! [`ModelCheckpoint`]: save the model and its training state after an epoch.
 
 use super::{Callback, Control, FitState, Monitor};
+use crate::fit::error::TrainError;
+use crate::fit::history::{value, EpochLog};
 use crate::optim::Rule;
-use crate::train::error::TrainError;
-use crate::train::history::{value, EpochLog};
-use crate::train::model::Model;
+use crate::train::Model;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::string::{String, ToString};
@@ -15,13 +15,13 @@ use std::string::{String, ToString};
 ///
 /// The path may hold placeholders, as Keras' `filepath`: `{epoch}` (counting from 1) or
 /// `{epoch:02d}` (zero-padded to 2 digits), and a logged value, `{val_loss}` or
-/// `{val_loss:.4f}` (any column of [`History::column`](crate::train::History::column) but
+/// `{val_loss:.4f}` (any column of [`History::column`](crate::fit::History::column) but
 /// `epoch`: `loss`, `accuracy`, `val_mae`, `lr`, ...). A placeholder it cannot fill is an
 /// error when the fit starts; a value the epoch did not measure, when it ends. With
 /// `save_best_only`, a NaN is never an improvement (as in Keras).
 ///
 /// ```
-/// use fusegraph_runtime::train::{ModelCheckpoint, Monitor};
+/// use fusegraph_runtime::fit::{ModelCheckpoint, Monitor};
 /// let _best = ModelCheckpoint::new("runs/best.safetensors").save_best_only(Monitor::ValLoss);
 /// let each = ModelCheckpoint::new("runs/epoch-{epoch:03d}-{val_loss:.3f}.safetensors");
 /// assert_eq!(each.path_for(7).to_str(), Some("runs/epoch-007-{val_loss:.3f}.safetensors"));
@@ -205,7 +205,7 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for ModelCheckpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::Metrics;
+    use crate::fit::Metrics;
 
     fn log() -> EpochLog {
         EpochLog {

@@ -4,14 +4,14 @@ use super::callbacks::{Callback, Control, FitState};
 use super::error::TrainError;
 use super::history::{EpochLog, History, Stop};
 use super::metrics::{Accumulator, Metric, MetricSet, Metrics, TargetValue};
-use super::model::Model;
 use super::options::{FitOptions, Validation};
 use super::progress::{Progress, Verbose};
-use super::step::{Target, TrainStep};
 use crate::data::Dataset;
 use crate::loss::Loss;
 use crate::optim::Rule;
 use crate::rng::Rng;
+use crate::train::Model;
+use crate::train::{Target, TrainStep};
 use std::time::Instant;
 use std::vec::Vec;
 
@@ -25,9 +25,9 @@ pub type Callbacks<'a, 'b, M, R, const B: usize> =
 ///
 /// ```
 /// use fusegraph_runtime::data::Dataset;
-/// use fusegraph_runtime::train::{FitOptions, Metric, Trainer, Verbose};
+/// use fusegraph_runtime::fit::{FitOptions, Metric, Trainer, Verbose};
 /// # use fusegraph_runtime::train::TrainStep;
-/// # fn fit<M: fusegraph_runtime::train::Model<Loss = fusegraph_runtime::loss::SoftmaxCrossEntropy> + Send, R: fusegraph_runtime::optim::Rule>(model: M, step: TrainStep<M, R, 32>, data: Dataset<u32>) -> Result<(), fusegraph_runtime::train::TrainError> {
+/// # fn fit<M: fusegraph_runtime::train::Model<Loss = fusegraph_runtime::loss::SoftmaxCrossEntropy> + Send, R: fusegraph_runtime::optim::Rule>(model: M, step: TrainStep<M, R, 32>, data: Dataset<u32>) -> Result<(), fusegraph_runtime::fit::TrainError> {
 /// let mut trainer = Trainer::new(model, step).metrics(&[Metric::Accuracy]).verbose(Verbose::Silent);
 /// let history = trainer.fit(&data, &FitOptions::new(10).validation_split(0.2), &mut [])?;
 /// println!("{}", history.to_csv());

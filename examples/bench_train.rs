@@ -23,8 +23,9 @@
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::keras::{Adam, SgdMomentum};
 use fusegraph::optim::Rule;
+use fusegraph::optim::{Full, Fused, UpdateMode};
 use fusegraph::prelude::*;
-use fusegraph::train::{Bytes, EmbeddedStep, Full, Fused, UpdateMode};
+use fusegraph::train::{Bytes, EmbeddedStep};
 use std::hint::black_box;
 use std::time::Instant;
 

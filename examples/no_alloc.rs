@@ -9,8 +9,9 @@
 //! counting allocator shows that the training loop never asks for memory.
 
 use fusegraph::optim::keras::Adam;
+use fusegraph::optim::Fused;
 use fusegraph::prelude::*;
-use fusegraph::train::{EmbeddedStep, Fused};
+use fusegraph::train::EmbeddedStep;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -344,8 +344,9 @@ pub use fusegraph_macros::activation;
 ///   values without building a new model; with `inline`, `const fn zeroed()`;
 /// - `params()`, `params_mut()`, and one accessor per layer (`model.fc1().weight()`);
 /// - an implementation of [`Model`]: the buffer sizes as constants, the tensor tables, and
-///   forward, backward and [`backward_update`](Model::backward_update) passes with one
-///   statement per node, so that the code grows linearly with the model;
+///   one forward and one backward pass with one statement per node, so that the code grows
+///   linearly with the model (the backward pass hands each layer's gradient to the step's
+///   [`train::GradSink`]: stored, or applied to that layer at once);
 /// - with a budget, `BUDGET_BYTES` and the constant that checks it.
 ///
 /// ```
@@ -462,7 +463,8 @@ pub mod __private {
     pub use fusegraph_runtime::optim::Rule;
     pub use fusegraph_runtime::rng::Seed;
     pub use fusegraph_runtime::train::{
-        check_budget, init_params, push_products, push_tensors, Bytes, Model, NamedTensor, View,
+        check_budget, init_params, push_products, push_tensors, split, split_mut, total, Bytes,
+        GradSink, Model, NamedTensor, View,
     };
 
     pub use fusegraph_runtime::layers::graph;

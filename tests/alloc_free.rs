@@ -6,12 +6,13 @@ use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
+use fusegraph::optim::{Full, Fused, UpdateMode};
 use fusegraph::prelude::{
     model, AvgPool2d, BatchNorm, Conv2d, Dataset, Dense, Dropout, EarlyStopping, FitOptions,
     Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
     TrainStep, Trainer, Verbose,
 };
-use fusegraph::train::{EmbeddedStep, Full, Fused, UpdateMode};
+use fusegraph::train::EmbeddedStep;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -270,7 +271,7 @@ fn allocations_in_embedded_steps<U: UpdateMode>() -> usize {
         step.run(&mut model, &x, &y);
         step.run(&mut model, &x[..128], &y[..1]);
         std::hint::black_box(step.predict(&model, &x));
-        std::hint::black_box(step.input_gradient(&mut model, &x));
+        std::hint::black_box(step.input_gradient(&model, &x));
     }
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }

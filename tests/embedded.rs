@@ -5,9 +5,11 @@
 mod common;
 
 use common::bits;
-use fusegraph::optim::{keras, torch, Config, NormClip, Rule, Schedule, WeightDecay};
+use fusegraph::optim::{
+    keras, torch, Config, Full, Fused, NormClip, Rule, Schedule, UpdateMode, WeightDecay,
+};
 use fusegraph::prelude::*;
-use fusegraph::train::{ArenaLength, EmbeddedStep, Full, Fused, Static, StepConfig, UpdateMode};
+use fusegraph::train::{ArenaError, EmbeddedStep, Static};
 
 /// The tiny model of embedded targets.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -49,7 +51,7 @@ fn same_bits<M, R, U>(
     init: fn(Seed) -> M,
     rule: R,
     config: Config,
-    step_config: StepConfig<U>,
+    step_config: Config<U>,
     steps: usize,
 ) where
     M: Model<Loss = SoftmaxCrossEntropy>,
@@ -78,19 +80,19 @@ fn same_bits<M, R, U>(
         for slot in R::SLOTS {
             assert_eq!(
                 bits(normal.optimizer().slot_tensor(slot, i).unwrap()),
-                bits(embedded.slot_tensor(slot, i).unwrap()),
+                bits(embedded.optimizer().slot_tensor(slot, i).unwrap()),
                 "slot {slot} of tensor {i}"
             );
         }
     }
-    assert_eq!(embedded.iterations(), steps as u64);
+    assert_eq!(embedded.optimizer().iterations(), steps as u64);
     let (x, _) = batch(8, 99);
     assert_eq!(bits(normal.predict(&a, &x)), bits(embedded.predict(&b, &x)));
 }
 
 #[test]
 fn fused_updates_give_the_bits_of_a_full_gradient() {
-    let plain = || (Config::default(), StepConfig::<Fused>::new());
+    let plain = || (Config::default(), Config::<Fused>::new());
     for model in 0..2 {
         let run = |rule_case: usize| {
             let (c, sc) = plain();
@@ -135,7 +137,7 @@ fn every_layerwise_option_keeps_the_bits() {
             .clip_norm(NormClip::PerTensor(0.5))
             .weight_decay(WeightDecay::Decoupled(0.01))
             .schedule(schedule),
-        StepConfig::<Fused>::new()
+        Config::<Fused>::new()
             .clip_value(0.05)
             .clip_tensor_norm(0.5)
             .weight_decay(WeightDecay::Decoupled(0.01))
@@ -148,7 +150,7 @@ fn every_layerwise_option_keeps_the_bits() {
         Config::default()
             .weight_decay(WeightDecay::L2(0.1))
             .maximize(true),
-        StepConfig::<Fused>::new()
+        Config::<Fused>::new()
             .weight_decay(WeightDecay::L2(0.1))
             .maximize(true),
         10,
@@ -158,7 +160,7 @@ fn every_layerwise_option_keeps_the_bits() {
         Tiny::init,
         keras::Nadam::default(),
         Config::default(),
-        StepConfig::<Fused>::new(),
+        Config::<Fused>::new(),
         10,
     );
     // Global-norm clipping, with every gradient known first.
@@ -166,7 +168,7 @@ fn every_layerwise_option_keeps_the_bits() {
         Deeper::init,
         keras::Adam::default(),
         Config::default().clip_norm(NormClip::Global(0.1)),
-        StepConfig::<Full>::new().clip_global_norm(0.1),
+        Config::<Full>::new().clip_global_norm(0.1),
         10,
     );
 }
@@ -192,7 +194,7 @@ fn graphs_update_layer_by_layer_too() {
     let x: Vec<f32> = (0..2 * 8).map(|_| rng.normal()).collect();
     assert_eq!(
         bits(normal.input_gradient(&a, &x)),
-        bits(fused.input_gradient(&mut b, &x))
+        bits(fused.input_gradient(&b, &x))
     );
 }
 
@@ -237,7 +239,7 @@ fn the_arena_is_exactly_what_the_bytes_say() {
         .unwrap();
     assert_eq!(
         err,
-        ArenaLength {
+        ArenaError::Length {
             needed: Layerwise::FLOATS,
             given: Layerwise::FLOATS - 1
         }
@@ -257,10 +259,10 @@ fn a_step_trains_from_a_static_arena() {
     let rule = torch::SgdMomentum::default().with_lr(0.1);
     let mut step = EmbeddedStep::<Tiny, _, 8>::new(&model, rule, arena).unwrap();
     let (x, y) = batch(8, 7);
-    let first = step.loss(&model, &x, &y);
+    let first = step.evaluate(&model, &x, &y).loss;
     for _ in 0..100 {
         step.run(&mut model, &x, &y);
     }
-    let last = step.loss(&model, &x, &y);
+    let last = step.evaluate(&model, &x, &y).loss;
     assert!(last < 0.05 * first, "{first} -> {last}");
 }

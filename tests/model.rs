@@ -7,6 +7,8 @@ mod common;
 use common::Rng;
 use fusegraph::optim::keras;
 use fusegraph::prelude::*;
+use fusegraph::train::GradSink;
+use std::ops::Range;
 
 /// An MLP with a smooth activation, so that finite differences are accurate.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -297,40 +299,78 @@ impl Pass {
 
     /// `backward` into a full gradient buffer: the gradients and d loss / d x.
     fn backward<M: Model>(&self, params: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
-        let (mut grads, mut dx) = (vec![f32::NAN; M::PARAMS], vec![f32::NAN; x.len()]);
-        M::backward(
-            &mut Work::new::<M>(self.batch).ctx(),
+        let mut sink = Store {
             params,
-            x,
-            &self.acts,
-            &mut self.node_grads.clone(),
-            &mut grads,
-            fusegraph::layers::Grad::Set(&mut dx),
-            self.batch,
-        );
-        (grads, dx)
+            grads: vec![f32::NAN; M::PARAMS],
+        };
+        let dx = self.run_backward::<M>(&mut sink, x);
+        (sink.grads, dx)
     }
 
-    /// `backward_update` with `update`; returns d loss / d x.
-    fn backward_update<M: Model>(
+    /// `backward` into a sink that hands each layer's gradient, in a buffer the size of the
+    /// largest layer, to `update` as soon as the layer is done; returns d loss / d x.
+    fn backward_layerwise<M: Model>(
         &self,
         params: &mut [f32],
         x: &[f32],
-        mut update: impl FnMut(usize, &mut [f32], &[f32]),
+        update: impl FnMut(usize, &mut [f32], &[f32]),
     ) -> Vec<f32> {
-        let mut dx = vec![f32::NAN; x.len()];
-        M::backward_update(
-            &mut Work::new::<M>(self.batch).ctx(),
+        let mut sink = Layerwise {
             params,
+            grads: vec![f32::NAN; M::MAX_LAYER_PARAMS],
+            update,
+        };
+        self.run_backward::<M>(&mut sink, x)
+    }
+
+    /// `M::backward` into `sink`; returns d loss / d x.
+    fn run_backward<M: Model>(&self, sink: &mut dyn GradSink, x: &[f32]) -> Vec<f32> {
+        let mut dx = vec![f32::NAN; x.len()];
+        M::backward(
+            &mut Work::new::<M>(self.batch).ctx(),
+            sink,
             x,
             &self.acts,
             &mut self.node_grads.clone(),
-            &mut vec![f32::NAN; M::MAX_LAYER_PARAMS],
             fusegraph::layers::Grad::Set(&mut dx),
             self.batch,
-            &mut update,
         );
         dx
+    }
+}
+
+/// Every layer's gradient at its place in a full buffer.
+struct Store<'a> {
+    params: &'a [f32],
+    grads: Vec<f32>,
+}
+
+impl GradSink for Store<'_> {
+    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
+        (&self.params[at.clone()], &mut self.grads[at])
+    }
+    fn done(&mut self, _: Range<usize>) {}
+}
+
+/// Each layer's gradient in a buffer the size of the largest layer, handed to `update` with
+/// the layer's offset and parameters when the layer is done (layers without parameters are
+/// not reported).
+struct Layerwise<'a, F> {
+    params: &'a mut [f32],
+    grads: Vec<f32>,
+    update: F,
+}
+
+impl<F: FnMut(usize, &mut [f32], &[f32])> GradSink for Layerwise<'_, F> {
+    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
+        let n = at.len();
+        (&self.params[at], &mut self.grads[..n])
+    }
+    fn done(&mut self, at: Range<usize>) {
+        if !at.is_empty() {
+            let n = at.len();
+            (self.update)(at.start, &mut self.params[at], &self.grads[..n]);
+        }
     }
 }
 
@@ -346,16 +386,16 @@ fn layer_spans<M: Model>() -> Vec<(usize, usize)> {
     spans.into_iter().map(|(_, o, n)| (o, n)).collect()
 }
 
-/// `backward_update` with an `update` that only copies each layer's gradient into a full
+/// A layer-wise sink with an `update` that only copies each layer's gradient into a full
 /// buffer gives `backward`'s gradients and input gradient, bit for bit, and reports each layer
 /// once, last layer first, at the offsets and lengths of `TENSORS`.
-fn check_backward_update<M: Model>(mut model: M, x: &[f32]) {
+fn check_layerwise_sink<M: Model>(mut model: M, x: &[f32]) {
     let pass = Pass::new(&mut model, x, 11);
     let (grads, dx) = pass.backward::<M>(model.params(), x);
     let mut params = model.params().to_vec();
     let mut full = vec![f32::NAN; M::PARAMS];
     let mut reported = Vec::new();
-    let dx_update = pass.backward_update::<M>(&mut params, x, |offset, p, g| {
+    let dx_update = pass.backward_layerwise::<M>(&mut params, x, |offset, p, g| {
         assert_eq!(p.len(), g.len());
         full[offset..offset + g.len()].copy_from_slice(g);
         reported.push((offset, g.len()));
@@ -374,21 +414,21 @@ fn check_backward_update<M: Model>(mut model: M, x: &[f32]) {
 }
 
 #[test]
-fn backward_update_gives_the_gradients_of_backward_sequential() {
+fn a_layerwise_sink_gets_the_gradients_of_a_full_one_sequential() {
     let x = data(&mut Rng::new(12), 5 * 8);
-    check_backward_update(Mlp::init(Seed(3)), &x);
+    check_layerwise_sink(Mlp::init(Seed(3)), &x);
 }
 
 #[test]
-fn backward_update_gives_the_gradients_of_backward_residual() {
+fn a_layerwise_sink_gets_the_gradients_of_a_full_one_residual() {
     let x = data(&mut Rng::new(13), 4 * 6);
-    check_backward_update(ResMlp::init(Seed(4)), &x);
+    check_layerwise_sink(ResMlp::init(Seed(4)), &x);
 }
 
 #[test]
-fn backward_update_gives_the_gradients_of_backward_two_branch() {
+fn a_layerwise_sink_gets_the_gradients_of_a_full_one_two_branch() {
     let x = data(&mut Rng::new(14), 3 * 4);
-    check_backward_update(TwoBranch::init(Seed(5)), &x);
+    check_layerwise_sink(TwoBranch::init(Seed(5)), &x);
 }
 
 /// A layer updated by `update` has already passed its gradient down from its old weights: the
@@ -398,7 +438,7 @@ fn check_updates_do_not_reach_the_layers_below<M: Model>(mut model: M, x: &[f32]
     let (grads, dx) = pass.backward::<M>(model.params(), x);
     let mut params = model.params().to_vec();
     let mut full = vec![f32::NAN; M::PARAMS];
-    let dx_update = pass.backward_update::<M>(&mut params, x, |offset, p, g| {
+    let dx_update = pass.backward_layerwise::<M>(&mut params, x, |offset, p, g| {
         full[offset..offset + g.len()].copy_from_slice(g);
         for (p, g) in p.iter_mut().zip(g) {
             *p = 10.0 * *p - 3.0 * g + 1.0;
@@ -424,7 +464,7 @@ fn check_updates_do_not_reach_the_layers_below<M: Model>(mut model: M, x: &[f32]
 }
 
 #[test]
-fn backward_update_takes_gradients_below_from_the_old_weights() {
+fn layerwise_updates_take_gradients_below_from_the_old_weights() {
     let mut rng = Rng::new(16);
     check_updates_do_not_reach_the_layers_below(Mlp::init(Seed(6)), &data(&mut rng, 5 * 8));
     check_updates_do_not_reach_the_layers_below(ResMlp::init(Seed(7)), &data(&mut rng, 4 * 6));

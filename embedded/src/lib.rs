@@ -9,8 +9,9 @@
 #![no_std]
 
 use fusegraph::optim::torch::SgdMomentum;
+use fusegraph::optim::Fused;
 use fusegraph::prelude::*;
-use fusegraph::train::{EmbeddedStep, Fused, Static};
+use fusegraph::train::{EmbeddedStep, Static};
 
 /// Samples per batch.
 pub const BATCH: usize = 8;
@@ -77,13 +78,13 @@ pub fn train(epochs: usize) -> Option<Report> {
     let rule = SgdMomentum::default().with_lr(0.1);
     let mut step = Step::new(model, rule, arena).ok()?;
     let (x, y) = data();
-    let first_loss = step.loss(model, &x, &y);
+    let first_loss = step.evaluate(model, &x, &y).loss;
     for _ in 0..epochs {
         for (xs, ys) in x.chunks(BATCH * 8).zip(y.chunks(BATCH)) {
             step.run(model, xs, ys);
         }
     }
-    let last_loss = step.loss(model, &x, &y);
+    let last_loss = step.evaluate(model, &x, &y).loss;
     let mut correct = 0;
     for (xs, ys) in x.chunks(BATCH * 8).zip(y.chunks(BATCH)) {
         let out = step.predict(model, xs);
@@ -101,6 +102,6 @@ pub fn train(epochs: usize) -> Option<Report> {
         first_loss,
         last_loss,
         correct,
-        steps: step.iterations(),
+        steps: step.optimizer().iterations(),
     })
 }

@@ -143,28 +143,14 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
         _ => quote!(0usize),
     };
     let width = |k: usize| nodes[k].width.tokens.clone();
-    let a: Vec<syn::Ident> = (0..nodes.len())
-        .map(|k| format_ident!("__A{}", k))
-        .collect();
-    let g: Vec<syn::Ident> = (0..nodes.len())
-        .map(|k| format_ident!("__G{}", k))
-        .collect();
-    let node_offsets = (0..nodes.len()).map(|k| {
-        let (ak, gk) = (&a[k], &g[k]);
-        let (aprev, gprev) = if k == 0 {
-            (quote!(0usize), quote!(0usize))
-        } else {
-            let (ap, gp, w, s) = (&a[k - 1], &g[k - 1], width(k - 1), saved_of(k - 1));
-            (quote!(#ap + #w + #s), quote!(#gp + #w))
-        };
-        quote! {
-            const #ak: usize = #aprev;
-            const #gk: usize = #gprev;
-        }
-    });
+    // The activation buffer holds each node's output and what its layer saves, node after
+    // node; the gradient buffer each node's output gradient.
+    let acts_layout = (0..nodes.len()).flat_map(|k| [width(k), saved_of(k)]);
+    let grads_layout = (0..nodes.len()).map(width);
     let last = nodes.len() - 1;
-    let (a_last, g_last, w_last, s_last) = (&a[last], &g[last], width(last), saved_of(last));
+    let (w_last, s_last) = (width(last), saved_of(last));
     let input_width = &net.input.tokens;
+    let node_count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
 
     // Splitting the activation and gradient buffers into one slice per node.
     let y: Vec<syn::Ident> = (0..nodes.len())
@@ -176,23 +162,12 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     let d: Vec<syn::Ident> = (0..nodes.len())
         .map(|k| format_ident!("__d{}", k))
         .collect();
-    let split_acts = |mutable: bool| {
-        let stmts = (0..nodes.len()).map(|k| {
-            let (yk, sk, w, sv) = (&y[k], &s[k], width(k), saved_of(k));
-            if mutable {
-                quote! {
-                    let (#yk, __rest) = __rest.split_at_mut(#w * batch);
-                    let (#sk, __rest) = __rest.split_at_mut(#sv * batch);
-                }
-            } else {
-                quote! {
-                    let (#yk, __rest) = __rest.split_at(#w * batch);
-                    let (#sk, __rest) = __rest.split_at(#sv * batch);
-                }
-            }
-        });
-        quote!(#(#stmts)*)
-    };
+    let act_parts: Vec<TokenStream> = (0..nodes.len())
+        .map(|k| {
+            let (yk, sk) = (&y[k], &s[k]);
+            quote!(#yk, #sk)
+        })
+        .collect();
     let src_ref = |src: Src| match src {
         Src::X => quote!(x),
         Src::Node(j) => {
@@ -232,50 +207,43 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
     });
 
     // Backward: nodes in reverse; the first contribution to a gradient sets it, later ones add.
-    // With `per_layer`, each layer's gradient goes to `layer_grads` and is handed to `update`
-    // right after the layer's backward call.
-    let backward_stmts = |per_layer: bool| {
-        let mut given = vec![false; nodes.len()];
-        let mut x_given = false;
-        let mut backward = Vec::new();
-        for k in (0..nodes.len()).rev() {
-            let n = &nodes[k];
-            let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
-            let mut grad = |src: Src| match src {
-                Src::X => {
-                    let first = !x_given;
-                    x_given = true;
-                    if first {
-                        quote!(dx.reborrow())
-                    } else {
-                        quote!(dx.adding())
-                    }
+    // Each layer's parameter gradient goes to the sink, which is told when it is complete.
+    let mut given = vec![false; nodes.len()];
+    let mut x_given = false;
+    let mut backward = Vec::new();
+    for k in (0..nodes.len()).rev() {
+        let n = &nodes[k];
+        let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
+        let mut grad = |src: Src| match src {
+            Src::X => {
+                let first = !x_given;
+                x_given = true;
+                if first {
+                    quote!(dx.reborrow())
+                } else {
+                    quote!(dx.adding())
                 }
-                Src::Node(j) => {
-                    let dj = &d[j];
-                    let first = !given[j];
-                    given[j] = true;
-                    if first {
-                        quote!(#p::Grad::Set(&mut #dj[..]))
-                    } else {
-                        quote!(#p::Grad::Add(&mut #dj[..]))
-                    }
+            }
+            Src::Node(j) => {
+                let dj = &d[j];
+                let first = !given[j];
+                given[j] = true;
+                if first {
+                    quote!(#p::Grad::Set(&mut #dj[..]))
+                } else {
+                    quote!(#p::Grad::Add(&mut #dj[..]))
                 }
-            };
-            let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
-            backward.push(match &n.op {
+            }
+        };
+        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
+        backward.push(match &n.op {
             Op::Layer(f) => {
                 let (ty, of, of1, input) = (tys[*f], &o[*f], &o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                if per_layer {
-                    quote! {
-                        <#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut layer_grads[..#of1 - #of], batch);
-                        if #of1 > #of {
-                            update(#of, &mut params[#of..#of1], &layer_grads[..#of1 - #of]);
-                        }
-                    }
-                } else {
-                    quote!(<#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut grads[#of..#of1], batch);)
+                quote! {
+                    let (__p, __g) = sink.layer(#of..#of1);
+                    <#ty as #l>::backward(ctx, __p, #input, &*#yk, &*#sk, &mut #dk[..], #gi, __g, batch);
+                    sink.done(#of..#of1);
                 }
             }
             Op::Act(act) => {
@@ -310,19 +278,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 }
             }
         });
-        }
-        backward
-    };
-    let backward = backward_stmts(false);
-    let backward_update = backward_stmts(true);
-    let split_grads = (0..nodes.len())
-        .map(|k| {
-            let (dk, w) = (&d[k], width(k));
-            quote!(let (#dk, __rest) = __rest.split_at_mut(#w * batch);)
-        })
-        .collect::<Vec<_>>();
-    let split_fwd = split_acts(true);
-    let split_bwd = split_acts(false);
+    }
 
     // Tensor table.
     let names: Vec<String> = def.fields.iter().map(|f| f.name.to_string()).collect();
@@ -471,7 +427,8 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             const #o0: usize = 0;
             const #st0: usize = 0;
             #(#offsets)*
-            #(#node_offsets)*
+            const __ACTS: [usize; 2 * #node_count] = [#(#acts_layout),*];
+            const __GRADS: [usize; #node_count] = [#(#grads_layout),*];
             #tensor_table
             #product_table
             #state_table
@@ -520,10 +477,10 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 const OUT: usize = #w_last;
                 const PARAMS: usize = #o_end;
                 const STATE: usize = #st_end;
-                const ACTIVATIONS: usize = #a_last + #w_last + #s_last;
-                const OUTPUT_OFFSET: usize = #a_last;
-                const NODE_GRADS: usize = #g_last + #w_last;
-                const OUTPUT_GRAD_OFFSET: usize = #g_last;
+                const ACTIVATIONS: usize = #p::total(&__ACTS);
+                const OUTPUT_OFFSET: usize = Self::ACTIVATIONS - (#w_last + #s_last);
+                const NODE_GRADS: usize = #p::total(&__GRADS);
+                const OUTPUT_GRAD_OFFSET: usize = Self::NODE_GRADS - #w_last;
                 const TENSORS: &'static [#p::NamedTensor] = &__TENSORS;
                 const STATE_TENSORS: &'static [#p::NamedTensor] = &__STATE_TENSORS;
                 const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
@@ -557,49 +514,22 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                     acts: &mut [f32],
                     batch: usize,
                 ) {
-                    let __rest = acts;
-                    #split_fwd
-                    let _ = __rest;
+                    let [#(#act_parts),*] = #p::split_mut(acts, &__ACTS, batch);
                     #(#forward)*
                 }
 
                 fn backward(
                     ctx: &mut #p::Ctx<'_>,
-                    params: &[f32],
+                    sink: &mut dyn #p::GradSink,
                     x: &[f32],
                     acts: &[f32],
                     node_grads: &mut [f32],
-                    grads: &mut [f32],
                     mut dx: #p::Grad<'_>,
                     batch: usize,
                 ) {
-                    let __rest = acts;
-                    #split_bwd
-                    let _ = __rest;
-                    let __rest = node_grads;
-                    #(#split_grads)*
-                    let _ = __rest;
+                    let [#(#act_parts),*] = #p::split(acts, &__ACTS, batch);
+                    let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
                     #(#backward)*
-                }
-
-                fn backward_update(
-                    ctx: &mut #p::Ctx<'_>,
-                    params: &mut [f32],
-                    x: &[f32],
-                    acts: &[f32],
-                    node_grads: &mut [f32],
-                    layer_grads: &mut [f32],
-                    mut dx: #p::Grad<'_>,
-                    batch: usize,
-                    update: &mut dyn ::core::ops::FnMut(usize, &mut [f32], &[f32]),
-                ) {
-                    let __rest = acts;
-                    #split_bwd
-                    let _ = __rest;
-                    let __rest = node_grads;
-                    #(#split_grads)*
-                    let _ = __rest;
-                    #(#backward_update)*
                 }
             }
 

@@ -1,6 +1,9 @@
 //! What goes around a rule: clipping, weight decay, EMA of the weights, the schedule.
 
+use super::mode::{AllGradientsFirst, Full, UpdateMode};
 use super::schedule::Schedule;
+use core::fmt;
+use core::marker::PhantomData;
 
 /// Clipping of gradients by their L2 norm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,17 +40,25 @@ pub struct Ema {
     pub overwrite_every: u64,
 }
 
-/// Everything around the rule, evaluated once per step and folded into the fused pass.
+/// Everything around the rule, evaluated once per step and folded into the fused pass, for
+/// update mode `U` ([`Full`] by default; with [`Fused`](super::Fused), options that need every
+/// gradient before the first update do not compile).
 ///
 /// ```
-/// use fusegraph_runtime::optim::{Config, NormClip, Schedule};
-/// let c = Config::default()
+/// use fusegraph_runtime::optim::{Config, Fused, NormClip, Schedule};
+/// let c: Config = Config::new() // the `Full` mode unless the type says otherwise
 ///     .clip_norm(NormClip::Global(1.0))
 ///     .schedule(Schedule::exponential(0.1, 100, 0.5));
 /// assert_eq!(c.schedule.unwrap().at(100), 0.05);
+/// let _layerwise = Config::<Fused>::new().clip_tensor_norm(1.0).clip_value(5.0);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Config {
+///
+/// ```compile_fail
+/// use fusegraph_runtime::optim::{Config, Fused};
+/// let _ = Config::<Fused>::new().clip_global_norm(1.0);
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+pub struct Config<U: UpdateMode = Full> {
     /// Element-wise clipping to `[-v, v]` (Keras `clipvalue`, `clip_grad_value_`).
     pub clip_value: Option<f32>,
     /// Norm clipping (per tensor or global).
@@ -60,10 +71,32 @@ pub struct Config {
     pub ema: Option<Ema>,
     /// Learning-rate schedule; replaces the rule's `lr` each step.
     pub schedule: Option<Schedule>,
+    mode: PhantomData<U>,
 }
 
-impl Default for Config {
+impl<U: UpdateMode> Default for Config<U> {
     fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// As the fields would derive it, without the update mode (checkpoints store this text).
+impl<U: UpdateMode> fmt::Debug for Config<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("clip_value", &self.clip_value)
+            .field("clip_norm", &self.clip_norm)
+            .field("weight_decay", &self.weight_decay)
+            .field("maximize", &self.maximize)
+            .field("ema", &self.ema)
+            .field("schedule", &self.schedule)
+            .finish()
+    }
+}
+
+impl<U: UpdateMode> Config<U> {
+    /// No clipping, no weight decay, no EMA, the rule's own learning rate.
+    pub const fn new() -> Self {
         Config {
             clip_value: None,
             clip_norm: None,
@@ -71,38 +104,69 @@ impl Default for Config {
             maximize: false,
             ema: None,
             schedule: None,
+            mode: PhantomData,
         }
     }
-}
 
-impl Config {
     /// Sets element-wise gradient clipping to `[-v, v]`.
-    pub fn clip_value(mut self, v: f32) -> Self {
+    #[must_use]
+    pub const fn clip_value(mut self, v: f32) -> Self {
         self.clip_value = Some(v);
         self
     }
-    /// Sets norm clipping.
-    pub fn clip_norm(mut self, c: NormClip) -> Self {
+
+    /// Sets norm clipping, per tensor or global; global clipping needs every gradient first.
+    #[must_use]
+    pub const fn clip_norm(mut self, c: NormClip) -> Self
+    where
+        U: AllGradientsFirst,
+    {
         self.clip_norm = Some(c);
         self
     }
-    /// Sets weight decay.
-    pub fn weight_decay(mut self, wd: WeightDecay) -> Self {
+
+    /// Each tensor's gradient scaled to an L2 norm of at most `c` (Keras `clipnorm`).
+    #[must_use]
+    pub const fn clip_tensor_norm(mut self, c: f32) -> Self {
+        self.clip_norm = Some(NormClip::PerTensor(c));
+        self
+    }
+
+    /// Every gradient scaled so that their joint L2 norm is at most `c` (Keras
+    /// `global_clipnorm`); only where every gradient is known first.
+    #[must_use]
+    pub const fn clip_global_norm(mut self, c: f32) -> Self
+    where
+        U: AllGradientsFirst,
+    {
+        self.clip_norm = Some(NormClip::Global(c));
+        self
+    }
+
+    /// Sets weight decay, coupled (L2) or decoupled.
+    #[must_use]
+    pub const fn weight_decay(mut self, wd: WeightDecay) -> Self {
         self.weight_decay = wd;
         self
     }
+
     /// Negates the gradient (gradient ascent).
-    pub fn maximize(mut self, on: bool) -> Self {
+    #[must_use]
+    pub const fn maximize(mut self, on: bool) -> Self {
         self.maximize = on;
         self
     }
-    /// Keeps an EMA of the weights.
-    pub fn ema(mut self, ema: Ema) -> Self {
+
+    /// Keeps an EMA of the weights (in a buffer as large as the parameters).
+    #[must_use]
+    pub const fn ema(mut self, ema: Ema) -> Self {
         self.ema = Some(ema);
         self
     }
+
     /// Sets the learning-rate schedule.
-    pub fn schedule(mut self, s: Schedule) -> Self {
+    #[must_use]
+    pub const fn schedule(mut self, s: Schedule) -> Self {
         self.schedule = Some(s);
         self
     }

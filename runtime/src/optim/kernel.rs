@@ -51,15 +51,16 @@ pub struct Pass {
     pub ema_overwrite: bool,
 }
 
-/// The buffers one pass reads and writes. `slots` holds the rule's slots one after the other,
-/// each as long as `params`; `ema` is empty without EMA, else as long as `params`.
+/// The buffers one pass reads and writes, all as long as `params`: the slots (one slice each,
+/// in slot order; the ones past the rule's slots are empty) and the EMA buffer (empty without
+/// EMA).
 pub struct Buffers<'a> {
     /// Parameters, updated in place.
     pub params: &'a mut [f32],
     /// Gradients, read only.
     pub grads: &'a [f32],
-    /// All slots, slot-major.
-    pub slots: &'a mut [f32],
+    /// The rule's slots.
+    pub slots: [&'a mut [f32]; MAX_SLOTS],
     /// EMA of the parameters.
     pub ema: &'a mut [f32],
 }
@@ -67,8 +68,8 @@ pub struct Buffers<'a> {
 /// Runs the fused update of `rule` over `bufs`.
 ///
 /// `segments` cover the buffer in order (the last `end` equals the length). Panics if the
-/// buffers disagree in length, which is a bug in the caller (the owning
-/// [`Optimizer`](super::Optimizer) allocates them together).
+/// buffers disagree in length, which is a bug in the caller (an
+/// [`Optimizer`](super::Optimizer) keeps them together).
 pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     let n = bufs.params.len();
     let n_slots = R::SLOTS.len();
@@ -78,7 +79,10 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
         n,
         "gradient length differs from parameters"
     );
-    assert_eq!(bufs.slots.len(), n * n_slots, "slot storage length");
+    assert!(
+        bufs.slots[..n_slots].iter().all(|s| s.len() == n),
+        "slot storage length"
+    );
     assert!(
         bufs.ema.len() == n || (bufs.ema.is_empty() && pass.ema_momentum.is_none()),
         "EMA buffer length"
@@ -89,17 +93,10 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
         "segments must cover the buffer"
     );
 
-    let mut slot_bufs: [&mut [f32]; MAX_SLOTS] = Default::default();
-    let mut rest = bufs.slots;
-    for s in slot_bufs.iter_mut().take(n_slots) {
-        let (head, tail) = rest.split_at_mut(n);
-        *s = head;
-        rest = tail;
-    }
     let lanes = Lanes {
         p: bufs.params,
         g: bufs.grads,
-        s: slot_bufs,
+        s: bufs.slots,
         e: bufs.ema,
     };
     let gt = pass.clip_value.is_some() || segments.iter().any(|s| s.grad_scale != 1.0);

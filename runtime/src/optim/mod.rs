@@ -1,22 +1,33 @@
 //! Optimizers: the [`Rule`] trait that `optimizer!` implements, the fused pass that applies a
-//! rule to a flat parameter buffer, and what goes around the rule (clipping, weight decay, EMA,
-//! learning-rate schedules).
+//! rule to a flat parameter buffer, what goes around the rule (clipping, weight decay, EMA,
+//! learning-rate schedules), the one plan every step makes, and the [`Optimizer`] that holds a
+//! rule's state in buffers it allocates or in an arena.
 
 mod config;
 mod kernel;
-#[cfg(feature = "alloc")]
+mod mode;
 mod optimizer;
+#[cfg(feature = "alloc")]
+mod owned;
+mod plan;
 mod reduce;
 mod rule;
 mod schedule;
+mod storage;
 
 pub use config::{Config, Ema, NormClip, WeightDecay};
 pub use kernel::{apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD};
+pub use mode::{AllGradientsFirst, Full, Fused, UpdateMode};
+pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]
 #[doc(hidden)]
-pub use optimizer::__doc_rule;
+pub use owned::__doc_rule;
 #[cfg(feature = "alloc")]
-pub use optimizer::{Optimizer, StateError};
+pub use owned::StateError;
+pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};
 pub use rule::{Rule, MAX_CARRIED, MAX_SLOTS};
 pub use schedule::{Decay, Schedule};
+#[cfg(feature = "alloc")]
+pub use storage::Allocated;
+pub use storage::{Arena, DefaultStorage, Layout, NoOverrides, Override, Storage};

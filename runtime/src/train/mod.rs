@@ -1,19 +1,26 @@
-//! The train step of the core: the [`Model`] trait that `#[model]` implements,
-//! [`TrainStep`] (feature `alloc`), which owns every buffer a train step needs,
-//! [`EmbeddedStep`], which keeps them in an arena the caller owns, and the compile-time memory
-//! budget.
+//! The train step core: the [`Model`] trait that `#[model]` implements, the one [`Step`]
+//! (forward, loss, backward and the optimizer's update) over buffers it allocated
+//! ([`TrainStep`], feature `alloc`) or borrows from an arena the caller owns
+//! ([`EmbeddedStep`]), the sinks that the backward pass hands each layer's gradient to, and the
+//! compile-time memory budget.
 
+#[cfg(feature = "alloc")]
+mod allocated;
 mod budget;
+mod cell;
 mod embedded;
 mod model;
-#[cfg(feature = "alloc")]
+mod sink;
 mod step;
 
-pub use budget::check_budget;
-pub use embedded::{
-    AllGradientsFirst, ArenaLength, EmbeddedStep, Full, Fused, Static, StepConfig, UpdateMode,
-    MAX_LAYER_TENSORS,
-};
-pub use model::{init_params, push_products, push_tensors, Bytes, Model, NamedTensor, View};
 #[cfg(feature = "alloc")]
-pub use step::{Evaluation, Target, TrainStep};
+pub use allocated::TrainStep;
+pub use budget::check_budget;
+pub use cell::Static;
+pub use embedded::{ArenaError, EmbeddedStep};
+pub use model::{
+    init_params, push_products, push_tensors, split, split_mut, total, Bytes, Model, ModelTensors,
+    NamedTensor, View,
+};
+pub use sink::GradSink;
+pub use step::{Evaluation, Step, Target};

@@ -1,11 +1,13 @@
 //! The contract between `#[model]` and the runtime.
 
+use super::sink::GradSink;
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
-use crate::optim::Rule;
+use crate::optim::{Layout, Rule};
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
+use core::ops::Range;
 
 /// One tensor of a model, in its flat parameter (or state) buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,39 +241,48 @@ pub trait Model: Sized {
         batch: usize,
     );
 
-    /// The backward pass: `node_grads` holds d loss / d output at the output's place; writes
-    /// d loss / d params into `grads` and d loss / d x into `dx`.
-    #[allow(clippy::too_many_arguments)]
+    /// The backward pass: `node_grads` holds d loss / d output at the output's place; hands
+    /// each layer's d loss / d params to `sink` (right after that layer's backward call, which
+    /// has taken the gradient for the layer below from the layer's parameters) and writes
+    /// d loss / d x into `dx`.
     fn backward(
         ctx: &mut Ctx<'_>,
-        params: &[f32],
+        sink: &mut dyn GradSink,
         x: &[f32],
         acts: &[f32],
         node_grads: &mut [f32],
-        grads: &mut [f32],
         dx: Grad<'_>,
         batch: usize,
     );
+}
 
-    /// The backward pass of a step that updates each layer as soon as its parameter gradient is
-    /// known: like [`backward`](Self::backward), but each layer's gradient goes to `layer_grads`
-    /// (at least [`MAX_LAYER_PARAMS`](Self::MAX_LAYER_PARAMS) long) and, right after that layer's
-    /// backward call (which has already taken the gradient for the layer below from the layer's
-    /// old parameters), `update(offset, layer_params, layer_grads)` is called with the layer's
-    /// offset in the flat parameter buffer, its parameters (writable) and their gradient. Layers
-    /// without parameters are not reported. The full gradient buffer never exists.
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-    fn backward_update(
-        ctx: &mut Ctx<'_>,
-        params: &mut [f32],
-        x: &[f32],
-        acts: &[f32],
-        node_grads: &mut [f32],
-        layer_grads: &mut [f32],
-        dx: Grad<'_>,
-        batch: usize,
-        update: &mut dyn FnMut(usize, &mut [f32], &[f32]),
-    );
+/// The tensors of model `M` as an optimizer's [`Layout`].
+pub struct ModelTensors<M>(PhantomData<fn() -> M>);
+
+impl<M> ModelTensors<M> {
+    /// The layout of `M`'s parameters.
+    pub const fn new() -> Self {
+        ModelTensors(PhantomData)
+    }
+}
+
+impl<M> Default for ModelTensors<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M: Model> Layout for ModelTensors<M> {
+    fn tensor_count(&self) -> usize {
+        M::TENSORS.len()
+    }
+    fn tensor_range(&self, i: usize) -> Range<usize> {
+        let t = &M::TENSORS[i];
+        t.offset..t.offset + t.tensor.len()
+    }
+    fn len(&self) -> usize {
+        M::PARAMS
+    }
 }
 
 /// A read-only view of one layer's parameters, from a model's accessor (`model.fc1()`).
@@ -317,4 +328,44 @@ impl<'a, L: Layer> View<'a, L> {
     pub fn all(&self) -> &'a [f32] {
         self.data
     }
+}
+
+/// The length of a buffer of consecutive parts of `widths` values per sample: the
+/// per-sample length of a model's activation or node-gradient buffer. Used by `#[model]`.
+pub const fn total<const N: usize>(widths: &[usize; N]) -> usize {
+    let (mut sum, mut i) = (0, 0);
+    while i < N {
+        sum += widths[i];
+        i += 1;
+    }
+    sum
+}
+
+/// `buf` cut into consecutive parts of `widths[i] * batch` values. Used by `#[model]`.
+pub fn split<'a, const N: usize>(
+    buf: &'a [f32],
+    widths: &[usize; N],
+    batch: usize,
+) -> [&'a [f32]; N] {
+    let mut rest = buf;
+    core::array::from_fn(|i| {
+        let (head, tail) = rest.split_at(widths[i] * batch);
+        rest = tail;
+        head
+    })
+}
+
+/// `buf` cut into consecutive writable parts of `widths[i] * batch` values. Used by
+/// `#[model]`.
+pub fn split_mut<'a, const N: usize>(
+    buf: &'a mut [f32],
+    widths: &[usize; N],
+    batch: usize,
+) -> [&'a mut [f32]; N] {
+    let mut rest = buf;
+    core::array::from_fn(|i| {
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(widths[i] * batch);
+        rest = tail;
+        head
+    })
 }

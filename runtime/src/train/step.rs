@@ -1,12 +1,16 @@
-//! [`TrainStep`]: every buffer a train step needs for batches up to `B`, allocated once.
+//! The train step core: forward, loss, backward and the optimizer's update over buffers of a
+//! [`Storage`], the same code whether the step allocated them ([`TrainStep`]) or borrows them
+//! from an arena ([`EmbeddedStep`]).
+//!
+//! [`TrainStep`]: super::TrainStep
+//! [`EmbeddedStep`]: super::EmbeddedStep
 
 use super::model::{batch_of, check_targets, Bytes, Model};
+use super::sink::{Apply, Discard, GradSink, Store};
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::Loss;
-use crate::optim::{Config, Optimizer, Rule};
+use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
 use crate::rng::{Rng, Seed};
-use alloc::boxed::Box;
-use alloc::vec;
 use core::marker::PhantomData;
 
 /// Loss and accuracy over a data set.
@@ -21,58 +25,68 @@ pub struct Evaluation {
 /// The target type of a model's loss.
 pub type Target<M> = <<M as Model>::Loss as Loss>::Target;
 
-/// Gradients, activations, workspace and optimizer state for training a model `M` with rule
-/// `R` on batches of at most `B` samples. Construction allocates each buffer once (on the heap,
-/// so a large model does not touch the stack); [`run`](Self::run) allocates nothing.
+/// The seed of the dropout streams of a new step.
+pub(crate) const DEFAULT_SEED: Seed = Seed(0x5eed);
+
+/// The buffers of a step other than the optimizer's.
+pub(crate) struct Buffers<F> {
+    /// Parameter gradients: as long as the parameters, or as the largest layer's when each
+    /// layer is updated during the backward pass.
+    pub(crate) grads: F,
+    /// Every node's output and what its layer saves, for `B` samples.
+    pub(crate) acts: F,
+    /// Every node's gradient, for `B` samples.
+    pub(crate) node_grads: F,
+    /// The input gradient, for `B` samples.
+    pub(crate) dx: F,
+    /// A copy of the model's state, for inference.
+    pub(crate) state: F,
+    /// Per-call scratch of the layers.
+    pub(crate) scratch: F,
+    /// The GEMM's workspace.
+    pub(crate) gemm: F,
+}
+
+/// The values of a step's gradient buffer for model `M` in update mode `U`.
+pub(crate) const fn grads_len<M: Model, U: UpdateMode>() -> usize {
+    if U::FUSED {
+        M::MAX_LAYER_PARAMS
+    } else {
+        M::PARAMS
+    }
+}
+
+/// Where the backward pass of a step sends each layer's parameter gradient.
+enum Gradients<'p, R: Rule> {
+    /// Into the full gradient buffer.
+    Store(&'p [f32]),
+    /// Nowhere (an input gradient).
+    Discard(&'p [f32]),
+    /// Into each layer's update, with the step's plan.
+    Apply(&'p mut [f32], &'p Plan<R>),
+}
+
+/// A train step of model `M` with rule `R` for batches of at most `B` samples, in update mode
+/// `U`, whose buffers (gradients, activations, workspace, optimizer state) are in storage `S`.
+/// Use it as [`TrainStep`](super::TrainStep) (buffers allocated once) or
+/// [`EmbeddedStep`](super::EmbeddedStep) (an arena the caller owns).
 ///
 /// Every method takes the model by reference, so that what it computes always uses the
-/// model's current weights.
-pub struct TrainStep<M: Model, R: Rule, const B: usize> {
-    grads: Box<[f32]>,
-    acts: Box<[f32]>,
-    node_grads: Box<[f32]>,
-    dx: Box<[f32]>,
-    state: Box<[f32]>,
-    scratch: Box<[f32]>,
-    gemm: Box<[f32]>,
-    optimizer: Optimizer<R>,
-    seed: Seed,
-    model: PhantomData<fn() -> M>,
+/// model's current weights. No method allocates.
+pub struct Step<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> {
+    pub(crate) bufs: Buffers<S::Floats>,
+    pub(crate) optimizer: Optimizer<R, U, S>,
+    pub(crate) seed: Seed,
+    pub(crate) model: PhantomData<fn() -> M>,
 }
 
-fn zeros(n: usize) -> Box<[f32]> {
-    vec![0.0; n].into_boxed_slice()
-}
-
-impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
-    /// Bytes of parameters, gradients, activations (outputs of every node, what layers save
+impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B, U, S> {
+    /// Bytes of parameters, gradients (all of them, or the largest layer's with
+    /// [`Fused`](crate::optim::Fused)), activations (outputs of every node, what layers save
     /// for backward, their gradients, and the input gradient, for `B` samples), workspace for
-    /// one thread and optimizer slots. With more threads the GEMM workspace grows: see
-    /// [`workspace_bytes`](Self::workspace_bytes).
-    pub const BYTES: Bytes = Bytes::of::<M, R>(B, false);
-
-    /// A train step for `model` with the default [`Config`].
-    pub fn new(model: &M, rule: R) -> Self {
-        Self::with_config(model, rule, Config::default())
-    }
-
-    /// A train step for `model` with clipping, weight decay, EMA or a schedule.
-    pub fn with_config(model: &M, rule: R, config: Config) -> Self {
-        let lens: alloc::vec::Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();
-        debug_assert_eq!(model.params().len(), M::PARAMS);
-        TrainStep {
-            grads: zeros(M::PARAMS),
-            acts: zeros(M::ACTIVATIONS * B),
-            node_grads: zeros(M::NODE_GRADS * B),
-            dx: zeros(M::IN * B),
-            state: zeros(M::STATE),
-            scratch: zeros(M::scratch_len(B)),
-            gemm: zeros(M::gemm_len(B)),
-            optimizer: Optimizer::with_config(rule, &lens, config),
-            seed: Seed(0x5eed),
-            model: PhantomData,
-        }
-    }
+    /// one thread and optimizer slots. With more threads the GEMM workspace of a
+    /// [`TrainStep`](super::TrainStep) grows: see [`workspace_bytes`](Self::workspace_bytes).
+    pub const BYTES: Bytes = Bytes::of::<M, R>(B, U::FUSED);
 
     /// Seeds the random stream of dropout (each step draws from its own stream, so that a
     /// resumed run draws the same masks).
@@ -92,50 +106,26 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
         self.seed = seed;
     }
 
-    /// Scratch, GEMM workspace and the state copy of inference, in bytes, as allocated for
-    /// the threads of the pool it was built in.
+    /// Scratch, GEMM workspace and the state copy of inference, in bytes, as allocated (for
+    /// a [`TrainStep`](super::TrainStep), for the threads of the pool it was built in).
     pub fn workspace_bytes(&self) -> usize {
-        (self.scratch.len() + self.gemm.len() + self.state.len()) * 4
+        (self.bufs.scratch.len() + self.bufs.gemm.len() + self.bufs.state.len()) * 4
     }
 
     /// The optimizer (its state, step counter and hyper-parameters).
-    pub fn optimizer(&self) -> &Optimizer<R> {
+    pub fn optimizer(&self) -> &Optimizer<R, U, S> {
         &self.optimizer
     }
 
     /// The optimizer, writable (to restore a state or change hyper-parameters).
-    pub fn optimizer_mut(&mut self) -> &mut Optimizer<R> {
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer<R, U, S> {
         &mut self.optimizer
     }
 
-    /// The gradients of the last [`run`](Self::run) or [`gradients`](Self::gradients), in the
-    /// model's parameter layout.
+    /// The gradient buffer: after [`run`](Self::run) or [`gradients`](Self::gradients) in
+    /// the [`Full`](crate::optim::Full) mode, the gradients in the model's parameter layout.
     pub fn grads(&self) -> &[f32] {
-        &self.grads
-    }
-
-    /// Forward pass in `mode`; `state` is the model's own in training, a copy otherwise.
-    fn forward(
-        &mut self,
-        params: &[f32],
-        state: Option<&mut [f32]>,
-        x: &[f32],
-        mode: Mode,
-    ) -> usize {
-        let batch = batch_of::<M>(x, B);
-        let mut rng = Rng::with_stream(self.seed, self.optimizer.iterations());
-        let mut ctx = Ctx {
-            gemm: &mut self.gemm,
-            scratch: &mut self.scratch,
-            rng: &mut rng,
-            mode,
-        };
-        let state = match state {
-            Some(s) => s,
-            None => &mut self.state,
-        };
-        M::forward(&mut ctx, params, state, x, &mut self.acts, batch);
-        batch
+        &self.bufs.grads
     }
 
     /// The model's outputs of the last forward pass (of [`run`](Self::run),
@@ -147,110 +137,69 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
             "batch of {batch} samples exceeds the maximum {B}"
         );
         let o = M::OUTPUT_OFFSET * batch;
-        &self.acts[o..o + M::OUT * batch]
-    }
-
-    /// Forward in training mode, the loss, and backward into the gradients; returns the loss.
-    fn loss_and_backward(
-        &mut self,
-        model: &mut M,
-        x: &[f32],
-        y: &[Target<M>],
-        with_dx: bool,
-    ) -> f32 {
-        let (params, state) = model.split_mut();
-        let batch = self.forward(params, Some(state), x, Mode::Train);
-        check_targets::<M>(batch, y);
-        self.backward_from_loss(model.params(), x, y, batch, with_dx, Mode::Train)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn backward_from_loss(
-        &mut self,
-        params: &[f32],
-        x: &[f32],
-        y: &[Target<M>],
-        batch: usize,
-        with_dx: bool,
-        mode: Mode,
-    ) -> f32 {
-        let o = M::OUTPUT_OFFSET * batch;
-        let g = M::OUTPUT_GRAD_OFFSET * batch;
-        let n = M::OUT * batch;
-        let loss = <M::Loss as Loss>::loss_and_grad(
-            &self.acts[o..o + n],
-            y,
-            &mut self.node_grads[g..g + n],
-            M::OUT,
-        );
-        self.backward(params, x, batch, with_dx, mode);
-        loss
-    }
-
-    fn backward(&mut self, params: &[f32], x: &[f32], batch: usize, with_dx: bool, mode: Mode) {
-        let mut rng = Rng::with_stream(self.seed, self.optimizer.iterations());
-        let mut ctx = Ctx {
-            gemm: &mut self.gemm,
-            scratch: &mut self.scratch,
-            rng: &mut rng,
-            mode,
-        };
-        let dx = if with_dx {
-            Grad::Set(&mut self.dx[..M::IN * batch])
-        } else {
-            Grad::Skip
-        };
-        M::backward(
-            &mut ctx,
-            params,
-            x,
-            &self.acts,
-            &mut self.node_grads,
-            &mut self.grads,
-            dx,
-            batch,
-        );
+        &self.bufs.acts[o..o + M::OUT * batch]
     }
 
     /// One training step on a batch: forward, loss, backward, and the optimizer's fused pass
-    /// over the model's parameters. Returns the loss of the batch before the update. Allocates
-    /// nothing.
+    /// over the model's parameters (after the backward pass, or layer by layer during it with
+    /// [`Fused`](crate::optim::Fused)). Returns the loss of the batch before the update.
     pub fn run(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32 {
-        let loss = self.loss_and_backward(model, x, y, false);
-        self.optimizer.step(model.params_mut(), &self.grads);
+        let (batch, loss) = self.forward_loss(model, x, y);
+        if U::FUSED {
+            let plan = self.optimizer.plan();
+            let to = Gradients::Apply(model.params_mut(), &plan);
+            self.backward(to, x, batch, false, Mode::Train);
+            self.optimizer.finish(&plan);
+        } else {
+            self.backward(
+                Gradients::Store(model.params()),
+                x,
+                batch,
+                false,
+                Mode::Train,
+            );
+            self.optimizer.step(model.params_mut(), &self.bufs.grads);
+        }
         loss
     }
 
     /// The loss of a batch and its gradients ([`grads`](Self::grads)) with respect to the
     /// parameters, in training mode, without an update.
-    pub fn gradients(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32 {
-        self.loss_and_backward(model, x, y, false)
+    pub fn gradients(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32
+    where
+        U: AllGradientsFirst,
+    {
+        let (batch, loss) = self.forward_loss(model, x, y);
+        self.backward(
+            Gradients::Store(model.params()),
+            x,
+            batch,
+            false,
+            Mode::Train,
+        );
+        loss
     }
 
     /// The model's output for a batch (inference mode).
     pub fn predict(&mut self, model: &M, x: &[f32]) -> &[f32] {
-        self.state.copy_from_slice(model.state());
-        let batch = self.forward(model.params(), None, x, Mode::Eval);
+        let batch = self.forward_eval(model, x);
         self.output(batch)
     }
 
     /// d sum(output) / d x for a batch, from the model's current weights (inference mode).
     pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32] {
-        self.state.copy_from_slice(model.state());
-        let batch = self.forward(model.params(), None, x, Mode::Eval);
+        let batch = self.forward_eval(model, x);
         let g = M::OUTPUT_GRAD_OFFSET * batch;
-        self.node_grads[g..g + M::OUT * batch].fill(1.0);
-        self.backward(model.params(), x, batch, true, Mode::Eval);
-        &self.dx[..M::IN * batch]
+        self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
+        self.input_backward(model, x, batch)
     }
 
     /// d loss / d x for a batch, from the model's current weights (inference mode).
     pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32] {
-        self.state.copy_from_slice(model.state());
-        let batch = self.forward(model.params(), None, x, Mode::Eval);
+        let batch = self.forward_eval(model, x);
         check_targets::<M>(batch, y);
-        self.backward_from_loss(model.params(), x, y, batch, true, Mode::Eval);
-        &self.dx[..M::IN * batch]
+        self.loss_gradient(y, batch);
+        self.input_backward(model, x, batch)
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode).
@@ -273,5 +222,134 @@ impl<M: Model, R: Rule, const B: usize> TrainStep<M, R, B> {
             loss: (loss / seen_f) as f32,
             accuracy: has_accuracy.then(|| (correct as f64 / seen_f) as f32),
         }
+    }
+
+    /// The forward pass in training mode over the model's own state, and the loss and its
+    /// gradient; returns the batch size and the loss.
+    fn forward_loss(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> (usize, f32) {
+        let (params, state) = model.split_mut();
+        let batch = self.forward(params, Some(state), x, Mode::Train);
+        check_targets::<M>(batch, y);
+        (batch, self.loss_gradient(y, batch))
+    }
+
+    /// The forward pass in inference mode over a copy of the model's state.
+    fn forward_eval(&mut self, model: &M, x: &[f32]) -> usize {
+        self.bufs.state.copy_from_slice(model.state());
+        self.forward(model.params(), None, x, Mode::Eval)
+    }
+
+    /// The forward pass in `mode`; `state` is the model's own in training, the copy otherwise.
+    fn forward(
+        &mut self,
+        params: &[f32],
+        state: Option<&mut [f32]>,
+        x: &[f32],
+        mode: Mode,
+    ) -> usize {
+        let batch = batch_of::<M>(x, B);
+        let mut rng = self.stream();
+        let b = &mut self.bufs;
+        let mut ctx = context(&mut b.gemm, &mut b.scratch, &mut rng, mode);
+        let state = match state {
+            Some(s) => s,
+            None => &mut b.state,
+        };
+        M::forward(&mut ctx, params, state, x, &mut b.acts, batch);
+        batch
+    }
+
+    /// The loss of the last forward pass over `batch` samples, and its gradient at the
+    /// output's place of the node gradients.
+    fn loss_gradient(&mut self, y: &[Target<M>], batch: usize) -> f32 {
+        let (o, g, n) = (
+            M::OUTPUT_OFFSET * batch,
+            M::OUTPUT_GRAD_OFFSET * batch,
+            M::OUT * batch,
+        );
+        <M::Loss as Loss>::loss_and_grad(
+            &self.bufs.acts[o..o + n],
+            y,
+            &mut self.bufs.node_grads[g..g + n],
+            M::OUT,
+        )
+    }
+
+    /// The backward pass from the node gradients of the last forward pass, sending the
+    /// parameter gradients `to` where the step says, and the input gradient into `dx` when
+    /// `with_dx`.
+    fn backward(
+        &mut self,
+        to: Gradients<'_, R>,
+        x: &[f32],
+        batch: usize,
+        with_dx: bool,
+        mode: Mode,
+    ) {
+        let mut rng = self.stream();
+        let Buffers {
+            grads,
+            acts,
+            node_grads,
+            dx,
+            scratch,
+            gemm,
+            ..
+        } = &mut self.bufs;
+        let mut ctx = context(gemm, scratch, &mut rng, mode);
+        let dx = if with_dx {
+            Grad::Set(&mut dx[..M::IN * batch])
+        } else {
+            Grad::Skip
+        };
+        let (mut store, mut discard, mut apply);
+        let sink: &mut dyn GradSink = match to {
+            Gradients::Store(params) => {
+                store = Store { params, grads };
+                &mut store
+            }
+            Gradients::Discard(params) => {
+                discard = Discard { params, grads };
+                &mut discard
+            }
+            Gradients::Apply(params, plan) => {
+                apply = Apply {
+                    params,
+                    grads,
+                    optimizer: &mut self.optimizer,
+                    plan,
+                };
+                &mut apply
+            }
+        };
+        M::backward(&mut ctx, sink, x, acts, node_grads, dx, batch);
+    }
+
+    /// The backward pass of an input gradient (inference mode, parameter gradients let go);
+    /// returns d / d x.
+    fn input_backward(&mut self, model: &M, x: &[f32], batch: usize) -> &[f32] {
+        let to = Gradients::Discard(model.params());
+        self.backward(to, x, batch, true, Mode::Eval);
+        &self.bufs.dx[..M::IN * batch]
+    }
+
+    /// The random stream of the current step (dropout masks).
+    fn stream(&self) -> Rng {
+        Rng::with_stream(self.seed, self.optimizer.iterations())
+    }
+}
+
+/// The layer context of one pass over a step's workspace.
+fn context<'b>(
+    gemm: &'b mut [f32],
+    scratch: &'b mut [f32],
+    rng: &'b mut Rng,
+    mode: Mode,
+) -> Ctx<'b> {
+    Ctx {
+        gemm,
+        scratch,
+        rng,
+        mode,
     }
 }

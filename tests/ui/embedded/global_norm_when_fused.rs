@@ -1,5 +1,5 @@
-use fusegraph::train::{Fused, StepConfig};
+use fusegraph::optim::{Config, Fused};
 
 fn main() {
-    let _ = StepConfig::<Fused>::new().clip_global_norm(1.0);
+    let _ = Config::<Fused>::new().clip_global_norm(1.0);
 }

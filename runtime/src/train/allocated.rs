@@ -1,0 +1,47 @@
+//! [`TrainStep`]: the step core over buffers it allocates once, at construction.
+
+use super::model::Model;
+use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
+use crate::optim::{Allocated, Config, Full, Optimizer, Rule, UpdateMode};
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::marker::PhantomData;
+
+/// Gradients, activations, workspace and optimizer state for training a model `M` with rule
+/// `R` on batches of at most `B` samples, in update mode `U` ([`Full`] by default; with
+/// [`Fused`](crate::optim::Fused) each layer is updated during the backward pass and no full
+/// gradient buffer exists, with the same bits). Construction allocates each buffer once (on
+/// the heap, so a large model does not touch the stack); [`run`](Step::run) allocates nothing.
+pub type TrainStep<M, R, const B: usize, U = Full> = Step<M, R, B, U, Allocated>;
+
+fn zeros(n: usize) -> Box<[f32]> {
+    vec![0.0; n].into_boxed_slice()
+}
+
+impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
+    /// A train step for `model` with the default [`Config`].
+    pub fn new(model: &M, rule: R) -> Self {
+        Self::with_config(model, rule, Config::new())
+    }
+
+    /// A train step for `model` with clipping, weight decay, EMA or a schedule.
+    pub fn with_config(model: &M, rule: R, config: Config<U>) -> Self {
+        let lens: Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();
+        debug_assert_eq!(model.params().len(), M::PARAMS);
+        Step {
+            bufs: Buffers {
+                grads: zeros(grads_len::<M, U>()),
+                acts: zeros(M::ACTIVATIONS * B),
+                node_grads: zeros(M::NODE_GRADS * B),
+                dx: zeros(M::IN * B),
+                state: zeros(M::STATE),
+                scratch: zeros(M::scratch_len(B)),
+                gemm: zeros(M::gemm_len(B)),
+            },
+            optimizer: Optimizer::allocate(rule, &lens, config),
+            seed: DEFAULT_SEED,
+            model: PhantomData,
+        }
+    }
+}

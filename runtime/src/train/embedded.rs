@@ -1,0 +1,125 @@
+//! Training without an allocator: [`EmbeddedStep`] is the step core over one arena the caller
+//! owns (a `static`, or an array on the stack), sized by a constant; by default it updates each
+//! layer during the backward pass ([`Fused`]) so that no full gradient buffer exists.
+
+use super::model::{Model, ModelTensors};
+use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
+use crate::optim::{Arena, Config, Fused, NoOverrides, Optimizer, Rule, UpdateMode};
+use core::fmt;
+use core::marker::PhantomData;
+
+/// A train step of model `M` with rule `R` for batches of at most `B` samples whose buffers
+/// (gradients, activations, workspace, optimizer slots) are slices of one arena of
+/// [`FLOATS`](Step::FLOATS) values that the caller owns: no allocator is needed. With
+/// `U = `[`Fused`] (the default) each layer is updated as soon as its gradient is known, and
+/// the gradient buffer only holds the largest layer's.
+///
+/// ```
+/// use fusegraph_runtime::optim::Fused;
+/// use fusegraph_runtime::train::{EmbeddedStep, Model};
+/// # fn demo<M: Model, R: fusegraph_runtime::optim::Rule>(model: &mut M, rule: R, x: &[f32], y: &[<M::Loss as fusegraph_runtime::loss::Loss>::Target], arena: &mut [f32]) {
+/// let mut step = EmbeddedStep::<M, R, 8, Fused>::new(model, rule, arena).unwrap();
+/// let loss = step.run(model, x, y);
+/// # let _ = loss; }
+/// ```
+pub type EmbeddedStep<'a, M, R, const B: usize, U = Fused> =
+    Step<M, R, B, U, Arena<'a, ModelTensors<M>>>;
+
+/// An arena or a configuration that an [`EmbeddedStep`] cannot train with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArenaError {
+    /// The arena has the wrong length.
+    Length {
+        /// The values the step needs ([`EmbeddedStep::FLOATS`](Step::FLOATS)).
+        needed: usize,
+        /// The values given.
+        given: usize,
+    },
+    /// The configuration keeps an EMA of the weights, which needs a buffer as large as the
+    /// parameters that the arena does not hold.
+    Ema,
+}
+
+impl fmt::Display for ArenaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArenaError::Length { needed, given } => {
+                write!(f, "the arena has {given} values, the step needs {needed}")
+            }
+            ArenaError::Ema => write!(
+                f,
+                "an EMA of the weights needs a buffer as large as the parameters, which the arena does not hold"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ArenaError {}
+
+/// Takes the first `n` values of `rest`, zeroed.
+fn carve<'a>(rest: &mut &'a mut [f32], n: usize) -> &'a mut [f32] {
+    let (head, tail) = core::mem::take(rest).split_at_mut(n);
+    *rest = tail;
+    head.fill(0.0);
+    head
+}
+
+impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R, B, U> {
+    /// Values of the arena: everything in [`BYTES`](Step::BYTES) but the model's own
+    /// parameters and state.
+    pub const FLOATS: usize = (Self::BYTES.total() - Self::BYTES.params) / 4;
+
+    /// A step for `model` keeping its buffers in `arena`, which must hold exactly
+    /// [`FLOATS`](Self::FLOATS) values.
+    pub fn new(model: &M, rule: R, arena: &'a mut [f32]) -> Result<Self, ArenaError> {
+        Self::with_config(model, rule, Config::new(), arena)
+    }
+
+    /// A step with clipping, weight decay or a schedule (not an EMA, whose buffer the arena
+    /// does not hold).
+    pub fn with_config(
+        model: &M,
+        rule: R,
+        config: Config<U>,
+        arena: &'a mut [f32],
+    ) -> Result<Self, ArenaError> {
+        if arena.len() != Self::FLOATS {
+            return Err(ArenaError::Length {
+                needed: Self::FLOATS,
+                given: arena.len(),
+            });
+        }
+        if config.ema.is_some() {
+            return Err(ArenaError::Ema);
+        }
+        debug_assert_eq!(model.params().len(), M::PARAMS);
+        let mut rest = arena;
+        let slots = carve(&mut rest, R::SLOTS.len() * M::PARAMS);
+        let bufs = Buffers {
+            grads: carve(&mut rest, grads_len::<M, U>()),
+            acts: carve(&mut rest, M::ACTIVATIONS * B),
+            node_grads: carve(&mut rest, M::NODE_GRADS * B),
+            dx: carve(&mut rest, M::IN * B),
+            scratch: carve(&mut rest, M::SCRATCH_PER_SAMPLE * B),
+            state: carve(&mut rest, M::STATE),
+            gemm: {
+                rest.fill(0.0);
+                rest
+            },
+        };
+        let optimizer = Optimizer::from_parts(
+            rule,
+            config,
+            ModelTensors::new(),
+            NoOverrides::new(),
+            slots,
+            &mut [][..],
+        );
+        Ok(Step {
+            bufs,
+            optimizer,
+            seed: DEFAULT_SEED,
+            model: PhantomData,
+        })
+    }
+}

@@ -5,6 +5,7 @@
 use super::parse::{Def, OptValue};
 use super::shapes;
 use crate::errors::{self, Errors};
+use crate::paths;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -126,7 +127,8 @@ fn budget(def: &Def, errs: &mut Errors) -> Option<Budget> {
 }
 
 fn layer_trait() -> TokenStream {
-    quote!(::fusegraph::__private::Layer)
+    let p = paths::private();
+    quote!(#p::Layer)
 }
 
 fn layer_width(def: &Def, field: usize, end: &str) -> Width {
@@ -476,7 +478,8 @@ fn operand(
                 }
                 (None, Some(act)) => {
                     let ty = syn::Ident::new(act, m.method.span());
-                    quote_spanned!(m.method.span()=> ::fusegraph::__private::layers::#ty)
+                    let p = paths::private_at(m.method.span());
+                    quote_spanned!(m.method.span()=> #p::layers::#ty)
                 }
                 _ => {
                     b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax, or `act::<YourActivation>()` for an activation of your own"));

@@ -5,6 +5,7 @@ use super::check::{Rule, StepStmt, UpdateStmt};
 use super::parse::Def;
 use crate::expr::emit::{self, Prec};
 use crate::expr::ir::{self, Node, Ref, TExpr};
+use crate::paths;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -84,12 +85,13 @@ pub fn fallback(def: &Def) -> TokenStream {
         .collect();
     let head = header(def, &defaults);
     let name = &def.name;
-    let f = quote!(::fusegraph::__private::f32x8);
+    let p = paths::private();
+    let f = paths::f32x8();
     let slots = str_list(def.slots.iter().map(|s| &s.name));
     quote! {
         #head
         const _: () = {
-            impl ::fusegraph::__private::Rule for #name {
+            impl #p::Rule for #name {
                 const NAME: &'static str = ::core::stringify!(#name);
                 const HYPER: &'static [&'static str] = &[];
                 const SLOTS: &'static [&'static str] = #slots;
@@ -109,8 +111,9 @@ pub fn fallback(def: &Def) -> TokenStream {
 pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let head = header(def, &r.defaults);
     let name = &def.name;
-    let f = quote!(::fusegraph::__private::f32x8);
-    let m = quote!(::fusegraph::__private::math);
+    let p = paths::private();
+    let f = paths::f32x8();
+    let m = paths::math();
     let prec = r.prec;
     let ty = prec.ty();
 
@@ -304,7 +307,7 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             }
 
             #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
-            impl ::fusegraph::__private::Rule for #name {
+            impl #p::Rule for #name {
                 const NAME: &'static str = ::core::stringify!(#name);
                 const HYPER: &'static [&'static str] = #hyper_names;
                 const SLOTS: &'static [&'static str] = #slot_names;

@@ -152,12 +152,8 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     let Some([pred, target]) = def.params.get(..2).map(|p| [&p[0], &p[1]]) else {
         return Err(errs.finish().expect_err("an error was reported"));
     };
-    let const_names: Vec<String> = def.consts.iter().map(|c| format!("`{}`", c.name)).collect();
-    let mut known = format!("the prediction `{pred}`, the target `{target}`, ");
-    if !const_names.is_empty() {
-        known += &format!("the constants ({}), ", const_names.join(", "));
-    }
-    known += "literals and earlier `let`s";
+    let const_names = errors::quoted_list(def.consts.iter().map(|c| &c.name));
+    let known = errors::loss_readable(&pred.to_string(), &target.to_string(), &const_names);
     let mut scope = Scope::new(known);
     for name in &failed_lets {
         scope.bind(name.to_string(), Binding::Inline(TExpr::num(0.0)));

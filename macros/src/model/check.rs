@@ -189,12 +189,12 @@ impl Builder<'_> {
                 span,
                 &have,
                 &want,
-                |h, w| format!("`{fname}` takes {w} inputs per sample but {what_in} gives {h}; make its input size {h} or change {what_in}"),
-                format!("`{fname}` takes a different number of inputs than {what_in} gives"),
+                |have, want| errors::layer_inputs(&fname, what_in, have, want),
+                errors::layer_inputs_differ(&fname, what_in),
             ),
         }
         if self.used_fields[field].is_some() {
-            self.errs.at(span, format!("layer `{fname}` is used twice; declare a second field for a second layer (weights are not shared)"));
+            self.errs.at(span, errors::layer_used_twice(&fname));
         }
         self.used_fields[field] = Some(span);
         self.nodes.push(Node {
@@ -234,14 +234,12 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
     };
     let budget = budget(def, &mut b.errs);
     if def.fields.is_empty() {
-        b.errs.at(
-            def.name.span(),
-            "a model needs at least one layer field, such as `fc1: Dense<784, 128, Relu>`",
-        );
+        b.errs.at(def.name.span(), errors::model_without_layers());
     }
     for f in &def.fields {
         if !matches!(f.ty, syn::Type::Path(_)) {
-            b.errs.at(f.ty.span(), format!("`{}` is not a layer type; a field is a layer such as `Dense<784, 128, Relu>` or `Conv2d<28, 28, 1, 8, 3, 3>`", quote::ToTokens::to_token_stream(&f.ty)));
+            let ty = quote::ToTokens::to_token_stream(&f.ty).to_string();
+            b.errs.at(f.ty.span(), errors::not_a_layer_type(&ty));
         }
     }
     if !b.errs.is_empty() {
@@ -254,8 +252,8 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
             let mut prev = Src::X;
             for (i, f) in def.fields.iter().enumerate() {
                 let what = match prev {
-                    Src::X => "the input".to_string(),
-                    Src::Node(_) => format!("`{}`", def.fields[i - 1].name),
+                    Src::X => errors::model_input().to_string(),
+                    Src::Node(_) => errors::feeding_layer(&def.fields[i - 1].name.to_string()),
                 };
                 let k = b.layer(i, prev, &what, f.ty.span());
                 prev = Src::Node(k);
@@ -264,13 +262,13 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
         Some((kw, assigns)) => graph(&mut b, kw, assigns),
     }
     match &def.loss {
-        None => b.errs.at(def.name.span(), "a model needs a loss: `#[model(loss = SoftmaxCrossEntropy)]` (or Mse, Mae, Huber, BinaryCrossEntropyWithLogits)"),
+        None => b.errs.at(def.name.span(), errors::model_without_loss()),
         Some(loss) => {
             let out = b.nodes.last().map(|n| n.width.value);
             if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") {
                 if let Some(Some(n)) = out {
                     if n < 2 {
-                        b.errs.at(loss.span(), format!("SoftmaxCrossEntropy needs at least 2 outputs (one per class) but the model gives {n}; use BinaryCrossEntropyWithLogits for one logit"));
+                        b.errs.at(loss.span(), errors::softmax_outputs(n));
                     }
                 }
             }
@@ -297,10 +295,7 @@ fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign])
     for a in assigns {
         let name = a.name.to_string();
         if name == "x" || names.iter().any(|(n, ..)| *n == name) {
-            b.errs.at(
-                a.name.span(),
-                format!("node `{name}` is defined twice; give the second one another name"),
-            );
+            b.errs.at(a.name.span(), errors::node_twice(&name));
             continue;
         }
         let Some(k) = node(b, &a.expr, &names, &all, &mut consumed, &mut x_used) else {
@@ -309,24 +304,22 @@ fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign])
         names.push((name, k, a.name.span()));
     }
     if assigns.is_empty() {
-        b.errs.at(
-            kw.span(),
-            "a graph needs at least one node: `graph(y = fc1(x))`",
-        );
+        b.errs.at(kw.span(), errors::graph_empty());
         return;
     }
     if !x_used {
-        b.errs.at(kw.span(), "the graph never reads its input `x`");
+        b.errs.at(kw.span(), errors::graph_ignores_input());
     }
     let last = names.last().map(|(_, k, _)| *k);
     for (name, k, span) in &names {
         if Some(*k) != last && !consumed.get(*k).copied().unwrap_or(false) {
-            b.errs.at(*span, format!("node `{name}` is never used; the output is the last node, so use `{name}` in a later node or remove it"));
+            b.errs.at(*span, errors::node_unused(name));
         }
     }
     for (i, f) in b.def.fields.iter().enumerate() {
         if b.used_fields[i].is_none() {
-            b.errs.at(f.name.span(), format!("layer `{}` is not used by the graph; call it as `{}(node)` or remove the field", f.name, f.name));
+            b.errs
+                .at(f.name.span(), errors::layer_unused(&f.name.to_string()));
         }
     }
 }
@@ -343,10 +336,7 @@ fn node(
     match src {
         Src::Node(k) => Some(k),
         Src::X => {
-            b.errs.at(
-                e.span(),
-                "a node must compute something, such as `fc1(x)`; `x` itself is the input",
-            );
+            b.errs.at(e.span(), errors::node_is_input());
             None
         }
     }
@@ -369,7 +359,7 @@ fn operand(
     consumed: &mut Vec<bool>,
     x_used: &mut bool,
 ) -> Option<Src> {
-    let unsupported = "a graph node is `layer(node)`, `node.relu()` (or another activation, `node.act::<Mish>()` for one of your own), `a + b`, `a * b` or `concat(a, b)`";
+    let unsupported = errors::graph_node_form();
     match e {
         syn::Expr::Paren(p) => operand(b, &p.expr, names, all, consumed, x_used),
         syn::Expr::Path(p) if p.path.get_ident().is_some() => {
@@ -382,20 +372,14 @@ fn operand(
             match names.iter().rev().find(|(n, ..)| *n == name) {
                 Some((_, k, _)) => Some(Src::Node(*k)),
                 None if all.contains(&name) => {
-                    b.errs.at(id.span(), format!("node `{name}` is used before it is defined; move its definition above this one"));
+                    b.errs.at(id.span(), errors::node_before_definition(&name));
                     None
                 }
                 None => {
                     let known: Vec<String> = core::iter::once("x".to_string())
                         .chain(names.iter().map(|(n, ..)| n.clone()))
                         .collect();
-                    b.errs.at(
-                        id.span(),
-                        format!(
-                            "unknown node `{name}`; the nodes defined so far are {}",
-                            known.join(", ")
-                        ),
-                    );
+                    b.errs.at(id.span(), errors::unknown_node(&name, &known));
                     None
                 }
             }
@@ -417,8 +401,7 @@ fn operand(
                 .collect();
             if fname == "concat" {
                 if args.len() != 2 {
-                    b.errs
-                        .at(fid.span(), "`concat` joins two nodes: `concat(a, b)`");
+                    b.errs.at(fid.span(), errors::concat_arity());
                     return None;
                 }
                 let (a0, a1) = (args[0]?, args[1]?);
@@ -437,24 +420,12 @@ fn operand(
                 return Some(Src::Node(b.nodes.len() - 1));
             }
             let Some(field) = b.def.fields.iter().position(|f| f.name == *fid) else {
-                let layers: Vec<String> = b
-                    .def
-                    .fields
-                    .iter()
-                    .map(|f| format!("`{}`", f.name))
-                    .collect();
-                b.errs.at(
-                    fid.span(),
-                    format!(
-                        "`{fname}` is not a layer of this model; the layers are {}",
-                        layers.join(", ")
-                    ),
-                );
+                let layers = errors::quoted_list(b.def.fields.iter().map(|f| &f.name));
+                b.errs.at(fid.span(), errors::not_a_layer(&fname, &layers));
                 return None;
             };
             if args.len() != 1 {
-                b.errs
-                    .at(fid.span(), format!("a layer takes one node: `{fname}(h)`"));
+                b.errs.at(fid.span(), errors::layer_arity(&fname));
                 return None;
             }
             let Some(input) = args[0] else {
@@ -464,8 +435,10 @@ fn operand(
             };
             mark(consumed, input);
             let what = match input {
-                Src::X => "the input `x`".to_string(),
-                Src::Node(_) => format!("`{}`", quote::ToTokens::to_token_stream(&c.args[0])),
+                Src::X => errors::graph_input().to_string(),
+                Src::Node(_) => {
+                    errors::feeding_layer(&quote::ToTokens::to_token_stream(&c.args[0]).to_string())
+                }
             };
             Some(Src::Node(b.layer(field, input, &what, c.span())))
         }
@@ -482,13 +455,13 @@ fn operand(
                     quote_spanned!(m.method.span()=> #p::layers::#ty)
                 }
                 _ => {
-                    b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax, or `act::<YourActivation>()` for an activation of your own"));
+                    b.errs.at(m.method.span(), errors::not_an_activation(&name));
                     return None;
                 }
             };
             if !m.args.is_empty() {
                 b.errs
-                    .at(m.method.span(), format!("`.{name}()` takes no arguments"));
+                    .at(m.method.span(), errors::activation_arguments(&name));
                 return None;
             }
             let input = operand(b, &m.receiver, names, all, consumed, x_used)?;
@@ -521,8 +494,8 @@ fn operand(
                 bin.span(),
                 &wr,
                 &wl,
-                |h, w| format!("`{sym}` needs equal widths, but the left side has {w} values per sample and the right side {h}"),
-                format!("`{sym}` needs equal widths on both sides"),
+                |right, left| errors::unequal_widths(sym, left, right),
+                errors::unequal_widths_differ(sym),
             );
             b.nodes.push(Node {
                 op,

@@ -37,20 +37,12 @@ pub struct Rule {
     pub update: Vec<UpdateStmt>,
 }
 
-fn names<'a>(it: impl Iterator<Item = &'a syn::Ident>) -> String {
-    it.map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
-}
-
-fn readable(def: &Def, extra: &str) -> String {
-    let hyper = names(def.hyper.iter().map(|h| &h.name));
-    let mut s = format!("literals, hyper-parameters ({hyper}), `t`");
-    if !def.carry.is_empty() {
-        s += &format!(
-            ", carried scalars ({})",
-            names(def.carry.iter().map(|c| &c.name))
-        );
-    }
-    s + extra
+/// What `step` can read, or with `lane_names` (the step scalars and the slots) `update`, for
+/// the unknown-identifier message.
+fn readable(def: &Def, lane_names: Option<(&str, &str)>) -> String {
+    let hypers = errors::quoted_list(def.hyper.iter().map(|h| &h.name));
+    let carried = errors::quoted_list(def.carry.iter().map(|c| &c.name));
+    errors::optimizer_readable(&hypers, &carried, lane_names)
 }
 
 pub fn check(def: &Def) -> Result<Rule, syn::Error> {
@@ -115,7 +107,7 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
 
     // Initial values of slots and carried scalars: literals and hyper-parameters only.
     let inits = |list: &[Init], errs: &mut Errors| -> Vec<TExpr> {
-        let mut scope = Scope::new("literals and hyper-parameters".into());
+        let mut scope = Scope::new(errors::optimizer_init_readable().into());
         bind_hypers(&mut scope);
         let forbidden = ["p", "g", "t"]
             .into_iter()
@@ -142,7 +134,7 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
 
     // `step`: scalars only.
     let step_ast = ast::parse_stmts(&def.step, &mut errs);
-    let mut scope = Scope::new(readable(def, " and earlier `let`s"));
+    let mut scope = Scope::new(readable(def, None));
     bind_hypers(&mut scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {
@@ -222,22 +214,9 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         )));
     };
     let update_ast = ast::parse_stmts(update_stmts, &mut errs);
-    let step_names: Vec<&syn::Ident> = step_ast
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(i, _) => Some(i),
-            Stmt::Assign { .. } => None,
-        })
-        .collect();
-    let mut known = String::new();
-    if !step_names.is_empty() {
-        known += &format!(", step scalars ({})", names(step_names.into_iter()));
-    }
-    known += ", `p`, `g`";
-    if !def.slots.is_empty() {
-        known += &format!(", slots ({})", names(def.slots.iter().map(|s| &s.name)));
-    }
-    let mut scope = Scope::new(readable(def, &(known + " and earlier `let`s")));
+    let step_scalars = errors::quoted_list(lets(&step_ast));
+    let slots = errors::quoted_list(def.slots.iter().map(|s| &s.name));
+    let mut scope = Scope::new(readable(def, Some((&step_scalars, &slots))));
     bind_hypers(&mut scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {

@@ -68,6 +68,28 @@ pub fn skip_definition(input: ParseStream) -> syn::Result<()> {
     })
 }
 
+/// The names defined so far in one invocation: a name defined again is an error at the later
+/// definition, and the first definition's type is the one both macros expand.
+#[derive(Default)]
+pub struct Definitions {
+    names: Vec<String>,
+}
+
+impl Definitions {
+    /// Records the definition named `name`: an error when an earlier one has that name.
+    pub fn add(&mut self, name: &Ident) -> syn::Result<()> {
+        let text = name.to_string();
+        if self.names.contains(&text) {
+            return Err(syn::Error::new(
+                name.span(),
+                errors::definition_twice(&text),
+            ));
+        }
+        self.names.push(text);
+        Ok(())
+    }
+}
+
 /// How a macro names the associated constant of a constant (`alpha` -> `ALPHA`).
 pub type Naming = fn(&Ident) -> Ident;
 

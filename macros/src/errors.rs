@@ -328,3 +328,206 @@ pub fn loss_body_end() -> &'static str {
 pub fn loss_f64() -> &'static str {
     "`f64(..)` computes an optimizer's per-step scalar; a loss is computed in `f32` lanes: leave out `f64(..)`"
 }
+
+pub fn section_twice(key: &str) -> String {
+    format!("section `{key}` appears twice; merge the two into one")
+}
+
+pub fn if_without_else() -> &'static str {
+    "an `if` is a select and needs an `else` branch: `if a > b { x } else { y }`"
+}
+
+pub fn if_branch_form() -> &'static str {
+    "an `if` branch holds one expression, such as `{ x }`; compute temporaries with `let` before the `if`"
+}
+
+pub fn number_literal_only() -> &'static str {
+    "only number literals are allowed, such as `0.9` or `1e-7`"
+}
+
+pub fn literal_overflow() -> &'static str {
+    "this literal does not fit in an `f32`"
+}
+
+/// `a`, `b` as "`a`, `b`", the form the lists of readable names take.
+pub fn quoted_list<T: std::fmt::Display>(names: impl IntoIterator<Item = T>) -> String {
+    names
+        .into_iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What an optimizer's slot and carried-scalar initial values can read.
+pub fn optimizer_init_readable() -> &'static str {
+    "literals and hyper-parameters"
+}
+
+/// `before names after`, or nothing when `names` is empty: a group of a list of readable names.
+fn name_group(before: &str, names: &str, after: &str) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("{before}{names}{after}")
+    }
+}
+
+/// What an optimizer's `step` can read; `update` also reads `lane_names`, the step scalars, `p`,
+/// `g` and the slots.
+pub fn optimizer_readable(hypers: &str, carried: &str, lane_names: Option<(&str, &str)>) -> String {
+    let mut s = format!("literals, hyper-parameters ({hypers}), `t`");
+    s += &name_group(", carried scalars (", carried, ")");
+    if let Some((step_scalars, slots)) = lane_names {
+        s += &name_group(", step scalars (", step_scalars, ")");
+        s += ", `p`, `g`";
+        s += &name_group(", slots (", slots, ")");
+    }
+    s + " and earlier `let`s"
+}
+
+/// What an activation's expression can read.
+pub fn activation_readable(var: &str, consts: &str, learnables: &str) -> String {
+    let consts = name_group(", the constants ", consts, "");
+    let learnables = name_group(", the learnable parameters ", learnables, "");
+    format!("the variable `{var}`{consts}{learnables} and literals")
+}
+
+/// What a loss body can read.
+pub fn loss_readable(pred: &str, target: &str, consts: &str) -> String {
+    let consts = name_group("the constants (", consts, "), ");
+    format!("the prediction `{pred}`, the target `{target}`, {consts}literals and earlier `let`s")
+}
+
+pub fn model_generic() -> &'static str {
+    "a model cannot be generic: its shapes are the const parameters of its layer types"
+}
+
+pub fn model_fields() -> &'static str {
+    "a model is a struct with named layer fields, such as `fc1: Dense<784, 128, Relu>`"
+}
+
+pub fn model_without_layers() -> &'static str {
+    "a model needs at least one layer field, such as `fc1: Dense<784, 128, Relu>`"
+}
+
+pub fn not_a_layer_type(ty: &str) -> String {
+    format!(
+        "`{ty}` is not a layer type; a field is a layer such as `Dense<784, 128, Relu>` or `Conv2d<28, 28, 1, 8, 3, 3>`"
+    )
+}
+
+pub fn model_without_loss() -> &'static str {
+    "a model needs a loss: `#[model(loss = SoftmaxCrossEntropy)]` (or Mse, Mae, Huber, BinaryCrossEntropyWithLogits)"
+}
+
+pub fn softmax_outputs(n: usize) -> String {
+    format!(
+        "SoftmaxCrossEntropy needs at least 2 outputs (one per class) but the model gives {n}; use BinaryCrossEntropyWithLogits for one logit"
+    )
+}
+
+/// The model's input, as what feeds the first layer of a sequential model.
+pub fn model_input() -> &'static str {
+    "the input"
+}
+
+/// The graph's input, as what feeds a layer.
+pub fn graph_input() -> &'static str {
+    "the input `x`"
+}
+
+/// A layer or node named as what feeds a layer.
+pub fn feeding_layer(source: &str) -> String {
+    format!("`{source}`")
+}
+
+pub fn layer_inputs(layer: &str, source: &str, have: usize, want: usize) -> String {
+    format!(
+        "`{layer}` takes {want} inputs per sample but {source} gives {have}; make its input size {have} or change {source}"
+    )
+}
+
+pub fn layer_inputs_differ(layer: &str, source: &str) -> String {
+    format!("`{layer}` takes a different number of inputs than {source} gives")
+}
+
+pub fn layer_used_twice(layer: &str) -> String {
+    format!(
+        "layer `{layer}` is used twice; declare a second field for a second layer (weights are not shared)"
+    )
+}
+
+pub fn node_twice(name: &str) -> String {
+    format!("node `{name}` is defined twice; give the second one another name")
+}
+
+pub fn graph_empty() -> &'static str {
+    "a graph needs at least one node: `graph(y = fc1(x))`"
+}
+
+pub fn graph_ignores_input() -> &'static str {
+    "the graph never reads its input `x`"
+}
+
+pub fn node_unused(name: &str) -> String {
+    format!(
+        "node `{name}` is never used; the output is the last node, so use `{name}` in a later node or remove it"
+    )
+}
+
+pub fn layer_unused(layer: &str) -> String {
+    format!(
+        "layer `{layer}` is not used by the graph; call it as `{layer}(node)` or remove the field"
+    )
+}
+
+pub fn node_is_input() -> &'static str {
+    "a node must compute something, such as `fc1(x)`; `x` itself is the input"
+}
+
+pub fn graph_node_form() -> &'static str {
+    "a graph node is `layer(node)`, `node.relu()` (or another activation, `node.act::<Mish>()` for one of your own), `a + b`, `a * b` or `concat(a, b)`"
+}
+
+pub fn node_before_definition(name: &str) -> String {
+    format!("node `{name}` is used before it is defined; move its definition above this one")
+}
+
+pub fn unknown_node(name: &str, defined: &[String]) -> String {
+    format!(
+        "unknown node `{name}`; the nodes defined so far are {}",
+        defined.join(", ")
+    )
+}
+
+pub fn concat_arity() -> &'static str {
+    "`concat` joins two nodes: `concat(a, b)`"
+}
+
+pub fn not_a_layer(name: &str, layers: &str) -> String {
+    format!("`{name}` is not a layer of this model; the layers are {layers}")
+}
+
+pub fn layer_arity(layer: &str) -> String {
+    format!("a layer takes one node: `{layer}(h)`")
+}
+
+pub fn not_an_activation(name: &str) -> String {
+    format!(
+        "`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax, or `act::<YourActivation>()` for an activation of your own"
+    )
+}
+
+pub fn activation_arguments(name: &str) -> String {
+    format!("`.{name}()` takes no arguments")
+}
+
+pub fn unequal_widths(op: &str, left: usize, right: usize) -> String {
+    format!(
+        "`{op}` needs equal widths, but the left side has {left} values per sample and the right side {right}"
+    )
+}
+
+pub fn unequal_widths_differ(op: &str) -> String {
+    format!("`{op}` needs equal widths on both sides")
+}

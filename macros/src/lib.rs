@@ -8,6 +8,7 @@ mod expr;
 mod loss;
 mod model;
 mod optimizer;
+mod paths;
 
 use proc_macro::TokenStream;
 

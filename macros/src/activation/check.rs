@@ -131,20 +131,10 @@ pub fn check(body: &Body) -> Result<Checked, syn::Error> {
 
 /// What the expression can read, for the unknown-identifier message.
 fn known(body: &Body) -> String {
-    let mut s = format!("the variable `{}`", body.var);
-    if !body.params.is_empty() {
-        let names: Vec<String> = body
-            .params
-            .iter()
-            .map(|p| format!("`{}`", p.name))
-            .collect();
-        s += &format!(", the constants {}", names.join(", "));
-    }
-    if let Some((_, l)) = body.learnables.as_ref().filter(|(_, l)| !l.is_empty()) {
-        let names: Vec<String> = l.iter().map(|p| format!("`{}`", p.name)).collect();
-        s += &format!(", the learnable parameters {}", names.join(", "));
-    }
-    s + " and literals"
+    let consts = errors::quoted_list(body.params.iter().map(|p| &p.name));
+    let learnables = body.learnables.as_ref().map_or(&[][..], |(_, l)| l);
+    let learnables = errors::quoted_list(learnables.iter().map(|p| &p.name));
+    errors::activation_readable(&body.var.to_string(), &consts, &learnables)
 }
 
 /// The expression, with the mistakes specific to an activation's body named first.

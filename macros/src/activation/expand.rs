@@ -7,6 +7,7 @@ use super::parse::Def;
 use crate::constants;
 use crate::expr::emit;
 use crate::expr::ir::{Ref, TExpr};
+use crate::paths;
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
@@ -69,9 +70,9 @@ fn layer(
     grads: TokenStream,
 ) -> TokenStream {
     let name = &def.name;
-    let f = quote!(::fusegraph::__private::f32x8);
-    let p = quote!(::fusegraph::__private);
-    let l = quote!(::fusegraph::__private::layers);
+    let f = paths::f32x8();
+    let p = paths::private();
+    let l = paths::layers();
     let k = Literal::usize_unsuffixed(learned.len());
     let ps: Vec<syn::Ident> = (0..learned.len()).map(learnable_ident).collect();
     let tensors = learned.iter().map(|(tname, v)| {
@@ -142,11 +143,12 @@ fn layer(
 fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream) -> TokenStream {
     let name = &def.name;
     let snake = snake_case(&name.to_string());
-    let f = quote!(::fusegraph::__private::f32x8);
+    let f = paths::f32x8();
+    let p = paths::private();
     quote! {
         const _: () = {
             #[allow(unused_parens, clippy::all)]
-            impl ::fusegraph::__private::Elementwise for #name {
+            impl #p::Elementwise for #name {
                 const NAME: &'static str = #snake;
                 const NEEDS_Z: bool = #needs_z;
                 #[inline(always)]
@@ -167,7 +169,7 @@ fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream
 pub fn fallback(def: &Def) -> TokenStream {
     let params = def.body.as_ref().map(|b| b.params.len()).unwrap_or(0);
     let head = header(def, &vec![(0.0, String::new()); params]);
-    let f = quote!(::fusegraph::__private::f32x8);
+    let f = paths::f32x8();
     if def.learnable {
         let learned: Vec<(String, f64)> = def
             .body
@@ -227,7 +229,7 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
         .as_ref()
         .map(|b| b.params.as_slice())
         .unwrap_or(&[]);
-    let f = quote!(::fusegraph::__private::f32x8);
+    let f = paths::f32x8();
     let consts = |i: usize| {
         let id = const_ident(&params[i].name);
         quote!(#f::splat(Self::#id))
@@ -256,6 +258,7 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::snake_case;
+    use crate::paths;
     use quote::quote;
 
     /// The expansion of Swish, token for token: sigmoid computed once, the derivative
@@ -264,15 +267,16 @@ mod tests {
     fn swish_expands_to_the_hand_written_code() {
         let input: proc_macro2::TokenStream =
             "/// SiLU.\npub Swish(x) = x * sigmoid(x);".parse().unwrap();
-        let f = quote!(::fusegraph::__private::f32x8);
-        let l = quote!(::fusegraph::__private::lane);
+        let f = paths::f32x8();
+        let l = paths::lane();
+        let p = paths::private();
         let want = quote! {
             #[doc = " SiLU."]
             #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
             pub struct Swish;
             const _: () = {
                 #[allow(unused_parens, clippy::all)]
-                impl ::fusegraph::__private::Elementwise for Swish {
+                impl #p::Elementwise for Swish {
                     const NAME: &'static str = "swish";
                     const NEEDS_Z: bool = true;
                     #[inline(always)]
@@ -301,9 +305,9 @@ mod tests {
             "/// PReLU.\npub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };"
                 .parse()
                 .unwrap();
-        let f = quote!(::fusegraph::__private::f32x8);
-        let p = quote!(::fusegraph::__private);
-        let l = quote!(::fusegraph::__private::layers);
+        let f = paths::f32x8();
+        let p = paths::private();
+        let l = paths::layers();
         let want = quote! {
             #[doc = " PReLU."]
             #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

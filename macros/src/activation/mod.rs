@@ -6,6 +6,7 @@ mod check;
 mod expand;
 mod parse;
 
+use crate::constants::Definitions;
 use crate::errors::Errors;
 use proc_macro2::TokenStream;
 
@@ -16,15 +17,13 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     let mut errs = Errors::default();
     let mut out = TokenStream::new();
-    let mut names: Vec<String> = Vec::new();
+    let mut names = Definitions::default();
     for def in &defs.0 {
-        let name = def.name.to_string();
-        if names.contains(&name) {
+        if let Err(e) = names.add(&def.name) {
             // The first definition provides the type: this one expands to nothing.
-            errs.at(def.name.span(), crate::errors::definition_twice(&name));
+            errs.push(e);
             continue;
         }
-        names.push(name);
         let checked = def
             .body
             .as_ref()

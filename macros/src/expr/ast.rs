@@ -275,10 +275,7 @@ pub fn parse_expr(e: &syn::Expr, errs: &mut Errors) -> Option<Expr> {
             let cond = parse_cond(&i.cond, errs);
             let then = parse_branch(&i.then_branch, errs);
             let Some((_, els)) = &i.else_branch else {
-                errs.at(
-                    span,
-                    "an `if` is a select and needs an `else` branch: `if a > b { x } else { y }`",
-                );
+                errs.at(span, errors::if_without_else());
                 return None;
             };
             let els = parse_expr(els, errs);
@@ -312,10 +309,7 @@ fn parse_branch(b: &syn::Block, errs: &mut Errors) -> Option<Expr> {
     match b.stmts.as_slice() {
         [syn::Stmt::Expr(e, None)] => parse_expr(e, errs),
         _ => {
-            errs.at(
-                b.span(),
-                "an `if` branch holds one expression, such as `{ x }`; compute temporaries with `let` before the `if`",
-            );
+            errs.at(b.span(), errors::if_branch_form());
             None
         }
     }
@@ -377,10 +371,7 @@ fn parse_lit(lit: &syn::Lit, errs: &mut Errors) -> Option<Expr> {
             }
         }
         _ => {
-            errs.at(
-                span,
-                "only number literals are allowed, such as `0.9` or `1e-7`",
-            );
+            errs.at(span, errors::number_literal_only());
             None
         }
     }

@@ -4,6 +4,7 @@
 
 use super::ast::{BinOp, CmpOp, Func};
 use super::ir::{Node, Ref, TExpr};
+use crate::paths;
 use proc_macro2::{Ident, Literal, TokenStream};
 use quote::{format_ident, quote};
 
@@ -67,7 +68,7 @@ fn powi(x: TokenStream, k: i32, one: TokenStream) -> TokenStream {
 /// Scalar code for `e` in precision `prec`; `refs` names each resolved reference as a value of
 /// the precision it is asked in.
 pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref, Prec) -> TokenStream, prec: Prec) -> TokenStream {
-    let m = quote!(::fusegraph::__private::math);
+    let m = paths::math();
     let s = |x: &TExpr| scalar(x, refs, prec);
     match &e.node {
         Node::Num(v) => {
@@ -185,7 +186,7 @@ pub fn lanes_shared(
         .enumerate()
         .map(|(i, (e, _))| (e.clone(), format_ident!("__t{}", i)))
         .collect();
-    let f = quote!(::fusegraph::__private::f32x8);
+    let f = paths::f32x8();
     let step = TokenStream::new();
     let lets = (0..shared.len())
         .map(|i| {
@@ -243,8 +244,8 @@ impl Lanes<'_> {
     }
 
     fn emit_node(&self, e: &TExpr) -> TokenStream {
-        let f = quote!(::fusegraph::__private::f32x8);
-        let ln = quote!(::fusegraph::__private::lane);
+        let f = paths::f32x8();
+        let ln = paths::lane();
         let l = |x: &TExpr| self.emit(x);
         let step = self.step;
         match &e.node {

@@ -174,7 +174,7 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
     Some(match e {
         Expr::Num { value, span, .. } => {
             if !(*value as f32).is_finite() {
-                errs.at(*span, "this literal does not fit in an `f32`");
+                errs.at(*span, errors::literal_overflow());
                 return None;
             }
             TExpr::new(Node::Num(*value), Kind::Scalar)

@@ -81,10 +81,53 @@ fn let_names(stmts: &[syn::Stmt]) -> Vec<Ident> {
     out
 }
 
+/// Resolves a definition and differentiates it; every mistake in it is reported together.
 pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     let mut errs = Errors::default();
+    let declared = declarations(def, &mut errs);
+    let consts = def
+        .consts
+        .iter()
+        .map(|c| constants::value(c, &MESSAGES, &mut errs))
+        .collect();
+    let reduce = reduction(def, &mut errs);
+    let Some((lets, value)) = body_parts(&def.body, &mut errs) else {
+        return Err(errs.finish().expect_err("an error was reported"));
+    };
+    let stmts: Vec<Stmt> = ast::parse_stmts(lets, &mut errs)
+        .into_iter()
+        .map(|s| match s {
+            Stmt::Let(i, e) => Stmt::Let(i, no_f64(&e, &mut errs)),
+            other => other,
+        })
+        .collect();
+    let value = ast::parse_expr(value, &mut errs).map(|v| no_f64(&v, &mut errs));
+    let Some([pred, target]) = def.params.get(..2).map(|p| [&p[0], &p[1]]) else {
+        return Err(errs.finish().expect_err("an error was reported"));
+    };
+    let mut scope = body_scope(def, [pred, target], lets, &stmts);
+    resolve_lets(&stmts, &declared, &mut scope, &mut errs);
+    let value = value.and_then(|v| ir::resolve(&v, &scope, &mut errs));
+    // Only when nothing else is wrong: a mistake above (a duplicate name, a failed `let`)
+    // can hide the prediction, and one mistake gives one error.
+    if let Some(v) = value.as_ref().filter(|_| errs.is_empty()) {
+        if !v.reads(PRED) {
+            errs.at(pred.span(), errors::loss_never_reads(&pred.to_string()));
+        }
+    }
+    errs.finish()?;
+    let value = value.expect("no error, so resolved");
+    let grad = diff::derivative(&value, PRED);
+    Ok(Checked {
+        consts,
+        value,
+        grad,
+        reduce,
+    })
+}
 
-    // Parameters and constants: two parameters, every name once.
+/// The parameters and constants, each with what it is: two parameters, every name once.
+fn declarations(def: &Def, errs: &mut Errors) -> Vec<(String, &'static str)> {
     if def.params.len() != 2 {
         errs.at(def.params_span, errors::loss_params());
     }
@@ -102,15 +145,13 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
         }
     }
     for i in 0..def.consts.len() {
-        constants::check_collision(&def.consts, i, super::expand::const_ident, &mut errs);
+        constants::check_collision(&def.consts, i, super::expand::const_ident, errs);
     }
-    let consts = def
-        .consts
-        .iter()
-        .map(|c| constants::value(c, &MESSAGES, &mut errs))
-        .collect();
+    declared
+}
 
-    // Options.
+/// The `reduce = ..` option, the only one.
+fn reduction(def: &Def, errs: &mut Errors) -> Reduce {
     let mut reduce = Reduce::Mean;
     let mut seen_reduce = false;
     for (key, value) in &def.options {
@@ -124,40 +165,35 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
             errs.at(value.span(), errors::loss_reduce());
         }
     }
+    reduce
+}
 
-    // The body: `let`s (inlined where they are read) and the value.
-    let (lets, value) = match &def.body {
+/// The body's `let`s and its value; `None` after reporting a block that does not end with one.
+fn body_parts<'a>(
+    body: &'a syn::Expr,
+    errs: &mut Errors,
+) -> Option<(&'a [syn::Stmt], &'a syn::Expr)> {
+    match body {
         syn::Expr::Block(b) if b.label.is_none() => match b.block.stmts.split_last() {
-            Some((syn::Stmt::Expr(e, None), lets)) => (lets, e),
+            Some((syn::Stmt::Expr(e, None), lets)) => Some((lets, e)),
             _ => {
                 errs.at(b.span(), errors::loss_body_end());
-                return Err(errs.finish().expect_err("an error was reported"));
+                None
             }
         },
-        e => (&[][..], e),
-    };
-    let stmts: Vec<Stmt> = ast::parse_stmts(lets, &mut errs)
-        .into_iter()
-        .map(|s| match s {
-            Stmt::Let(i, e) => Stmt::Let(i, no_f64(&e, &mut errs)),
-            other => other,
-        })
-        .collect();
-    let value = ast::parse_expr(value, &mut errs).map(|v| no_f64(&v, &mut errs));
-    // The names of `let`s whose form was reported stand for 0, as failed `let`s do below.
+        e => Some((&[][..], e)),
+    }
+}
+
+/// What the body reads: the prediction, the target and the constants; the names of the
+/// `let`s whose form was reported stand for 0, as failed `let`s do in `resolve_lets`.
+fn body_scope(def: &Def, [pred, target]: [&Ident; 2], lets: &[syn::Stmt], stmts: &[Stmt]) -> Scope {
     let failed_lets: Vec<Ident> = let_names(lets)
         .into_iter()
         .filter(|n| !stmts.iter().any(|s| matches!(s, Stmt::Let(i, _) if i == n)))
         .collect();
-    let Some([pred, target]) = def.params.get(..2).map(|p| [&p[0], &p[1]]) else {
-        return Err(errs.finish().expect_err("an error was reported"));
-    };
-    let const_names: Vec<String> = def.consts.iter().map(|c| format!("`{}`", c.name)).collect();
-    let mut known = format!("the prediction `{pred}`, the target `{target}`, ");
-    if !const_names.is_empty() {
-        known += &format!("the constants ({}), ", const_names.join(", "));
-    }
-    known += "literals and earlier `let`s";
+    let const_names = errors::quoted_list(def.consts.iter().map(|c| &c.name));
+    let known = errors::loss_readable(&pred.to_string(), &target.to_string(), &const_names);
     let mut scope = Scope::new(known);
     for name in &failed_lets {
         scope.bind(name.to_string(), Binding::Inline(TExpr::num(0.0)));
@@ -177,7 +213,17 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
             Stmt::Assign { .. } => None,
         })
         .collect();
-    for s in &stmts {
+    scope
+}
+
+/// Binds each `let` to its value, inlined where it is read; reports assignments.
+fn resolve_lets(
+    stmts: &[Stmt],
+    declared: &[(String, &'static str)],
+    scope: &mut Scope,
+    errs: &mut Errors,
+) {
+    for s in stmts {
         match s {
             Stmt::Let(ident, e) => {
                 let name = ident.to_string();
@@ -185,7 +231,7 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
                     errs.at(ident.span(), errors::duplicate(&name, what));
                 }
                 // A `let` that failed stands for 0, so that its uses raise no second error.
-                let te = ir::resolve(e, &scope, &mut errs).unwrap_or_else(|| TExpr::num(0.0));
+                let te = ir::resolve(e, scope, errs).unwrap_or_else(|| TExpr::num(0.0));
                 scope.later.retain(|n| *n != name);
                 scope.bind(name, Binding::Inline(te));
             }
@@ -194,23 +240,6 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
             }
         }
     }
-    let value = value.and_then(|v| ir::resolve(&v, &scope, &mut errs));
-    // Only when nothing else is wrong: a mistake above (a duplicate name, a failed `let`)
-    // can hide the prediction, and one mistake gives one error.
-    if let Some(v) = value.as_ref().filter(|_| errs.is_empty()) {
-        if !v.reads(PRED) {
-            errs.at(pred.span(), errors::loss_never_reads(&pred.to_string()));
-        }
-    }
-    errs.finish()?;
-    let value = value.expect("no error, so resolved");
-    let grad = diff::derivative(&value, PRED);
-    Ok(Checked {
-        consts,
-        value,
-        grad,
-        reduce,
-    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use super::parse::Def;
 use crate::constants;
 use crate::expr::emit;
 use crate::expr::ir::{self, Ref, TExpr};
+use crate::paths;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -28,10 +29,11 @@ pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
 pub fn fallback(def: &Def) -> TokenStream {
     let head = header(def, &vec![0.0; def.consts.len()]);
     let name = &def.name;
+    let p = paths::private();
     quote! {
         #head
         const _: () = {
-            impl ::fusegraph::__private::Loss for #name {
+            impl #p::Loss for #name {
                 type Target = f32;
                 fn targets_per_sample(n: usize) -> usize { n }
                 fn loss_and_grad(_: &[f32], _: &[f32], _: &mut [f32], _: usize) -> f32 { 0.0 }
@@ -46,7 +48,7 @@ pub fn fallback(def: &Def) -> TokenStream {
 
 /// The statements and result of a lane function returning `outs`.
 fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
-    let f = quote!(::fusegraph::__private::f32x8);
+    let f = paths::f32x8();
     let name = &def.name;
     let mut used = vec![false; def.consts.len()];
     for e in outs {
@@ -91,8 +93,8 @@ fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
 pub fn loss(def: &Def, c: &Checked) -> TokenStream {
     let head = header(def, &c.consts);
     let name = &def.name;
-    let p = quote!(::fusegraph::__private);
-    let f = quote!(#p::f32x8);
+    let p = paths::private();
+    let f = paths::f32x8();
     let reduce = match c.reduce {
         Reduce::Mean => quote!(#p::Reduce::Mean),
         Reduce::Sum => quote!(#p::Reduce::Sum),

@@ -6,6 +6,7 @@ mod check;
 mod expand;
 mod parse;
 
+use crate::constants::Definitions;
 use proc_macro2::TokenStream;
 
 pub fn expand(input: TokenStream) -> TokenStream {
@@ -13,17 +14,14 @@ pub fn expand(input: TokenStream) -> TokenStream {
         Ok(defs) => defs,
         Err(e) => return e.to_compile_error(),
     };
-    let mut names: Vec<String> = Vec::new();
+    let mut names = Definitions::default();
     let mut out = TokenStream::new();
     for (def, syntax) in &defs.0 {
-        let name = def.name.to_string();
-        if names.contains(&name) {
+        if let Err(e) = names.add(&def.name) {
             // The first definition provides the type: this one is its error alone.
-            let msg = crate::errors::definition_twice(&name);
-            out.extend(syn::Error::new(def.name.span(), msg).to_compile_error());
+            out.extend(e.to_compile_error());
             continue;
         }
-        names.push(name);
         match syntax.clone().map_or_else(|| check::check(def), Err) {
             Ok(loss) => out.extend(expand::loss(def, &loss)),
             Err(e) => {

@@ -5,6 +5,7 @@
 use super::parse::{Def, OptValue};
 use super::shapes;
 use crate::errors::{self, Errors};
+use crate::paths;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -126,7 +127,8 @@ fn budget(def: &Def, errs: &mut Errors) -> Option<Budget> {
 }
 
 fn layer_trait() -> TokenStream {
-    quote!(::fusegraph::__private::Layer)
+    let p = paths::private();
+    quote!(#p::Layer)
 }
 
 fn layer_width(def: &Def, field: usize, end: &str) -> Width {
@@ -187,12 +189,12 @@ impl Builder<'_> {
                 span,
                 &have,
                 &want,
-                |h, w| format!("`{fname}` takes {w} inputs per sample but {what_in} gives {h}; make its input size {h} or change {what_in}"),
-                format!("`{fname}` takes a different number of inputs than {what_in} gives"),
+                |have, want| errors::layer_inputs(&fname, what_in, have, want),
+                errors::layer_inputs_differ(&fname, what_in),
             ),
         }
         if self.used_fields[field].is_some() {
-            self.errs.at(span, format!("layer `{fname}` is used twice; declare a second field for a second layer (weights are not shared)"));
+            self.errs.at(span, errors::layer_used_twice(&fname));
         }
         self.used_fields[field] = Some(span);
         self.nodes.push(Node {
@@ -204,7 +206,8 @@ impl Builder<'_> {
     }
 }
 
-fn activation(name: &str) -> Option<&'static str> {
+/// The runtime's activation a method of that name applies (`relu` -> `Relu`).
+fn runtime_activation(name: &str) -> Option<&'static str> {
     Some(match name {
         "relu" => "Relu",
         "leaky_relu" => "LeakyRelu",
@@ -218,6 +221,8 @@ fn activation(name: &str) -> Option<&'static str> {
     })
 }
 
+/// Checks the fields, the wiring and the loss of a model; every mistake of a phase is
+/// reported together.
 pub fn check(def: &Def) -> Result<Net, syn::Error> {
     if let Some(e) = &def.attr_error {
         return Err(e.clone());
@@ -231,49 +236,17 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
         used_fields: vec![None; def.fields.len()],
     };
     let budget = budget(def, &mut b.errs);
-    if def.fields.is_empty() {
-        b.errs.at(
-            def.name.span(),
-            "a model needs at least one layer field, such as `fc1: Dense<784, 128, Relu>`",
-        );
-    }
-    for f in &def.fields {
-        if !matches!(f.ty, syn::Type::Path(_)) {
-            b.errs.at(f.ty.span(), format!("`{}` is not a layer type; a field is a layer such as `Dense<784, 128, Relu>` or `Conv2d<28, 28, 1, 8, 3, 3>`", quote::ToTokens::to_token_stream(&f.ty)));
-        }
-    }
+    check_fields(def, &mut b.errs);
     if !b.errs.is_empty() {
         return Err(std::mem::take(&mut b.errs)
             .finish()
             .expect_err("errors were collected"));
     }
     match &def.graph {
-        None => {
-            let mut prev = Src::X;
-            for (i, f) in def.fields.iter().enumerate() {
-                let what = match prev {
-                    Src::X => "the input".to_string(),
-                    Src::Node(_) => format!("`{}`", def.fields[i - 1].name),
-                };
-                let k = b.layer(i, prev, &what, f.ty.span());
-                prev = Src::Node(k);
-            }
-        }
+        None => chain(&mut b),
         Some((kw, assigns)) => graph(&mut b, kw, assigns),
     }
-    match &def.loss {
-        None => b.errs.at(def.name.span(), "a model needs a loss: `#[model(loss = SoftmaxCrossEntropy)]` (or Mse, Mae, Huber, BinaryCrossEntropyWithLogits)"),
-        Some(loss) => {
-            let out = b.nodes.last().map(|n| n.width.value);
-            if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") {
-                if let Some(Some(n)) = out {
-                    if n < 2 {
-                        b.errs.at(loss.span(), format!("SoftmaxCrossEntropy needs at least 2 outputs (one per class) but the model gives {n}; use BinaryCrossEntropyWithLogits for one logit"));
-                    }
-                }
-            }
-        }
-    }
+    check_loss(&mut b);
     let errs = b.errs;
     errs.finish()?;
     Ok(Net {
@@ -287,250 +260,303 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
     })
 }
 
+/// At least one field, each a layer type.
+fn check_fields(def: &Def, errs: &mut Errors) {
+    if def.fields.is_empty() {
+        errs.at(def.name.span(), errors::model_without_layers());
+    }
+    for f in &def.fields {
+        if !matches!(f.ty, syn::Type::Path(_)) {
+            let ty = quote::ToTokens::to_token_stream(&f.ty).to_string();
+            errs.at(f.ty.span(), errors::not_a_layer_type(&ty));
+        }
+    }
+}
+
+/// A sequential model: each field's layer reads the one before.
+fn chain(b: &mut Builder<'_>) {
+    let def = b.def;
+    let mut prev = Src::X;
+    for (i, f) in def.fields.iter().enumerate() {
+        let what = match prev {
+            Src::X => errors::model_input().to_string(),
+            Src::Node(_) => errors::feeding_layer(&def.fields[i - 1].name.to_string()),
+        };
+        let k = b.layer(i, prev, &what, f.ty.span());
+        prev = Src::Node(k);
+    }
+}
+
+/// A loss is given, and `SoftmaxCrossEntropy` has at least two classes.
+fn check_loss(b: &mut Builder<'_>) {
+    let def = b.def;
+    let Some(loss) = &def.loss else {
+        b.errs.at(def.name.span(), errors::model_without_loss());
+        return;
+    };
+    let out = b.nodes.last().map(|n| n.width.value);
+    if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") {
+        if let Some(Some(n)) = out {
+            if n < 2 {
+                b.errs.at(loss.span(), errors::softmax_outputs(n));
+            }
+        }
+    }
+}
+
+/// A graph as its nodes are read.
+struct Graph {
+    /// The nodes defined so far: name, node and the span of the name.
+    names: Vec<(String, usize, Span)>,
+    /// The names of every node, defined yet or not.
+    all: Vec<String>,
+    /// Which nodes a later one reads.
+    consumed: Vec<bool>,
+    /// Whether a node reads the input `x`.
+    x_used: bool,
+}
+
+impl Graph {
+    /// Notes that `s` is read.
+    fn mark(&mut self, s: Src) {
+        if let Src::Node(k) = s {
+            if self.consumed.len() <= k {
+                self.consumed.resize(k + 1, false);
+            }
+            self.consumed[k] = true;
+        }
+    }
+}
+
 fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign]) {
-    let mut names: Vec<(String, usize, Span)> = Vec::new();
-    let all: Vec<String> = assigns.iter().map(|a| a.name.to_string()).collect();
-    let mut consumed: Vec<bool> = Vec::new();
-    let mut x_used = false;
+    let mut g = Graph {
+        names: Vec::new(),
+        all: assigns.iter().map(|a| a.name.to_string()).collect(),
+        consumed: Vec::new(),
+        x_used: false,
+    };
     for a in assigns {
         let name = a.name.to_string();
-        if name == "x" || names.iter().any(|(n, ..)| *n == name) {
-            b.errs.at(
-                a.name.span(),
-                format!("node `{name}` is defined twice; give the second one another name"),
-            );
+        if name == "x" || g.names.iter().any(|(n, ..)| *n == name) {
+            b.errs.at(a.name.span(), errors::node_twice(&name));
             continue;
         }
-        let Some(k) = node(b, &a.expr, &names, &all, &mut consumed, &mut x_used) else {
+        let Some(k) = node(b, &mut g, &a.expr) else {
             continue;
         };
-        names.push((name, k, a.name.span()));
+        g.names.push((name, k, a.name.span()));
     }
     if assigns.is_empty() {
-        b.errs.at(
-            kw.span(),
-            "a graph needs at least one node: `graph(y = fc1(x))`",
-        );
+        b.errs.at(kw.span(), errors::graph_empty());
         return;
     }
-    if !x_used {
-        b.errs.at(kw.span(), "the graph never reads its input `x`");
+    if !g.x_used {
+        b.errs.at(kw.span(), errors::graph_ignores_input());
     }
-    let last = names.last().map(|(_, k, _)| *k);
-    for (name, k, span) in &names {
-        if Some(*k) != last && !consumed.get(*k).copied().unwrap_or(false) {
-            b.errs.at(*span, format!("node `{name}` is never used; the output is the last node, so use `{name}` in a later node or remove it"));
+    let last = g.names.last().map(|(_, k, _)| *k);
+    for (name, k, span) in &g.names {
+        if Some(*k) != last && !g.consumed.get(*k).copied().unwrap_or(false) {
+            b.errs.at(*span, errors::node_unused(name));
         }
     }
     for (i, f) in b.def.fields.iter().enumerate() {
         if b.used_fields[i].is_none() {
-            b.errs.at(f.name.span(), format!("layer `{}` is not used by the graph; call it as `{}(node)` or remove the field", f.name, f.name));
+            b.errs
+                .at(f.name.span(), errors::layer_unused(&f.name.to_string()));
         }
     }
 }
 
-fn node(
-    b: &mut Builder<'_>,
-    e: &syn::Expr,
-    names: &[(String, usize, Span)],
-    all: &[String],
-    consumed: &mut Vec<bool>,
-    x_used: &mut bool,
-) -> Option<usize> {
-    let src = operand(b, e, names, all, consumed, x_used)?;
-    match src {
+/// The node a graph's `name = e` defines.
+fn node(b: &mut Builder<'_>, g: &mut Graph, e: &syn::Expr) -> Option<usize> {
+    match operand(b, g, e)? {
         Src::Node(k) => Some(k),
         Src::X => {
-            b.errs.at(
-                e.span(),
-                "a node must compute something, such as `fc1(x)`; `x` itself is the input",
-            );
+            b.errs.at(e.span(), errors::node_is_input());
             None
         }
     }
 }
 
-fn mark(consumed: &mut Vec<bool>, s: Src) {
-    if let Src::Node(k) = s {
-        if consumed.len() <= k {
-            consumed.resize(k + 1, false);
+/// What `e` reads or computes, its new nodes pushed.
+fn operand(b: &mut Builder<'_>, g: &mut Graph, e: &syn::Expr) -> Option<Src> {
+    match e {
+        syn::Expr::Paren(p) => operand(b, g, &p.expr),
+        syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+            named_operand(b, g, p.path.get_ident()?)
         }
-        consumed[k] = true;
+        syn::Expr::Call(c) => call(b, g, c),
+        syn::Expr::MethodCall(m) => activation(b, g, m),
+        syn::Expr::Binary(bin) => binary(b, g, bin),
+        _ => {
+            b.errs.at(e.span(), errors::graph_node_form());
+            None
+        }
     }
 }
 
-fn operand(
-    b: &mut Builder<'_>,
-    e: &syn::Expr,
-    names: &[(String, usize, Span)],
-    all: &[String],
-    consumed: &mut Vec<bool>,
-    x_used: &mut bool,
-) -> Option<Src> {
-    let unsupported = "a graph node is `layer(node)`, `node.relu()` (or another activation, `node.act::<Mish>()` for one of your own), `a + b`, `a * b` or `concat(a, b)`";
-    match e {
-        syn::Expr::Paren(p) => operand(b, &p.expr, names, all, consumed, x_used),
-        syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-            let id = p.path.get_ident()?;
-            let name = id.to_string();
-            if name == "x" {
-                *x_used = true;
-                return Some(Src::X);
-            }
-            match names.iter().rev().find(|(n, ..)| *n == name) {
-                Some((_, k, _)) => Some(Src::Node(*k)),
-                None if all.contains(&name) => {
-                    b.errs.at(id.span(), format!("node `{name}` is used before it is defined; move its definition above this one"));
-                    None
-                }
-                None => {
-                    let known: Vec<String> = core::iter::once("x".to_string())
-                        .chain(names.iter().map(|(n, ..)| n.clone()))
-                        .collect();
-                    b.errs.at(
-                        id.span(),
-                        format!(
-                            "unknown node `{name}`; the nodes defined so far are {}",
-                            known.join(", ")
-                        ),
-                    );
-                    None
-                }
-            }
+/// `x` or a node defined before.
+fn named_operand(b: &mut Builder<'_>, g: &mut Graph, id: &syn::Ident) -> Option<Src> {
+    let name = id.to_string();
+    if name == "x" {
+        g.x_used = true;
+        return Some(Src::X);
+    }
+    match g.names.iter().rev().find(|(n, ..)| *n == name) {
+        Some((_, k, _)) => Some(Src::Node(*k)),
+        None if g.all.contains(&name) => {
+            b.errs.at(id.span(), errors::node_before_definition(&name));
+            None
         }
-        syn::Expr::Call(c) => {
-            let syn::Expr::Path(f) = &*c.func else {
-                b.errs.at(c.func.span(), unsupported);
-                return None;
-            };
-            let Some(fid) = f.path.get_ident() else {
-                b.errs.at(f.span(), unsupported);
-                return None;
-            };
-            let fname = fid.to_string();
-            let args: Vec<Option<Src>> = c
-                .args
-                .iter()
-                .map(|a| operand(b, a, names, all, consumed, x_used))
+        None => {
+            let known: Vec<String> = core::iter::once("x".to_string())
+                .chain(g.names.iter().map(|(n, ..)| n.clone()))
                 .collect();
-            if fname == "concat" {
-                if args.len() != 2 {
-                    b.errs
-                        .at(fid.span(), "`concat` joins two nodes: `concat(a, b)`");
-                    return None;
-                }
-                let (a0, a1) = (args[0]?, args[1]?);
-                mark(consumed, a0);
-                mark(consumed, a1);
-                let (wa, wb) = (b.width_of(a0)?, b.width_of(a1)?);
-                let (ta, tb) = (wa.tokens.clone(), wb.tokens.clone());
-                b.nodes.push(Node {
-                    op: Op::Concat,
-                    inputs: vec![a0, a1],
-                    width: Width {
-                        tokens: quote!((#ta + #tb)),
-                        value: wa.value.zip(wb.value).map(|(x, y)| x + y),
-                    },
-                });
-                return Some(Src::Node(b.nodes.len() - 1));
-            }
-            let Some(field) = b.def.fields.iter().position(|f| f.name == *fid) else {
-                let layers: Vec<String> = b
-                    .def
-                    .fields
-                    .iter()
-                    .map(|f| format!("`{}`", f.name))
-                    .collect();
-                b.errs.at(
-                    fid.span(),
-                    format!(
-                        "`{fname}` is not a layer of this model; the layers are {}",
-                        layers.join(", ")
-                    ),
-                );
-                return None;
-            };
-            if args.len() != 1 {
-                b.errs
-                    .at(fid.span(), format!("a layer takes one node: `{fname}(h)`"));
-                return None;
-            }
-            let Some(input) = args[0] else {
-                // Counted as used, so that the one mistake inside is the only error.
-                b.used_fields[field].get_or_insert(c.span());
-                return None;
-            };
-            mark(consumed, input);
-            let what = match input {
-                Src::X => "the input `x`".to_string(),
-                Src::Node(_) => format!("`{}`", quote::ToTokens::to_token_stream(&c.args[0])),
-            };
-            Some(Src::Node(b.layer(field, input, &what, c.span())))
+            b.errs.at(id.span(), errors::unknown_node(&name, &known));
+            None
         }
-        syn::Expr::MethodCall(m) => {
-            let name = m.method.to_string();
-            let ty = match (&m.turbofish, activation(&name)) {
-                (Some(t), _) if name == "act" && t.args.len() == 1 => {
-                    let arg = &t.args[0];
-                    quote_spanned!(m.method.span()=> #arg)
-                }
-                (None, Some(act)) => {
-                    let ty = syn::Ident::new(act, m.method.span());
-                    quote_spanned!(m.method.span()=> ::fusegraph::__private::layers::#ty)
-                }
-                _ => {
-                    b.errs.at(m.method.span(), format!("`{name}` is not an activation; use relu, leaky_relu, elu, sigmoid, tanh, gelu, swish or softmax, or `act::<YourActivation>()` for an activation of your own"));
-                    return None;
-                }
-            };
-            if !m.args.is_empty() {
-                b.errs
-                    .at(m.method.span(), format!("`.{name}()` takes no arguments"));
-                return None;
-            }
-            let input = operand(b, &m.receiver, names, all, consumed, x_used)?;
-            mark(consumed, input);
-            let width = b.width_of(input)?;
-            b.nodes.push(Node {
-                op: Op::Act(ty),
-                inputs: vec![input],
-                width,
-            });
-            Some(Src::Node(b.nodes.len() - 1))
+    }
+}
+
+/// `layer(node)` or `concat(a, b)`.
+fn call(b: &mut Builder<'_>, g: &mut Graph, c: &syn::ExprCall) -> Option<Src> {
+    let syn::Expr::Path(f) = &*c.func else {
+        b.errs.at(c.func.span(), errors::graph_node_form());
+        return None;
+    };
+    let Some(fid) = f.path.get_ident() else {
+        b.errs.at(f.span(), errors::graph_node_form());
+        return None;
+    };
+    let args: Vec<Option<Src>> = c.args.iter().map(|a| operand(b, g, a)).collect();
+    if fid == "concat" {
+        return concat(b, g, fid, &args);
+    }
+    layer_call(b, g, c, fid, &args)
+}
+
+/// `concat(a, b)`, whose operands are `args`.
+fn concat(
+    b: &mut Builder<'_>,
+    g: &mut Graph,
+    fid: &syn::Ident,
+    args: &[Option<Src>],
+) -> Option<Src> {
+    if args.len() != 2 {
+        b.errs.at(fid.span(), errors::concat_arity());
+        return None;
+    }
+    let (a0, a1) = (args[0]?, args[1]?);
+    g.mark(a0);
+    g.mark(a1);
+    let (wa, wb) = (b.width_of(a0)?, b.width_of(a1)?);
+    let (ta, tb) = (wa.tokens.clone(), wb.tokens.clone());
+    b.nodes.push(Node {
+        op: Op::Concat,
+        inputs: vec![a0, a1],
+        width: Width {
+            tokens: quote!((#ta + #tb)),
+            value: wa.value.zip(wb.value).map(|(x, y)| x + y),
+        },
+    });
+    Some(Src::Node(b.nodes.len() - 1))
+}
+
+/// `layer(node)`: the field `fid`'s layer, whose operand is `args`.
+fn layer_call(
+    b: &mut Builder<'_>,
+    g: &mut Graph,
+    c: &syn::ExprCall,
+    fid: &syn::Ident,
+    args: &[Option<Src>],
+) -> Option<Src> {
+    let fname = fid.to_string();
+    let Some(field) = b.def.fields.iter().position(|f| f.name == *fid) else {
+        let layers = errors::quoted_list(b.def.fields.iter().map(|f| &f.name));
+        b.errs.at(fid.span(), errors::not_a_layer(&fname, &layers));
+        return None;
+    };
+    if args.len() != 1 {
+        b.errs.at(fid.span(), errors::layer_arity(&fname));
+        return None;
+    }
+    let Some(input) = args[0] else {
+        // Counted as used, so that the one mistake inside is the only error.
+        b.used_fields[field].get_or_insert(c.span());
+        return None;
+    };
+    g.mark(input);
+    let what = match input {
+        Src::X => errors::graph_input().to_string(),
+        Src::Node(_) => {
+            errors::feeding_layer(&quote::ToTokens::to_token_stream(&c.args[0]).to_string())
         }
-        syn::Expr::Binary(bin) => {
-            let op = match bin.op {
-                syn::BinOp::Add(_) => Op::Add,
-                syn::BinOp::Mul(_) => Op::Mul,
-                _ => {
-                    b.errs.at(bin.op.span(), unsupported);
-                    return None;
-                }
-            };
-            let l = operand(b, &bin.left, names, all, consumed, x_used);
-            let r = operand(b, &bin.right, names, all, consumed, x_used);
-            let (l, r) = (l?, r?);
-            mark(consumed, l);
-            mark(consumed, r);
-            let (wl, wr) = (b.width_of(l)?, b.width_of(r)?);
-            let sym = if matches!(op, Op::Add) { "+" } else { "*" };
-            b.require(
-                bin.span(),
-                &wr,
-                &wl,
-                |h, w| format!("`{sym}` needs equal widths, but the left side has {w} values per sample and the right side {h}"),
-                format!("`{sym}` needs equal widths on both sides"),
-            );
-            b.nodes.push(Node {
-                op,
-                inputs: vec![l, r],
-                width: wl,
-            });
-            Some(Src::Node(b.nodes.len() - 1))
+    };
+    Some(Src::Node(b.layer(field, input, &what, c.span())))
+}
+
+/// `node.relu()` (a runtime activation) or `node.act::<Type>()`.
+fn activation(b: &mut Builder<'_>, g: &mut Graph, m: &syn::ExprMethodCall) -> Option<Src> {
+    let name = m.method.to_string();
+    let ty = match (&m.turbofish, runtime_activation(&name)) {
+        (Some(t), _) if name == "act" && t.args.len() == 1 => {
+            let arg = &t.args[0];
+            quote_spanned!(m.method.span()=> #arg)
+        }
+        (None, Some(act)) => {
+            let ty = syn::Ident::new(act, m.method.span());
+            let p = paths::private_at(m.method.span());
+            quote_spanned!(m.method.span()=> #p::layers::#ty)
         }
         _ => {
-            b.errs.at(e.span(), unsupported);
-            None
+            b.errs.at(m.method.span(), errors::not_an_activation(&name));
+            return None;
         }
+    };
+    if !m.args.is_empty() {
+        b.errs
+            .at(m.method.span(), errors::activation_arguments(&name));
+        return None;
     }
+    let input = operand(b, g, &m.receiver)?;
+    g.mark(input);
+    let width = b.width_of(input)?;
+    b.nodes.push(Node {
+        op: Op::Act(ty),
+        inputs: vec![input],
+        width,
+    });
+    Some(Src::Node(b.nodes.len() - 1))
+}
+
+/// `a + b` or `a * b`, of equal widths.
+fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<Src> {
+    let op = match bin.op {
+        syn::BinOp::Add(_) => Op::Add,
+        syn::BinOp::Mul(_) => Op::Mul,
+        _ => {
+            b.errs.at(bin.op.span(), errors::graph_node_form());
+            return None;
+        }
+    };
+    let l = operand(b, g, &bin.left);
+    let r = operand(b, g, &bin.right);
+    let (l, r) = (l?, r?);
+    g.mark(l);
+    g.mark(r);
+    let (wl, wr) = (b.width_of(l)?, b.width_of(r)?);
+    let sym = if matches!(op, Op::Add) { "+" } else { "*" };
+    b.require(
+        bin.span(),
+        &wr,
+        &wl,
+        |right, left| errors::unequal_widths(sym, left, right),
+        errors::unequal_widths_differ(sym),
+    );
+    b.nodes.push(Node {
+        op,
+        inputs: vec![l, r],
+        width: wl,
+    });
+    Some(Src::Node(b.nodes.len() - 1))
 }

@@ -135,13 +135,13 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
     if !item.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(
             &item.generics,
-            "a model cannot be generic: its shapes are the const parameters of its layer types",
+            errors::model_generic(),
         ));
     }
     let syn::Fields::Named(named) = &item.fields else {
         return Err(syn::Error::new_spanned(
             &item.fields,
-            "a model is a struct with named layer fields, such as `fc1: Dense<784, 128, Relu>`",
+            errors::model_fields(),
         ));
     };
     let fields = named

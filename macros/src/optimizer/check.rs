@@ -37,27 +37,57 @@ pub struct Rule {
     pub update: Vec<UpdateStmt>,
 }
 
-fn names<'a>(it: impl Iterator<Item = &'a syn::Ident>) -> String {
-    it.map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+/// What `step` can read, or with `lane_names` (the step scalars and the slots) `update`, for
+/// the unknown-identifier message.
+fn readable(def: &Def, lane_names: Option<(&str, &str)>) -> String {
+    let hypers = errors::quoted_list(def.hyper.iter().map(|h| &h.name));
+    let carried = errors::quoted_list(def.carry.iter().map(|c| &c.name));
+    errors::optimizer_readable(&hypers, &carried, lane_names)
 }
 
-fn readable(def: &Def, extra: &str) -> String {
-    let hyper = names(def.hyper.iter().map(|h| &h.name));
-    let mut s = format!("literals, hyper-parameters ({hyper}), `t`");
-    if !def.carry.is_empty() {
-        s += &format!(
-            ", carried scalars ({})",
-            names(def.carry.iter().map(|c| &c.name))
-        );
-    }
-    s + extra
-}
+/// Each declared name with what it is, for the message of a `let` that reuses it.
+type Declared = Vec<(String, &'static str)>;
 
+/// Resolves and kind-checks a definition: declarations, initial values, `step`, `update`.
 pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     let mut errs = Errors::default();
+    let declared = declarations(def, &mut errs);
+    let defaults = hyper_defaults(def, &mut errs);
+    let slot_inits = initial_values(def, &def.slots, &mut errs);
+    let carry_inits = initial_values(def, &def.carry, &mut errs);
+    let step_ast = ast::parse_stmts(&def.step, &mut errs);
+    let step = check_step(def, &declared, &step_ast, &mut errs);
+    let Some((update_kw, update_stmts)) = &def.update else {
+        errs.at(def.name.span(), errors::missing_update());
+        return errs.finish().and(Err(syn::Error::new(
+            def.name.span(),
+            errors::missing_update(),
+        )));
+    };
+    let update_ast = ast::parse_stmts(update_stmts, &mut errs);
+    let mut update = Update::default();
+    let mut scope = update_scope(def, &step_ast, &update_ast);
+    for s in &update_ast {
+        update.statement(s, &declared, &mut scope, &mut errs);
+    }
+    if !update.p_set && !update_stmts.iter().any(assigns_p) {
+        errs.at(update_kw.span(), errors::p_not_updated());
+    }
+    errs.finish()?;
+    Ok(Rule {
+        defaults,
+        slot_inits,
+        carry_inits,
+        prec: def.prec,
+        step,
+        lifted: update.lifted,
+        update: update.stmts,
+    })
+}
 
-    // Declared names: unique, not reserved, within the runtime's limits.
-    let mut declared: Vec<(String, &'static str)> = Vec::new();
+/// The declared names: unique, not reserved, within the runtime's limits.
+fn declarations(def: &Def, errs: &mut Errors) -> Declared {
+    let mut declared = Declared::new();
     let decls = def
         .hyper
         .iter()
@@ -86,8 +116,19 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
             errors::too_many("carried scalars", MAX_CARRIED),
         );
     }
+    declared
+}
 
-    // Hyper-parameters: f32 with a literal default.
+/// Reports a `let` that reuses a declared name.
+fn report_redeclared(declared: &Declared, ident: &syn::Ident, errs: &mut Errors) {
+    let name = ident.to_string();
+    if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
+        errs.at(ident.span(), errors::duplicate(&name, what));
+    }
+}
+
+/// Each hyper-parameter's default, as a value and as written: `f32` with a literal default.
+fn hyper_defaults(def: &Def, errs: &mut Errors) -> Vec<(f64, String)> {
     let mut defaults = Vec::new();
     for h in &def.hyper {
         let is_f32 =
@@ -103,47 +144,22 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
             }
         }
     }
+    defaults
+}
 
-    let bind_hypers = |scope: &mut Scope| {
-        for (i, h) in def.hyper.iter().enumerate() {
-            scope.bind(
-                h.name.to_string(),
-                Binding::Ref(Ref::Hyper(i), Kind::Scalar),
-            );
-        }
-    };
+fn bind_hypers(def: &Def, scope: &mut Scope) {
+    for (i, h) in def.hyper.iter().enumerate() {
+        scope.bind(
+            h.name.to_string(),
+            Binding::Ref(Ref::Hyper(i), Kind::Scalar),
+        );
+    }
+}
 
-    // Initial values of slots and carried scalars: literals and hyper-parameters only.
-    let inits = |list: &[Init], errs: &mut Errors| -> Vec<TExpr> {
-        let mut scope = Scope::new("literals and hyper-parameters".into());
-        bind_hypers(&mut scope);
-        let forbidden = ["p", "g", "t"]
-            .into_iter()
-            .map(String::from)
-            .chain(def.slots.iter().map(|s| s.name.to_string()))
-            .chain(def.carry.iter().map(|c| c.name.to_string()));
-        for name in forbidden {
-            let msg = errors::slot_init_reads(&name);
-            scope.bind(name, Binding::Forbidden(msg));
-        }
-        list.iter()
-            .map(|i| {
-                ast::parse_expr(&i.init, errs)
-                    .and_then(|e| ir::resolve(&e, &scope, errs))
-                    .unwrap_or(TExpr {
-                        node: Node::Num(0.0),
-                        kind: Kind::Scalar,
-                    })
-            })
-            .collect()
-    };
-    let slot_inits = inits(&def.slots, &mut errs);
-    let carry_inits = inits(&def.carry, &mut errs);
-
-    // `step`: scalars only.
-    let step_ast = ast::parse_stmts(&def.step, &mut errs);
-    let mut scope = Scope::new(readable(def, " and earlier `let`s"));
-    bind_hypers(&mut scope);
+/// Binds what both `step` and `update` read as scalars: the hyper-parameters, `t` and the
+/// carried scalars.
+fn bind_step_inputs(def: &Def, scope: &mut Scope) {
+    bind_hypers(def, scope);
     scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
     for (i, c) in def.carry.iter().enumerate() {
         scope.bind(
@@ -151,104 +167,104 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
             Binding::Ref(Ref::Carried(i), Kind::Scalar),
         );
     }
-    for name in ["p", "g"]
+}
+
+/// Binds each of `names` to the message that reading it in this block gets.
+fn forbid(scope: &mut Scope, names: impl Iterator<Item = String>, message: fn(&str) -> String) {
+    for name in names {
+        let msg = message(&name);
+        scope.bind(name, Binding::Forbidden(msg));
+    }
+}
+
+/// The initial values of slots or carried scalars: literals and hyper-parameters only.
+fn initial_values(def: &Def, list: &[Init], errs: &mut Errors) -> Vec<TExpr> {
+    let mut scope = Scope::new(errors::optimizer_init_readable().into());
+    bind_hypers(def, &mut scope);
+    let forbidden = ["p", "g", "t"]
         .into_iter()
         .map(String::from)
         .chain(def.slots.iter().map(|s| s.name.to_string()))
-    {
-        let msg = errors::element_in_step(&name);
-        scope.bind(name, Binding::Forbidden(msg));
-    }
-    scope.later = lets(&step_ast);
+        .chain(def.carry.iter().map(|c| c.name.to_string()));
+    forbid(&mut scope, forbidden, errors::slot_init_reads);
+    list.iter()
+        .map(|i| {
+            ast::parse_expr(&i.init, errs)
+                .and_then(|e| ir::resolve(&e, &scope, errs))
+                .unwrap_or(TExpr {
+                    node: Node::Num(0.0),
+                    kind: Kind::Scalar,
+                })
+        })
+        .collect()
+}
+
+/// `step`: scalars only, assigning only carried scalars.
+fn check_step(
+    def: &Def,
+    declared: &Declared,
+    step_ast: &[Stmt],
+    errs: &mut Errors,
+) -> Vec<StepStmt> {
+    let mut scope = Scope::new(readable(def, None));
+    bind_step_inputs(def, &mut scope);
+    let per_element = ["p", "g"]
+        .into_iter()
+        .map(String::from)
+        .chain(def.slots.iter().map(|s| s.name.to_string()));
+    forbid(&mut scope, per_element, errors::element_in_step);
+    scope.later = lets(step_ast);
     let mut step = Vec::new();
     let mut step_lets = 0;
-    for s in &step_ast {
+    for s in step_ast {
         match s {
             Stmt::Let(ident, e) => {
-                let name = ident.to_string();
-                if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
-                    errs.at(ident.span(), errors::duplicate(&name, what));
-                }
-                if let Some(te) = ir::resolve(e, &scope, &mut errs) {
+                report_redeclared(declared, ident, errs);
+                if let Some(te) = ir::resolve(e, &scope, errs) {
                     step.push(StepStmt::Let(step_lets, te));
                 }
+                let name = ident.to_string();
                 scope.bind(name, Binding::Ref(Ref::StepLet(step_lets), Kind::Scalar));
                 step_lets += 1;
             }
             Stmt::Assign { target, op, value } => {
-                let name = target.to_string();
-                let idx = def.carry.iter().position(|c| c.name == *target);
-                let Some(idx) = idx else {
-                    let msg = match scope.lookup(&name) {
-                        Some(Binding::Ref(Ref::Hyper(_), _)) => {
-                            errors::assign_readonly(&name, "hyper-parameter")
-                        }
-                        Some(Binding::Ref(Ref::T, _)) => {
-                            errors::assign_readonly(&name, "step number")
-                        }
-                        Some(Binding::Forbidden(_)) if name == "g" => {
-                            errors::assign_readonly(&name, "gradient")
-                        }
-                        Some(Binding::Forbidden(_)) if name == "p" => {
-                            errors::assign_readonly(&name, "parameter")
-                        }
-                        Some(Binding::Forbidden(_)) => errors::assign_readonly(&name, "slot"),
-                        Some(_) => errors::assign_in_step_target(&name),
-                        None => errors::unknown_ident(&name, &scope.known),
-                    };
-                    errs.at(target.span(), msg);
+                let Some(idx) = def.carry.iter().position(|c| c.name == *target) else {
+                    errs.at(target.span(), step_assignment_error(&scope, target));
                     continue;
                 };
-                if let Some(te) = assigned(
-                    Ref::Carried(idx),
-                    Kind::Scalar,
-                    *op,
-                    value,
-                    &scope,
-                    &mut errs,
-                ) {
+                let carried = Ref::Carried(idx);
+                if let Some(te) = assigned(carried, Kind::Scalar, *op, value, &scope, errs) {
                     step.push(StepStmt::SetCarried(idx, te));
                 }
             }
         }
     }
+    step
+}
 
-    // `update`: lanes, scalars lifted.
-    let Some((update_kw, update_stmts)) = &def.update else {
-        errs.at(def.name.span(), errors::missing_update());
-        return errs.finish().and(Err(syn::Error::new(
-            def.name.span(),
-            errors::missing_update(),
-        )));
-    };
-    let update_ast = ast::parse_stmts(update_stmts, &mut errs);
-    let step_names: Vec<&syn::Ident> = step_ast
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Let(i, _) => Some(i),
-            Stmt::Assign { .. } => None,
-        })
-        .collect();
-    let mut known = String::new();
-    if !step_names.is_empty() {
-        known += &format!(", step scalars ({})", names(step_names.into_iter()));
+/// Why `step` cannot assign `target`, which is not a carried scalar.
+fn step_assignment_error(scope: &Scope, target: &syn::Ident) -> String {
+    let name = target.to_string();
+    match scope.lookup(&name) {
+        Some(Binding::Ref(Ref::Hyper(_), _)) => errors::assign_readonly(&name, "hyper-parameter"),
+        Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+        Some(Binding::Forbidden(_)) if name == "g" => errors::assign_readonly(&name, "gradient"),
+        Some(Binding::Forbidden(_)) if name == "p" => errors::assign_readonly(&name, "parameter"),
+        Some(Binding::Forbidden(_)) => errors::assign_readonly(&name, "slot"),
+        Some(_) => errors::assign_in_step_target(&name),
+        None => errors::unknown_ident(&name, &scope.known),
     }
-    known += ", `p`, `g`";
-    if !def.slots.is_empty() {
-        known += &format!(", slots ({})", names(def.slots.iter().map(|s| &s.name)));
-    }
-    let mut scope = Scope::new(readable(def, &(known + " and earlier `let`s")));
-    bind_hypers(&mut scope);
-    scope.bind("t".into(), Binding::Ref(Ref::T, Kind::Scalar));
-    for (i, c) in def.carry.iter().enumerate() {
-        scope.bind(
-            c.name.to_string(),
-            Binding::Ref(Ref::Carried(i), Kind::Scalar),
-        );
-    }
-    for s in &step_ast {
+}
+
+/// What `update` reads: the step's scalars, and as lanes `p`, `g` and the slots.
+fn update_scope(def: &Def, step_ast: &[Stmt], update_ast: &[Stmt]) -> Scope {
+    let step_scalars = errors::quoted_list(lets(step_ast));
+    let slots = errors::quoted_list(def.slots.iter().map(|s| &s.name));
+    let mut scope = Scope::new(readable(def, Some((&step_scalars, &slots))));
+    bind_step_inputs(def, &mut scope);
+    for s in step_ast {
         if let Stmt::Let(ident, _) = s {
-            let k = step_let_index(&step_ast, ident);
+            let k = step_let_index(step_ast, ident);
             scope.bind(
                 ident.to_string(),
                 Binding::Ref(Ref::StepLet(k), Kind::Scalar),
@@ -260,88 +276,99 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     for (j, s) in def.slots.iter().enumerate() {
         scope.bind(s.name.to_string(), Binding::Ref(Ref::Slot(j), Kind::Lane));
     }
-    scope.later = lets(&update_ast);
-    let mut update = Vec::new();
-    let mut lifted = Vec::new();
-    let mut lets_n = 0;
-    let mut p_set = false;
-    for s in &update_ast {
+    scope.later = lets(update_ast);
+    scope
+}
+
+/// The `update` statements checked so far: lane code, its scalars lifted into `step`.
+#[derive(Default)]
+struct Update {
+    stmts: Vec<UpdateStmt>,
+    lifted: Vec<TExpr>,
+    /// How many lane `let`s there are.
+    lets: usize,
+    /// Whether a statement assigns `p` (even one with a mistake in its value).
+    p_set: bool,
+}
+
+impl Update {
+    fn statement(&mut self, s: &Stmt, declared: &Declared, scope: &mut Scope, errs: &mut Errors) {
         match s {
             Stmt::Let(ident, e) => {
-                let name = ident.to_string();
-                if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
-                    errs.at(ident.span(), errors::duplicate(&name, what));
-                }
-                let Some(te) = ir::resolve(e, &scope, &mut errs) else {
-                    scope.bind(name, Binding::Ref(Ref::Let(lets_n), Kind::Lane));
-                    lets_n += 1;
-                    continue;
-                };
-                if te.kind == Kind::Scalar {
-                    scope.bind(name, Binding::Inline(te));
-                } else {
-                    update.push(UpdateStmt::Let(lets_n, ir::lift(te, &mut lifted)));
-                    scope.bind(name, Binding::Ref(Ref::Let(lets_n), Kind::Lane));
-                    lets_n += 1;
-                }
+                report_redeclared(declared, ident, errs);
+                self.bind_let(ident, e, scope, errs);
             }
-            Stmt::Assign { target, op, value } => {
-                let name = target.to_string();
-                let r = match scope.lookup(&name) {
-                    Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), _)) => *r,
-                    found => {
-                        let msg = match found {
-                            Some(Binding::Ref(Ref::G, _)) => {
-                                errors::assign_readonly(&name, "gradient")
-                            }
-                            Some(Binding::Ref(Ref::T, _)) => {
-                                errors::assign_readonly(&name, "step number")
-                            }
-                            Some(Binding::Ref(Ref::Hyper(_), _)) => {
-                                errors::assign_readonly(&name, "hyper-parameter")
-                            }
-                            Some(Binding::Ref(Ref::StepLet(_) | Ref::Carried(_), _)) => {
-                                errors::assign_readonly(&name, "step scalar")
-                            }
-                            Some(_) => errors::assign_readonly(&name, "temporary"),
-                            None if scope.later.contains(&name) => errors::used_before_let(&name),
-                            None => errors::unknown_ident(&name, &scope.known),
-                        };
-                        errs.at(target.span(), msg);
-                        continue;
-                    }
-                };
-                let Some(te) = assigned(r, Kind::Lane, *op, value, &scope, &mut errs) else {
-                    if r == Ref::P {
-                        p_set = true;
-                    }
-                    continue;
-                };
-                let te = ir::lift(te, &mut lifted);
-                match r {
-                    Ref::P => {
-                        p_set = true;
-                        update.push(UpdateStmt::SetP(te));
-                    }
-                    Ref::Slot(j) => update.push(UpdateStmt::SetSlot(j, te)),
-                    _ => {}
+            Stmt::Assign { target, op, value } => self.assign(target, *op, value, scope, errs),
+        }
+    }
+
+    /// `let ident = e;`: a scalar is inlined where it is read, a lane value is a local.
+    fn bind_let(
+        &mut self,
+        ident: &syn::Ident,
+        e: &ast::Expr,
+        scope: &mut Scope,
+        errs: &mut Errors,
+    ) {
+        let name = ident.to_string();
+        match ir::resolve(e, scope, errs) {
+            Some(te) if te.kind == Kind::Scalar => scope.bind(name, Binding::Inline(te)),
+            resolved => {
+                if let Some(te) = resolved {
+                    let te = ir::lift(te, &mut self.lifted);
+                    self.stmts.push(UpdateStmt::Let(self.lets, te));
                 }
+                scope.bind(name, Binding::Ref(Ref::Let(self.lets), Kind::Lane));
+                self.lets += 1;
             }
         }
     }
-    if !p_set && !update_stmts.iter().any(assigns_p) {
-        errs.at(update_kw.span(), errors::p_not_updated());
+
+    /// `target op= value`, where `target` is `p` or a slot.
+    fn assign(
+        &mut self,
+        target: &syn::Ident,
+        op: Option<BinOp>,
+        value: &ast::Expr,
+        scope: &Scope,
+        errs: &mut Errors,
+    ) {
+        let r = match scope.lookup(&target.to_string()) {
+            Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), _)) => *r,
+            found => {
+                errs.at(target.span(), update_assignment_error(scope, target, found));
+                return;
+            }
+        };
+        if r == Ref::P {
+            self.p_set = true;
+        }
+        let Some(te) = assigned(r, Kind::Lane, op, value, scope, errs) else {
+            return;
+        };
+        let te = ir::lift(te, &mut self.lifted);
+        match r {
+            Ref::P => self.stmts.push(UpdateStmt::SetP(te)),
+            Ref::Slot(j) => self.stmts.push(UpdateStmt::SetSlot(j, te)),
+            _ => {}
+        }
     }
-    errs.finish()?;
-    Ok(Rule {
-        defaults,
-        slot_inits,
-        carry_inits,
-        prec: def.prec,
-        step,
-        lifted,
-        update,
-    })
+}
+
+/// Why `update` cannot assign `target`, `found` in its scope, which is neither `p` nor a slot.
+fn update_assignment_error(scope: &Scope, target: &syn::Ident, found: Option<&Binding>) -> String {
+    let name = target.to_string();
+    match found {
+        Some(Binding::Ref(Ref::G, _)) => errors::assign_readonly(&name, "gradient"),
+        Some(Binding::Ref(Ref::T, _)) => errors::assign_readonly(&name, "step number"),
+        Some(Binding::Ref(Ref::Hyper(_), _)) => errors::assign_readonly(&name, "hyper-parameter"),
+        Some(Binding::Ref(Ref::StepLet(_) | Ref::Carried(_), _)) => {
+            errors::assign_readonly(&name, "step scalar")
+        }
+        Some(_) => errors::assign_readonly(&name, "temporary"),
+        None if scope.later.contains(&name) => errors::used_before_let(&name),
+        None => errors::unknown_ident(&name, &scope.known),
+    }
 }
 
 /// Whether a statement, even one that failed to parse further, assigns `p`.

@@ -5,6 +5,7 @@ use super::check::{Rule, StepStmt, UpdateStmt};
 use super::parse::Def;
 use crate::expr::emit::{self, Prec};
 use crate::expr::ir::{self, Node, Ref, TExpr};
+use crate::paths;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -84,12 +85,13 @@ pub fn fallback(def: &Def) -> TokenStream {
         .collect();
     let head = header(def, &defaults);
     let name = &def.name;
-    let f = quote!(::fusegraph::__private::f32x8);
+    let p = paths::private();
+    let f = paths::f32x8();
     let slots = str_list(def.slots.iter().map(|s| &s.name));
     quote! {
         #head
         const _: () = {
-            impl ::fusegraph::__private::Rule for #name {
+            impl #p::Rule for #name {
                 const NAME: &'static str = ::core::stringify!(#name);
                 const HYPER: &'static [&'static str] = &[];
                 const SLOTS: &'static [&'static str] = #slots;
@@ -106,22 +108,92 @@ pub fn fallback(def: &Def) -> TokenStream {
     }
 }
 
+/// The real expansion: the header and the `Rule` implementation with its `__Step` struct.
 pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let head = header(def, &r.defaults);
     let name = &def.name;
-    let f = quote!(::fusegraph::__private::f32x8);
-    let m = quote!(::fusegraph::__private::math);
-    let prec = r.prec;
-    let ty = prec.ty();
-
+    let p = paths::private();
+    let f = paths::f32x8();
     let hyper_names = str_list(def.hyper.iter().map(|h| &h.name));
     let slot_names = str_list(def.slots.iter().map(|s| &s.name));
     let carry_names = str_list(def.carry.iter().map(|c| &c.name));
     let fields: Vec<&syn::Ident> = def.hyper.iter().map(|h| &h.name).collect();
-    let field_strs: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+    let hyper_access = hyper_access(&fields);
+    let slot_init = init_match(&fields, &r.slot_inits);
+    let carried_init = init_match(&fields, &r.carry_inits);
+    let step = StepCode {
+        fields: &fields,
+        prec: r.prec,
+    };
+    let lifted_fields = lifted_fields(&r.lifted);
+    let begin_step = step.begin_step(def.carry.len(), r);
+    let update = update_body(def.slots.len(), r);
+    quote! {
+        #head
 
-    // Initial values read the fields directly.
-    let self_refs = |r: Ref, p: Prec| match (r, p) {
+        const _: () = {
+            #[derive(Clone, Copy)]
+            pub struct __Step {
+                #(#lifted_fields)*
+            }
+
+            #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
+            impl #p::Rule for #name {
+                const NAME: &'static str = ::core::stringify!(#name);
+                const HYPER: &'static [&'static str] = #hyper_names;
+                const SLOTS: &'static [&'static str] = #slot_names;
+                const CARRIED: &'static [&'static str] = #carry_names;
+                type Step = __Step;
+
+                #hyper_access
+
+                fn slot_init(&self, index: usize) -> f32 {
+                    #slot_init
+                }
+
+                fn carried_init(&self, index: usize) -> f32 {
+                    #carried_init
+                }
+
+                #[inline]
+                fn begin_step(&self, __t: u64, __carried: &mut [f32]) -> __Step {
+                    #begin_step
+                }
+
+                #[inline(always)]
+                fn update(__s: &__Step, __p: &mut #f, __g: #f, __slots: &mut [#f]) {
+                    #update
+                }
+            }
+        };
+    }
+}
+
+/// `hyper` and `set_hyper`, by field name.
+fn hyper_access(fields: &[&syn::Ident]) -> TokenStream {
+    let field_strs: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+    quote! {
+        fn hyper(&self, name: &str) -> ::core::option::Option<f32> {
+            match name {
+                #(#field_strs => ::core::option::Option::Some(self.#fields),)*
+                _ => ::core::option::Option::None,
+            }
+        }
+
+        fn set_hyper(&mut self, name: &str, value: f32) -> bool {
+            match name {
+                #(#field_strs => { self.#fields = value; true })*
+                _ => false,
+            }
+        }
+    }
+}
+
+/// A hyper-parameter as an initial value reads it: the field, widened to its decimal value
+/// inside `f64(..)`.
+fn init_reference(fields: &[&syn::Ident], r: Ref, p: Prec) -> TokenStream {
+    let m = paths::math();
+    match (r, p) {
         (Ref::Hyper(i), Prec::F32) => {
             let fname = fields[i];
             quote!(self.#fname)
@@ -131,21 +203,45 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             quote!(#m::decimal_f64(self.#fname))
         }
         _ => unreachable!("initial values read only hyper-parameters"),
-    };
-    let init_arms = |inits: &[TExpr]| {
-        let arms = inits.iter().enumerate().map(|(i, e)| {
-            let v = emit::scalar(e, &self_refs, Prec::F32);
-            quote!(#i => #v,)
-        });
-        quote!(match index { #(#arms)* _ => 0.0 })
-    };
-    let slot_init = init_arms(&r.slot_inits);
-    let carried_init = init_arms(&r.carry_inits);
+    }
+}
 
-    // Step code.
-    // A reference in the step's own precision is its local; inside `f64(..)` of an `f32` step,
-    // hyper-parameters are widened to their decimal values and the rest converted.
-    let step_refs = |r: Ref, p: Prec| {
+/// The body of `slot_init` or `carried_init`: a `match` on the index over `inits`.
+fn init_match(fields: &[&syn::Ident], inits: &[TExpr]) -> TokenStream {
+    let refs = |r: Ref, p: Prec| init_reference(fields, r, p);
+    let arms = inits.iter().enumerate().map(|(i, e)| {
+        let v = emit::scalar(e, &refs, Prec::F32);
+        quote!(#i => #v,)
+    });
+    quote!(match index { #(#arms)* _ => 0.0 })
+}
+
+/// The fields of `__Step`: a flag for each lifted comparison, an `f32` for each other scalar.
+fn lifted_fields(lifted: &[TExpr]) -> Vec<TokenStream> {
+    lifted
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let id = emit::lifted_field(i);
+            if matches!(e.node, Node::Cmp(..)) {
+                quote!(#id: bool,)
+            } else {
+                quote!(#id: f32,)
+            }
+        })
+        .collect()
+}
+
+/// Scalar code of `begin_step`: the hyper-parameter fields, and the precision of `step`.
+struct StepCode<'a> {
+    fields: &'a [&'a syn::Ident],
+    prec: Prec,
+}
+
+impl StepCode<'_> {
+    /// A reference in the step's own precision is its local; inside `f64(..)` of an `f32`
+    /// step, hyper-parameters are widened to their decimal values and the rest converted.
+    fn reference(&self, r: Ref, p: Prec) -> TokenStream {
         let local = match r {
             Ref::Hyper(i) => hyper_ident(i),
             Ref::T => format_ident!("__tv"),
@@ -153,96 +249,123 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             Ref::Carried(i) => format_ident!("__c{}", i),
             _ => unreachable!("step code reads only scalars"),
         };
-        match (p == prec, r) {
+        match (p == self.prec, r) {
             (true, _) => quote!(#local),
             (false, Ref::Hyper(i)) => {
-                let fname = fields[i];
+                let m = paths::math();
+                let fname = self.fields[i];
                 quote!(#m::decimal_f64(self.#fname))
             }
             (false, Ref::T) => quote!((__t as f64)),
             (false, _) => quote!(f64::from(#local)),
         }
-    };
-    let mut used_hypers = vec![false; fields.len()];
-    let mut uses_t = false;
-    let mut mark = |e: &TExpr| {
-        ir::visit_refs(e, &mut |r| match r {
-            Ref::Hyper(i) => used_hypers[i] = true,
-            Ref::T => uses_t = true,
-            _ => {}
-        })
-    };
-    for s in &r.step {
-        match s {
-            StepStmt::Let(_, e) | StepStmt::SetCarried(_, e) => mark(e),
+    }
+
+    fn scalar(&self, e: &TExpr) -> TokenStream {
+        emit::scalar(e, &|r, p| self.reference(r, p), self.prec)
+    }
+
+    /// An `f32` value in the step's precision.
+    fn widen(&self, x: TokenStream) -> TokenStream {
+        match self.prec {
+            Prec::F32 => x,
+            Prec::F64 => quote!(f64::from(#x)),
         }
     }
-    r.lifted.iter().for_each(&mut mark);
-    let hyper_binds = used_hypers
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| **u)
-        .map(|(i, _)| {
-            let id = hyper_ident(i);
-            let fname = fields[i];
-            match prec {
-                Prec::F32 => quote!(let #id: f32 = self.#fname;),
-                Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
+
+    /// A value of the step's precision as an `f32`.
+    fn narrow(&self, x: TokenStream) -> TokenStream {
+        match self.prec {
+            Prec::F32 => x,
+            Prec::F64 => quote!((#x) as f32),
+        }
+    }
+
+    /// The body of `begin_step`: the inputs it reads, the carried scalars loaded, the `step`
+    /// statements, the carried scalars stored, and the `__Step` of the lifted scalars.
+    fn begin_step(&self, carried: usize, r: &Rule) -> TokenStream {
+        let ty = self.prec.ty();
+        let inputs = self.input_bindings(r);
+        let carry_loads = (0..carried).map(|i| {
+            let id = format_ident!("__c{}", i);
+            let v = self.widen(quote!(__carried[#i]));
+            quote!(let mut #id: #ty = #v;)
+        });
+        let carry_stores = (0..carried).map(|i| {
+            let id = format_ident!("__c{}", i);
+            let v = self.narrow(quote!(#id));
+            quote!(__carried[#i] = #v;)
+        });
+        let step_stmts = r.step.iter().map(|s| match s {
+            StepStmt::Let(i, e) => {
+                let id = format_ident!("__sl{}", i);
+                let v = self.scalar(e);
+                quote!(let #id: #ty = #v;)
+            }
+            StepStmt::SetCarried(i, e) => {
+                let id = format_ident!("__c{}", i);
+                let v = self.scalar(e);
+                quote!(#id = #v;)
             }
         });
-    let t_bind = uses_t.then(|| quote!(let __tv: #ty = __t as #ty;));
-    let widen = |x: TokenStream| match prec {
-        Prec::F32 => x,
-        Prec::F64 => quote!(f64::from(#x)),
-    };
-    let narrow = |x: TokenStream| match prec {
-        Prec::F32 => x,
-        Prec::F64 => quote!((#x) as f32),
-    };
-    let carry_loads = (0..def.carry.len()).map(|i| {
-        let id = format_ident!("__c{}", i);
-        let v = widen(quote!(__carried[#i]));
-        quote!(let mut #id: #ty = #v;)
-    });
-    let carry_stores = (0..def.carry.len()).map(|i| {
-        let id = format_ident!("__c{}", i);
-        let v = narrow(quote!(#id));
-        quote!(__carried[#i] = #v;)
-    });
-    let step_stmts = r.step.iter().map(|s| match s {
-        StepStmt::Let(i, e) => {
-            let id = format_ident!("__sl{}", i);
-            let v = emit::scalar(e, &step_refs, prec);
-            quote!(let #id: #ty = #v;)
-        }
-        StepStmt::SetCarried(i, e) => {
-            let id = format_ident!("__c{}", i);
-            let v = emit::scalar(e, &step_refs, prec);
-            quote!(#id = #v;)
-        }
-    });
-    let lifted_fields = r.lifted.iter().enumerate().map(|(i, e)| {
-        let id = emit::lifted_field(i);
-        if matches!(e.node, Node::Cmp(..)) {
-            quote!(#id: bool,)
-        } else {
-            quote!(#id: f32,)
-        }
-    });
-    let lifted_values = r.lifted.iter().enumerate().map(|(i, e)| {
-        let id = emit::lifted_field(i);
-        let v = emit::scalar(e, &step_refs, prec);
-        if matches!(e.node, Node::Cmp(..)) {
+        let lifted_values = r.lifted.iter().enumerate().map(|(i, e)| {
+            let id = emit::lifted_field(i);
+            let v = self.scalar(e);
+            let v = if matches!(e.node, Node::Cmp(..)) {
+                v
+            } else {
+                self.narrow(v)
+            };
             quote!(#id: #v,)
-        } else {
-            let v = narrow(v);
-            quote!(#id: #v,)
+        });
+        quote! {
+            #inputs
+            #(#carry_loads)*
+            #(#step_stmts)*
+            #(#carry_stores)*
+            __Step { #(#lifted_values)* }
         }
-    });
+    }
 
-    // Update code.
-    let step_binding = quote!(__s);
-    let lane_refs = |r: Ref| match r {
+    /// A local for each hyper-parameter the step reads, and for `t` when it reads it.
+    fn input_bindings(&self, r: &Rule) -> TokenStream {
+        let mut used_hypers = vec![false; self.fields.len()];
+        let mut uses_t = false;
+        let mut mark = |e: &TExpr| {
+            ir::visit_refs(e, &mut |r| match r {
+                Ref::Hyper(i) => used_hypers[i] = true,
+                Ref::T => uses_t = true,
+                _ => {}
+            })
+        };
+        for s in &r.step {
+            match s {
+                StepStmt::Let(_, e) | StepStmt::SetCarried(_, e) => mark(e),
+            }
+        }
+        r.lifted.iter().for_each(&mut mark);
+        let m = paths::math();
+        let hyper_binds = used_hypers
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| **u)
+            .map(|(i, _)| {
+                let id = hyper_ident(i);
+                let fname = self.fields[i];
+                match self.prec {
+                    Prec::F32 => quote!(let #id: f32 = self.#fname;),
+                    Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
+                }
+            });
+        let ty = self.prec.ty();
+        let t_bind = uses_t.then(|| quote!(let __tv: #ty = __t as #ty;));
+        quote!(#(#hyper_binds)* #t_bind)
+    }
+}
+
+/// A lane of the update as lane code reads it.
+fn lane_reference(r: Ref) -> TokenStream {
+    match r {
         Ref::P => quote!(__pv),
         Ref::G => quote!(__g),
         Ref::Slot(j) => {
@@ -254,8 +377,14 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             quote!(#id)
         }
         _ => unreachable!("scalars are lifted out of lane code"),
-    };
-    let mut assigned = vec![false; def.slots.len()];
+    }
+}
+
+/// The body of `update`: the parameter and the slots loaded, the `update` statements, the
+/// assigned slots and the parameter stored.
+fn update_body(slots: usize, r: &Rule) -> TokenStream {
+    let f = paths::f32x8();
+    let mut assigned = vec![false; slots];
     for s in &r.update {
         if let UpdateStmt::SetSlot(j, _) = s {
             assigned[*j] = true;
@@ -277,81 +406,35 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
             let id = format_ident!("__slot{}", j);
             quote!(__slots[#j] = #id;)
         });
-    let update_stmts = r.update.iter().map(|s| match s {
+    let update_stmts = r.update.iter().map(|s| update_statement(s, &r.lifted));
+    quote! {
+        let mut __pv: #f = *__p;
+        #(#slot_loads)*
+        #(#update_stmts)*
+        #(#slot_stores)*
+        *__p = __pv;
+    }
+}
+
+/// One `update` statement as lane code, reading the lifted scalars from `__s`.
+fn update_statement(s: &UpdateStmt, lifted: &[TExpr]) -> TokenStream {
+    let f = paths::f32x8();
+    let step_binding = quote!(__s);
+    let lane = |e: &TExpr| emit::lane(e, &lane_reference, lifted, &step_binding);
+    match s {
         UpdateStmt::Let(i, e) => {
             let id = format_ident!("__l{}", i);
-            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            let v = lane(e);
             quote!(let #id: #f = #v;)
         }
         UpdateStmt::SetP(e) => {
-            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            let v = lane(e);
             quote!(__pv = #v;)
         }
         UpdateStmt::SetSlot(j, e) => {
             let id = format_ident!("__slot{}", j);
-            let v = emit::lane(e, &lane_refs, &r.lifted, &step_binding);
+            let v = lane(e);
             quote!(#id = #v;)
         }
-    });
-
-    quote! {
-        #head
-
-        const _: () = {
-            #[derive(Clone, Copy)]
-            pub struct __Step {
-                #(#lifted_fields)*
-            }
-
-            #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
-            impl ::fusegraph::__private::Rule for #name {
-                const NAME: &'static str = ::core::stringify!(#name);
-                const HYPER: &'static [&'static str] = #hyper_names;
-                const SLOTS: &'static [&'static str] = #slot_names;
-                const CARRIED: &'static [&'static str] = #carry_names;
-                type Step = __Step;
-
-                fn hyper(&self, name: &str) -> ::core::option::Option<f32> {
-                    match name {
-                        #(#field_strs => ::core::option::Option::Some(self.#fields),)*
-                        _ => ::core::option::Option::None,
-                    }
-                }
-
-                fn set_hyper(&mut self, name: &str, value: f32) -> bool {
-                    match name {
-                        #(#field_strs => { self.#fields = value; true })*
-                        _ => false,
-                    }
-                }
-
-                fn slot_init(&self, index: usize) -> f32 {
-                    #slot_init
-                }
-
-                fn carried_init(&self, index: usize) -> f32 {
-                    #carried_init
-                }
-
-                #[inline]
-                fn begin_step(&self, __t: u64, __carried: &mut [f32]) -> __Step {
-                    #(#hyper_binds)*
-                    #t_bind
-                    #(#carry_loads)*
-                    #(#step_stmts)*
-                    #(#carry_stores)*
-                    __Step { #(#lifted_values)* }
-                }
-
-                #[inline(always)]
-                fn update(__s: &__Step, __p: &mut #f, __g: #f, __slots: &mut [#f]) {
-                    let mut __pv: #f = *__p;
-                    #(#slot_loads)*
-                    #(#update_stmts)*
-                    #(#slot_stores)*
-                    *__p = __pv;
-                }
-            }
-        };
     }
 }

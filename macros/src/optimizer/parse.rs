@@ -84,10 +84,7 @@ impl Parse for Def {
             let section: Ident = content.parse()?;
             let key = section.to_string();
             if seen.contains(&key) {
-                return Err(syn::Error::new(
-                    section.span(),
-                    format!("section `{key}` appears twice; merge the two into one"),
-                ));
+                return Err(syn::Error::new(section.span(), errors::section_twice(&key)));
             }
             seen.push(key.clone());
             if key == "step" && content.peek(syn::token::Paren) {

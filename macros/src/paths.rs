@@ -1,0 +1,42 @@
+//! Paths of generated code into the facade crate's private module, which re-exports what the
+//! expansions use: the one place that names it.
+
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{quote, quote_spanned};
+
+/// `::fusegraph::__private`, its tokens at `span`.
+pub fn private_at(span: Span) -> TokenStream {
+    quote_spanned!(span=> ::fusegraph::__private)
+}
+
+/// `::fusegraph::__private`.
+pub fn private() -> TokenStream {
+    private_at(Span::call_site())
+}
+
+/// `::fusegraph::__private::name`.
+fn private_item(name: &str) -> TokenStream {
+    let p = private();
+    let name = Ident::new(name, Span::call_site());
+    quote!(#p::#name)
+}
+
+/// The SIMD lane type, `f32x8`.
+pub fn f32x8() -> TokenStream {
+    private_item("f32x8")
+}
+
+/// The scalar math functions of generated `f32` and `f64` code.
+pub fn math() -> TokenStream {
+    private_item("math")
+}
+
+/// The lane math functions of generated `f32x8` code.
+pub fn lane() -> TokenStream {
+    private_item("lane")
+}
+
+/// The runtime's layers.
+pub fn layers() -> TokenStream {
+    private_item("layers")
+}

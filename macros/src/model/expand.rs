@@ -4,12 +4,9 @@
 
 use super::check::{Net, Op, Src};
 use super::parse::Def;
+use crate::paths::{private as p, private_at};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-
-fn p() -> TokenStream {
-    quote!(::fusegraph::__private)
-}
 
 /// The struct alone, so that a model with a mistake still names a type (one error, not fifty):
 /// parameters and state on the heap, or in `arrays` of that many values.
@@ -125,7 +122,9 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
 
     // Every layer type is a Layer, checked at the user's type.
     let layer_checks = tys.iter().map(|ty| {
-        quote_spanned!(syn::spanned::Spanned::span(ty)=> const _: usize = <#ty as ::fusegraph::__private::Layer>::OUT;)
+        let span = syn::spanned::Spanned::span(ty);
+        let p = private_at(span);
+        quote_spanned!(span=> const _: usize = <#ty as #p::Layer>::OUT;)
     });
     let assertions = net.assertions.iter().map(|a| {
         let (left, right, msg) = (&a.left, &a.right, &a.message);
@@ -404,8 +403,9 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
         );
         // Every token of the call at the `max_bytes` value, so that the error points there.
         let model = syn::LitStr::new(&name.to_string(), b.span);
+        let budget_path = private_at(b.span);
         let check = quote_spanned! {b.span=>
-            const _: () = ::fusegraph::__private::check_budget(#model, #max, <#name>::BUDGET_BYTES);
+            const _: () = #budget_path::check_budget(#model, #max, <#name>::BUDGET_BYTES);
         };
         quote! {
             impl #name {

@@ -209,7 +209,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
         match &n.op {
             Op::Layer(f) => {
                 let (ty, of, of1, sf, sf1, input) = (tys[*f], &o[*f], &o[*f + 1], &st[*f], &st[*f + 1], &ins[0]);
-                quote!(<#ty as #l>::forward(ctx, &params[#of..#of1], &mut state[#sf..#sf1], #input, #yk, #sk, batch);)
+                quote!(<#ty as #l>::forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
             }
             Op::Act(act) => {
                 let (input, w) = (&ins[0], width(k));
@@ -269,13 +269,13 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 let gi = grad(n.inputs[0]);
                 if per_layer {
                     quote! {
-                        <#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut layer_grads[..#of1 - #of], batch);
+                        <#ty as #l>::backward(ctx, #p::layers::Backward { params: &params[#of..#of1], x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: &mut layer_grads[..#of1 - #of], batch });
                         if #of1 > #of {
                             update(#of, &mut params[#of..#of1], &layer_grads[..#of1 - #of]);
                         }
                     }
                 } else {
-                    quote!(<#ty as #l>::backward(ctx, &params[#of..#of1], #input, &*#yk, &*#sk, &mut #dk[..], #gi, &mut grads[#of..#of1], batch);)
+                    quote!(<#ty as #l>::backward(ctx, #p::layers::Backward { params: &params[#of..#of1], x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: &mut grads[#of..#of1], batch });)
                 }
             }
             Op::Act(act) => {

@@ -17,7 +17,7 @@
 //! ```
 
 use super::lanes::{load, pieces, store};
-use super::{Ctx, Grad, Layer, Tensor};
+use super::{Backward, Ctx, Forward, Layer, Tensor};
 use core::marker::PhantomData;
 use wide::f32x8;
 
@@ -468,29 +468,13 @@ impl<A: Activation, const N: usize> Layer for Act<A, N> {
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        _: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        _: &mut [f32],
-        _: usize,
-    ) {
+    fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
+        let Forward { x, y, .. } = io;
         A::forward(x, y, N);
     }
 
-    fn backward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        x: &[f32],
-        y: &[f32],
-        _: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        _: &mut [f32],
-        _: usize,
-    ) {
+    fn backward(_: &mut Ctx<'_>, io: Backward<'_>) {
+        let Backward { x, y, dy, dx, .. } = io;
         A::backward(x, y, dy, N);
         dx.give(dy);
     }
@@ -518,29 +502,26 @@ mod tests {
         const SAVED: usize = if A::NEEDS_Z { N } else { 0 };
         const TENSORS: &'static [Tensor] = &[];
         fn init_state(_: &mut [f32]) {}
-        fn forward(
-            _: &mut Ctx<'_>,
-            params: &[f32],
-            _: &mut [f32],
-            x: &[f32],
-            y: &mut [f32],
-            saved: &mut [f32],
-            _: usize,
-        ) {
+        fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
+            let Forward {
+                params,
+                x,
+                y,
+                saved,
+                ..
+            } = io;
             y.copy_from_slice(x);
             A::forward_bias(y, params, saved, N);
         }
-        fn backward(
-            _: &mut Ctx<'_>,
-            _: &[f32],
-            _: &[f32],
-            y: &[f32],
-            saved: &[f32],
-            dy: &mut [f32],
-            dx: Grad<'_>,
-            dparams: &mut [f32],
-            _: usize,
-        ) {
+        fn backward(_: &mut Ctx<'_>, io: Backward<'_>) {
+            let Backward {
+                y,
+                saved,
+                dy,
+                dx,
+                dparams,
+                ..
+            } = io;
             A::backward(saved, y, dy, N);
             dparams.fill(0.0);
             crate::layers::lanes::add_rows(dparams, dy);

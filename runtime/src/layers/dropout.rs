@@ -1,7 +1,7 @@
 //! Inverted dropout.
 
 use super::lanes::{load, pieces, store};
-use super::{buffers, Ctx, Grad, Layer, Mode, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Grad, Layer, Mode, Tensor};
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
 ///
@@ -42,16 +42,9 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
     const SAVED: usize = N;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward { x, y, saved, .. } = io;
         if ctx.mode == Mode::Eval {
             y.copy_from_slice(x);
             return;
@@ -66,18 +59,9 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
         }
     }
 
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let Backward { saved, dy, dx, .. } = io;
         let (dx, add) = match dx {
             Grad::Skip => return,
             Grad::Set(dx) => (dx, false),
@@ -120,21 +104,29 @@ mod tests {
         };
         let mut y = vec![f32::NAN; x.len()];
         let mut saved = vec![f32::NAN; x.len()];
-        Dropout::<N, R>::forward(&mut ctx, &[], &mut [], x, &mut y, &mut saved, batch);
+        let io = Forward {
+            params: &[],
+            state: &mut [],
+            x,
+            y: &mut y,
+            saved: &mut saved,
+            batch,
+        };
+        Dropout::<N, R>::forward(&mut ctx, io);
         let mut dy: std::vec::Vec<f32> = (0..x.len()).map(|i| i as f32 * 0.5 - 3.0).collect();
         let mut dx = vec![1.0; x.len()];
         let dy0 = dy.clone();
-        Dropout::<N, R>::backward(
-            &mut ctx,
-            &[],
+        let io = Backward {
+            params: &[],
             x,
-            &y,
-            &saved,
-            &mut dy,
-            Grad::Add(&mut dx),
-            &mut [],
+            y: &y,
+            saved: &saved,
+            dy: &mut dy,
+            dx: Grad::Add(&mut dx),
+            dparams: &mut [],
             batch,
-        );
+        };
+        Dropout::<N, R>::backward(&mut ctx, io);
         for i in 0..x.len() {
             let factor = if mode == Mode::Eval { 1.0 } else { saved[i] };
             assert_eq!(dx[i], 1.0 + dy0[i] * factor);

@@ -152,6 +152,45 @@ pub struct Ctx<'a> {
     pub mode: Mode,
 }
 
+/// The buffers of one [`Layer::forward`] call, each sized from the layer's constants and
+/// `batch`.
+pub struct Forward<'a> {
+    /// The layer's parameters, [`PARAMS`](Layer::PARAMS) values in the order of its
+    /// [`TENSORS`](Layer::TENSORS).
+    pub params: &'a [f32],
+    /// The layer's non-trainable state, [`STATE`](Layer::STATE) values, updated in training.
+    pub state: &'a mut [f32],
+    /// The input, `batch * IN` values.
+    pub x: &'a [f32],
+    /// The output, `batch * OUT` values, overwritten.
+    pub y: &'a mut [f32],
+    /// What the call saves for [`Layer::backward`], `batch * SAVED` values, overwritten.
+    pub saved: &'a mut [f32],
+    /// The number of samples.
+    pub batch: usize,
+}
+
+/// The buffers of one [`Layer::backward`] call: what [`Layer::forward`] saw and wrote, the
+/// output gradient and where the gradients go.
+pub struct Backward<'a> {
+    /// The layer's parameters, as `forward` saw them.
+    pub params: &'a [f32],
+    /// The input `forward` saw, `batch * IN` values.
+    pub x: &'a [f32],
+    /// The output `forward` wrote, `batch * OUT` values.
+    pub y: &'a [f32],
+    /// What `forward` saved, `batch * SAVED` values.
+    pub saved: &'a [f32],
+    /// d loss / d y, `batch * OUT` values, which the call may overwrite.
+    pub dy: &'a mut [f32],
+    /// Where d loss / d x goes (`batch * IN` values, unless skipped).
+    pub dx: Grad<'a>,
+    /// d loss / d params, [`PARAMS`](Layer::PARAMS) values, overwritten.
+    pub dparams: &'a mut [f32],
+    /// The number of samples.
+    pub batch: usize,
+}
+
 /// A layer type. Shapes are associated constants computed from const generics, so a model's
 /// buffer sizes are constants.
 pub trait Layer {
@@ -198,33 +237,13 @@ pub trait Layer {
     fn init_state(state: &mut [f32]) {
         let _ = state;
     }
-    /// `y = layer(x)` for `batch` samples; writes `saved` (`batch * SAVED`) for `backward`,
-    /// and in training updates `state`.
-    #[allow(clippy::too_many_arguments)]
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    );
-    /// Given `dy` (d loss / d y, which this call may overwrite), writes d loss / d params into
-    /// `dparams` (overwriting it) and d loss / d x into `dx`. `x`, `y` and `saved` are what
-    /// `forward` saw and wrote.
-    #[allow(clippy::too_many_arguments)]
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    );
+    /// `y = layer(x)` for the `io.batch` samples of `io.x`; writes `io.saved` for `backward`,
+    /// and in training updates `io.state`.
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>);
+    /// Given `io.dy` (d loss / d y, which this call may overwrite), writes d loss / d params
+    /// into `io.dparams` (overwriting it) and d loss / d x into `io.dx`. `io.x`, `io.y` and
+    /// `io.saved` are what `forward` saw and wrote.
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>);
 }
 
 mod buffers;

@@ -2,13 +2,13 @@
 //! are constants, over [`conv_forward`] and [`conv_backward`], which take them at run time
 //! ([`ConvDims`]).
 
-use super::lanes::add_rows;
 use super::{
     buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
 };
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
+use crate::kernels::simd::add_rows;
 use crate::LANES;
 use core::marker::PhantomData;
 

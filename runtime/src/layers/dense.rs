@@ -1,13 +1,13 @@
 //! The fully connected layer, `y = f(x·W + b)`: [`Dense`], whose sizes are constants, over
 //! [`dense_forward`] and [`dense_backward`], which take them at run time ([`DenseDims`]).
 
-use super::lanes::add_rows;
 use super::{
     buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
 };
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
+use crate::kernels::simd::add_rows;
 use core::marker::PhantomData;
 
 /// The sizes of a fully connected layer, for [`dense_forward`] and [`dense_backward`]: a

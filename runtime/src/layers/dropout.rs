@@ -1,7 +1,7 @@
 //! Inverted dropout.
 
-use super::lanes::{load, pieces, store};
 use super::{buffers, Backward, Ctx, Forward, Grad, Layer, Mode, Tensor};
+use crate::kernels::simd::{load_padded, pieces, store_partial};
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
 ///
@@ -54,8 +54,8 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
             *m = if drop { 0.0 } else { Self::SCALE };
         }
         for (i, n) in pieces(y.len()) {
-            let v = load(&x[i..i + n], 0.0) * load(&saved[i..i + n], 0.0);
-            store(&mut y[i..i + n], v);
+            let v = load_padded(&x[i..i + n], 0.0) * load_padded(&saved[i..i + n], 0.0);
+            store_partial(&mut y[i..i + n], v);
         }
     }
 
@@ -69,14 +69,14 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
         };
         let eval = ctx.mode == Mode::Eval;
         for (i, n) in pieces(dx.len()) {
-            let mut g = load(&dy[i..i + n], 0.0);
+            let mut g = load_padded(&dy[i..i + n], 0.0);
             if !eval {
-                g *= load(&saved[i..i + n], 0.0);
+                g *= load_padded(&saved[i..i + n], 0.0);
             }
             if add {
-                g += load(&dx[i..i + n], 0.0);
+                g += load_padded(&dx[i..i + n], 0.0);
             }
-            store(&mut dx[i..i + n], g);
+            store_partial(&mut dx[i..i + n], g);
         }
     }
 }

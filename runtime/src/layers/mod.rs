@@ -6,6 +6,7 @@
 //! parameter buffer, in the order of its [`Layer::TENSORS`].
 
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
+use crate::kernels::simd::add_assign;
 use crate::rng::Rng;
 
 /// Training or inference: Dropout and BatchNorm behave differently.
@@ -130,11 +131,7 @@ impl Grad<'_> {
         match self {
             Grad::Skip => {}
             Grad::Set(d) => d.copy_from_slice(src),
-            Grad::Add(d) => {
-                for (d, &s) in d.iter_mut().zip(src) {
-                    *d += s;
-                }
-            }
+            Grad::Add(d) => add_assign(d, src),
         }
     }
 }
@@ -249,7 +246,6 @@ pub trait Layer {
 mod buffers;
 #[cfg(test)]
 mod gradcheck;
-pub(crate) mod lanes;
 
 pub mod activation;
 pub mod conv;
@@ -258,6 +254,7 @@ pub mod dropout;
 pub mod graph;
 pub mod init;
 pub mod norm;
+mod per_feature;
 pub mod pool;
 pub mod reshape;
 
@@ -272,7 +269,7 @@ pub use conv::{
 pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
 pub use init::init_tensor;
-pub use lanes::{per_feature_backward, per_feature_forward};
 pub use norm::{BatchNorm, LayerNorm};
+pub use per_feature::{per_feature_backward, per_feature_forward};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;

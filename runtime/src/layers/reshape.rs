@@ -1,6 +1,6 @@
 //! Flattening an image into a vector.
 
-use super::{buffers, lanes, Backward, Ctx, Forward, Grad, Layer, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 
 /// Flattens `N` values per sample: the identity on data, which is already row-major (an NHWC
 /// image flattens in `(h, w, c)` order, as Keras' `Flatten` does with channels last).
@@ -33,12 +33,7 @@ impl<const N: usize> Layer for Flatten<N> {
 
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
-        let Backward { dy, dx, .. } = io;
-        match dx {
-            Grad::Skip => {}
-            Grad::Set(dx) => dx.copy_from_slice(dy),
-            Grad::Add(dx) => lanes::add_assign(dx, dy),
-        }
+        io.dx.give(io.dy);
     }
 }
 

@@ -1,11 +1,43 @@
-//! The pieces of [`gemm`](super::gemm): packing, the microkernel, the write-back of a tile,
-//! the blocked driver and the small path.
+//! The pieces of [`gemm`](super::gemm): the blocks of `k`, packing, the microkernel, the
+//! write-back of a tile, the blocked driver and the small path.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
 //! write-back), shared by every path.
 
-use super::{k_blocks, load8, store8, Blocking, MatMut, MatRef};
+use super::view::{MatMut, MatRef};
+use crate::kernels::simd::{load, store};
 use wide::f32x8;
+
+/// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
+/// equal length, in order. The blocks depend on `k` only, never on threads or on the other
+/// dimensions, so the rounding of a result does not either.
+pub const KC: usize = 256;
+
+/// Cache blocking of `m` and `n` (multiples of the tile). It changes speed, never bits.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Blocking {
+    /// Rows of `A` packed at once.
+    pub(super) mc: usize,
+    /// Columns of `B` packed at once.
+    pub(super) nc: usize,
+}
+
+/// The length of the longest block of `k` (see [`KC`]).
+pub(super) const fn kc_max(k: usize) -> usize {
+    if k == 0 {
+        0
+    } else {
+        k.div_ceil(k.div_ceil(KC))
+    }
+}
+
+/// The blocks of `k`, in order, as `(start, len)`: `ceil(k / KC)` blocks whose lengths differ
+/// by at most one.
+pub(super) fn k_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    let nb = k.div_ceil(KC);
+    let (base, rem) = k.checked_div(nb).zip(k.checked_rem(nb)).unwrap_or((0, 0));
+    (0..nb).map(move |i| (i * base + i.min(rem), base + usize::from(i < rem)))
+}
 
 /// How the write-back treats the old value of `C`.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +99,7 @@ fn pack_across(src: &[f32], ls: usize, lines: usize, kc: usize, w: usize, dst: &
         for p in (0..p8).step_by(8) {
             let mut v = [f32x8::ZERO; 8];
             for (i, x) in v.iter_mut().enumerate().take(valid) {
-                *x = load8(&src[(g + i) * ls + p..]);
+                *x = load(&src[(g + i) * ls + p..]);
             }
             let t = f32x8::transpose(v);
             let out = &mut dst[p * w..(p + 8) * w];
@@ -169,7 +201,7 @@ fn tile<const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[f32x8; V]; R]
     for (ap, bp) in a.chunks_exact(R).zip(b.chunks_exact(8 * V)) {
         let mut bv = [f32x8::ZERO; V];
         for (v, x) in bv.iter_mut().enumerate() {
-            *x = load8(&bp[8 * v..]);
+            *x = load(&bp[8 * v..]);
         }
         for (row, &x) in acc.iter_mut().zip(ap) {
             let ai = f32x8::splat(x);
@@ -195,7 +227,7 @@ fn tile_unpacked<const R: usize, const V: usize>(
     let load_b = |bp: &[f32]| {
         let mut bv = [f32x8::ZERO; V];
         for (v, x) in bv.iter_mut().enumerate() {
-            *x = load8(&bp[8 * v..]);
+            *x = load(&bp[8 * v..]);
         }
         bv
     };
@@ -248,9 +280,9 @@ fn write_tile<const R: usize, const V: usize>(
             for (seg, &x) in row.chunks_exact_mut(8).zip(row_acc) {
                 let old = match beta {
                     Beta::Zero => f32x8::ZERO,
-                    Beta::Scale(_) => load8(seg),
+                    Beta::Scale(_) => load(seg),
                 };
-                store8(seg, update(x, alpha, beta, old));
+                store(seg, update(x, alpha, beta, old));
             }
         }
         return;
@@ -317,7 +349,7 @@ pub(super) fn packed<const R: usize, const V: usize>(
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let alpha_v = f32x8::splat(alpha);
-    let kc_max = super::kc_max(k);
+    let kc_max = kc_max(k);
     let a_len = if pack_a {
         m.min(blk.mc).div_ceil(R) * R * kc_max
     } else {
@@ -368,7 +400,7 @@ pub(super) fn small<const R: usize, const V: usize>(
 ) {
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    debug_assert!(0 < k && k <= super::KC && n <= w);
+    debug_assert!(0 < k && k <= KC && n <= w);
     let panel = &mut workspace[..k * w];
     pack_b_panels::<V>(b, panel);
     let alpha_v = f32x8::splat(alpha);

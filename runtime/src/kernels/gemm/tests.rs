@@ -4,7 +4,7 @@
 //! The sweeps over small shapes use fixed-size buffers, so they run without `alloc`; the large
 //! shapes need `alloc`, the thread pools `parallel`.
 
-use super::micro::{packed, small};
+use super::micro::{k_blocks, packed, small};
 use super::*;
 
 /// A deterministic value in `±[0.1, 1.1)`.

@@ -94,6 +94,8 @@ mod view;
 pub use micro::KC;
 pub use view::{MatMut, MatRef};
 
+use view::Terms;
+
 use super::parallel::join;
 use micro::{kc_max, Blocking};
 
@@ -433,7 +435,7 @@ pub fn gemm(
         blk: DEFAULT_BLOCKING,
         path: plan.path,
     };
-    split::<MR, NV>(alpha, a, b, beta, c, workspace, pieces, run);
+    split::<MR, NV>(Terms { alpha, a, b, beta }, c, workspace, pieces, run);
 }
 
 /// How the pieces of a product run.
@@ -451,18 +453,14 @@ struct Run {
 
 /// Runs `pieces` products, each on its own part of `C` (split along the outer dimension of `C`
 /// between tiles) and its own `run.piece_len` floats of workspace.
-#[allow(clippy::too_many_arguments)]
 fn split<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     c: MatMut<'_>,
     workspace: &mut [f32],
     pieces: usize,
     run: Run,
 ) {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let (m, k, n) = (t.a.rows, t.a.cols, t.b.cols);
     let left = pieces / 2;
     let rows = c.rows_outer();
     let extent = if rows { m } else { n };
@@ -470,26 +468,26 @@ fn split<const R: usize, const V: usize>(
     let step = if rows { lcm(R, SMALL_MR) } else { 8 * V };
     let mid = (extent.div_ceil(step) * left / pieces.max(1)) * step;
     if pieces <= 1 || mid == 0 || mid >= extent {
-        leaf::<R, V>(alpha, a, b, beta, c, workspace, run);
+        leaf::<R, V>(t, c, workspace, run);
         return;
     }
     let (w0, w1) = workspace.split_at_mut(run.piece_len * left);
     let right = pieces - left;
     if rows {
         let (c0, c1) = c.split_rows(mid);
-        let (a0, a1) = (a.sub(0, 0, mid, k), a.sub(mid, 0, m - mid, k));
+        let (a0, a1) = (t.a.sub(0, 0, mid, k), t.a.sub(mid, 0, m - mid, k));
         join(
             run.par,
-            || split::<R, V>(alpha, a0, b, beta, c0, w0, left, run),
-            || split::<R, V>(alpha, a1, b, beta, c1, w1, right, run),
+            || split::<R, V>(Terms { a: a0, ..t }, c0, w0, left, run),
+            || split::<R, V>(Terms { a: a1, ..t }, c1, w1, right, run),
         );
     } else {
         let (c0, c1) = c.split_cols(mid);
-        let (b0, b1) = (b.sub(0, 0, k, mid), b.sub(0, mid, k, n - mid));
+        let (b0, b1) = (t.b.sub(0, 0, k, mid), t.b.sub(0, mid, k, n - mid));
         join(
             run.par,
-            || split::<R, V>(alpha, a, b0, beta, c0, w0, left, run),
-            || split::<R, V>(alpha, a, b1, beta, c1, w1, right, run),
+            || split::<R, V>(Terms { b: b0, ..t }, c0, w0, left, run),
+            || split::<R, V>(Terms { b: b1, ..t }, c1, w1, right, run),
         );
     }
 }
@@ -505,21 +503,14 @@ fn lcm(x: usize, y: usize) -> usize {
 
 /// Runs one piece on one thread.
 fn leaf<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     c: MatMut<'_>,
     workspace: &mut [f32],
     run: Run,
 ) {
     match run.path {
-        Path::Small if b.cols <= 8 => {
-            micro::small::<SMALL_MR, 1>(alpha, a, b, beta, c, workspace);
-        }
-        Path::Small => micro::small::<SMALL_MR, V>(alpha, a, b, beta, c, workspace),
-        Path::Packed { pack_a } => {
-            micro::packed::<R, V>(alpha, a, b, beta, c, workspace, run.blk, pack_a);
-        }
+        Path::Small if t.b.cols <= 8 => micro::small::<SMALL_MR, 1>(t, c, workspace),
+        Path::Small => micro::small::<SMALL_MR, V>(t, c, workspace),
+        Path::Packed { pack_a } => micro::packed::<R, V>(t, c, workspace, run.blk, pack_a),
     }
 }

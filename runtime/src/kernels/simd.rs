@@ -78,9 +78,14 @@ pub(crate) fn pieces(len: usize) -> impl Iterator<Item = (usize, usize)> {
 /// If the lengths differ.
 pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len(), "add_assign: lengths differ");
-    for (i, k) in pieces(dst.len()) {
-        let s = load_padded(&dst[i..i + k], 0.0) + load_padded(&src[i..i + k], 0.0);
-        store_partial(&mut dst[i..i + k], s);
+    let mut d = dst.chunks_exact_mut(LANES);
+    let mut s = src.chunks_exact(LANES);
+    for (d, s) in (&mut d).zip(&mut s) {
+        store(d, load(d) + load(s));
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    if !d.is_empty() {
+        store_partial(d, load_padded(d, 0.0) + load_padded(s, 0.0));
     }
 }
 

@@ -4,7 +4,7 @@
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
 //! write-back), shared by every path.
 
-use super::view::{MatMut, MatRef};
+use super::view::{MatMut, MatRef, Terms};
 use crate::kernels::simd::{load, store};
 use wide::f32x8;
 
@@ -260,16 +260,13 @@ fn tile_unpacked<const R: usize, const V: usize>(
 
 /// Writes the `mr`x`nr` valid part of a tile to `C` at `(i0, j0)`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn write_tile<const R: usize, const V: usize>(
     acc: [[f32x8; V]; R],
     alpha: f32x8,
     beta: Beta,
     c: &mut MatMut<'_>,
-    i0: usize,
-    j0: usize,
-    mr: usize,
-    nr: usize,
+    (i0, j0): (usize, usize),
+    (mr, nr): (usize, usize),
 ) {
     let full = mr == R && nr == 8 * V;
     if full && c.cs == 1 {
@@ -335,17 +332,14 @@ fn write_tile<const R: usize, const V: usize>(
 /// The product `C = alpha * A·B + beta * C` on one thread (`k > 0`), with `R`x`8V` tiles and
 /// the given cache blocking; `workspace` holds the packed panels. `B` is always packed; `A` is
 /// packed with `pack_a`, else read where it is (cheaper when few `B` panels reuse it).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn packed<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
     blk: Blocking,
     pack_a: bool,
 ) {
+    let Terms { alpha, a, b, beta } = t;
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let alpha_v = f32x8::splat(alpha);
@@ -379,7 +373,7 @@ pub(super) fn packed<const R: usize, const V: usize>(
                         } else {
                             tile_unpacked::<R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
                         };
-                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, i0, j0, mr, nr);
+                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, (i0, j0), (mr, nr));
                     }
                 }
             }
@@ -391,13 +385,11 @@ pub(super) fn packed<const R: usize, const V: usize>(
 /// `workspace` (`k * 8V` floats), then `R` rows of `C` at a time with `A` read where it is;
 /// the same per-element arithmetic as [`packed`].
 pub(super) fn small<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
 ) {
+    let Terms { alpha, a, b, beta } = t;
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert!(0 < k && k <= KC && n <= w);
@@ -408,6 +400,6 @@ pub(super) fn small<const R: usize, const V: usize>(
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
         let acc = tile_unpacked::<R, V>(a.sub(i0, 0, mr, k), mr, panel);
-        write_tile::<R, V>(acc, alpha_v, beta, &mut c, i0, 0, mr, n);
+        write_tile::<R, V>(acc, alpha_v, beta, &mut c, (i0, 0), (mr, n));
     }
 }

@@ -97,6 +97,19 @@ impl<'a> MatRef<'a> {
     }
 }
 
+/// What one product `C = alpha * A·B + beta * C` computes from, besides `C`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Terms<'a> {
+    /// The factor of the product.
+    pub(super) alpha: f32,
+    /// The left factor, `m`x`k`.
+    pub(super) a: MatRef<'a>,
+    /// The right factor, `k`x`n`.
+    pub(super) b: MatRef<'a>,
+    /// The factor of the old `C`.
+    pub(super) beta: f32,
+}
+
 /// A mutable strided view of an `f32` matrix whose elements are distinct: element `(i, j)` is
 /// `data[i * row_stride + j * col_stride]`.
 #[derive(Debug)]

@@ -156,11 +156,10 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
         MatMut::row_major(dw, inputs, outputs),
         ctx.gemm,
     );
-    let (dx, beta) = match io.dx {
-        Grad::Skip => return,
-        Grad::Set(dx) => (dx, 0.0),
-        Grad::Add(dx) => (dx, 1.0),
+    let Some((dx, add)) = io.dx.destination() else {
+        return;
     };
+    let beta = if add { 1.0 } else { 0.0 };
     gemm(
         1.0,
         MatRef::row_major(dz, batch, outputs),

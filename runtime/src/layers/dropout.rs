@@ -1,6 +1,6 @@
 //! Inverted dropout.
 
-use super::{buffers, Backward, Ctx, Forward, Grad, Layer, Mode, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Mode, Tensor};
 use crate::kernels::simd::{load_padded, pieces, store_partial};
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
@@ -62,10 +62,8 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
     fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
         let Backward { saved, dy, dx, .. } = io;
-        let (dx, add) = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => (dx, false),
-            Grad::Add(dx) => (dx, true),
+        let Some((dx, add)) = dx.destination() else {
+            return;
         };
         let eval = ctx.mode == Mode::Eval;
         for (i, n) in pieces(dx.len()) {
@@ -86,6 +84,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::layers::gradcheck::bits;
+    use crate::layers::Grad;
     use crate::rng::{Rng, Seed};
     use std::vec;
 

@@ -108,7 +108,30 @@ pub enum Grad<'a> {
     Add(&'a mut [f32]),
 }
 
-impl Grad<'_> {
+impl<'a> Grad<'a> {
+    /// The slice and whether the gradient adds to it (`true`, [`Grad::Add`]) or overwrites it;
+    /// `None` for [`Grad::Skip`].
+    pub fn destination(self) -> Option<(&'a mut [f32], bool)> {
+        match self {
+            Grad::Skip => None,
+            Grad::Set(d) => Some((d, false)),
+            Grad::Add(d) => Some((d, true)),
+        }
+    }
+
+    /// The slice to add the gradient into, zeroed first for [`Grad::Set`]; `None` for
+    /// [`Grad::Skip`].
+    pub fn accumulator(self) -> Option<&'a mut [f32]> {
+        match self {
+            Grad::Skip => None,
+            Grad::Set(d) => {
+                d.fill(0.0);
+                Some(d)
+            }
+            Grad::Add(d) => Some(d),
+        }
+    }
+
     /// The same destination, borrowed again for one more call.
     pub fn reborrow(&mut self) -> Grad<'_> {
         match self {

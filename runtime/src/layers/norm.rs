@@ -2,7 +2,7 @@
 //! batch for each channel. Statistics are computed in `f64`, summing in a fixed order (sample
 //! after sample), so they do not depend on threads or on how a pass is split.
 
-use super::{buffers, Backward, Ctx, Forward, Grad, Init, Layer, Mode, Tensor, Torch};
+use super::{buffers, Backward, Ctx, Forward, Init, Layer, Mode, Tensor, Torch};
 use crate::math;
 
 /// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
@@ -107,11 +107,7 @@ impl<const N: usize> Layer for LayerNorm<N> {
         let (dgamma, dbeta) = io.dparams.split_at_mut(N);
         dgamma.fill(0.0);
         dbeta.fill(0.0);
-        let (mut dx, add) = match io.dx {
-            Grad::Skip => (None, false),
-            Grad::Set(d) => (Some(d), false),
-            Grad::Add(d) => (Some(d), true),
-        };
+        let mut dx = io.dx.destination();
         if N == 0 {
             return;
         }
@@ -131,9 +127,10 @@ impl<const N: usize> Layer for LayerNorm<N> {
                 sum_g += g;
                 sum_gx += g * f64::from(xhat);
             }
-            let Some(dx) = dx.as_deref_mut() else {
+            let Some((dx, add)) = dx.as_mut() else {
                 continue;
             };
+            let add = *add;
             let (mean_g, mean_gx) = ((sum_g / N as f64) as f32, (sum_gx / N as f64) as f32);
             for (i, d) in dx[n * N..(n + 1) * N].iter_mut().enumerate() {
                 let xhat = (xr[i] - mean) * rstd;
@@ -322,10 +319,8 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
                 dgamma[c] = sx as f32;
             },
         );
-        let (dx, add) = match dx {
-            Grad::Skip => return,
-            Grad::Set(d) => (d, false),
-            Grad::Add(d) => (d, true),
+        let Some((dx, add)) = dx.destination() else {
+            return;
         };
         let train = ctx.mode == Mode::Train;
         let m = rows as f32;

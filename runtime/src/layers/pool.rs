@@ -1,6 +1,6 @@
 //! Max and average pooling over NHWC images, with valid padding.
 
-use super::{buffers, Backward, Ctx, Forward, Grad, Layer, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 
 /// Output length along one dimension of a `pool`-wide window moving by `stride`.
 const fn pool_out(input: usize, pool: usize, stride: usize) -> usize {
@@ -126,13 +126,8 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
         let Backward { saved, dy, dx, .. } = io;
-        let dx = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => {
-                dx.fill(0.0);
-                dx
-            }
-            Grad::Add(dx) => dx,
+        let Some(dx) = dx.accumulator() else {
+            return;
         };
         for (o, (&d, &arg)) in dy.iter().zip(saved).enumerate() {
             dx[o / Self::OUT * Self::IN + arg as usize] += d;
@@ -177,13 +172,8 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
         let Backward { dy, dx, batch, .. } = io;
-        let dx = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => {
-                dx.fill(0.0);
-                dx
-            }
-            Grad::Add(dx) => dx,
+        let Some(dx) = dx.accumulator() else {
+            return;
         };
         let area = (POOL * POOL) as f32;
         for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
@@ -200,7 +190,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::layers::gradcheck::{bits, Check};
-    use crate::layers::Mode;
+    use crate::layers::{Grad, Mode};
     use crate::rng::{Rng, Seed};
     use std::vec;
     use std::vec::Vec;

@@ -153,44 +153,44 @@ fn pack_strided(
     }
 }
 
+/// Packs `count` lines of `kc` steps, element `(l, p)` at `src[l * ls + p * ps]`, into
+/// `ceil(count / w)` micro-panels of `kc * w` floats: element `(r * w + i, p)` goes to
+/// `dst[r * kc * w + p * w + i]`, lines past the end are zero. Always inlined, so that `w` is
+/// the caller's constant.
+#[inline(always)]
+fn pack_panels(
+    src: &[f32],
+    (ls, ps): (usize, usize),
+    (count, kc): (usize, usize),
+    w: usize,
+    dst: &mut [f32],
+) {
+    let panels = dst[..count.div_ceil(w) * w * kc].chunks_exact_mut(w * kc);
+    for (ip, panel) in panels.enumerate() {
+        let l0 = ip * w;
+        let lines = w.min(count - l0);
+        let src = &src[l0 * ls..];
+        if ls == 1 {
+            pack_along(src, ps, lines, kc, w, panel);
+        } else if ps == 1 {
+            pack_across(src, ls, lines, kc, w, panel);
+        } else {
+            pack_strided(src, ls, ps, lines, kc, w, panel);
+        }
+    }
+}
+
 /// Packs the `rows`x`kc` matrix `a` into `ceil(rows / R)` micro-panels of `kc * R` floats:
 /// element `(r * R + i, p)` goes to `dst[r * kc * R + p * R + i]`, rows past the end are zero.
 fn pack_a_panels<const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
-    let (rows, kc) = (a.rows, a.cols);
-    let panels = dst[..rows.div_ceil(R) * R * kc].chunks_exact_mut(R * kc);
-    for (ip, panel) in panels.enumerate() {
-        let r0 = ip * R;
-        let mr = R.min(rows - r0);
-        let src = &a.data[r0 * a.rs..];
-        if a.rs == 1 {
-            pack_along(src, a.cs, mr, kc, R, panel);
-        } else if a.cs == 1 {
-            pack_across(src, a.rs, mr, kc, R, panel);
-        } else {
-            pack_strided(src, a.rs, a.cs, mr, kc, R, panel);
-        }
-    }
+    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
 }
 
 /// Packs the `kc`x`cols` matrix `b` into `ceil(cols / (8 * V))` micro-panels of `kc * 8 * V`
 /// floats: element `(p, r * 8V + j)` goes to `dst[r * kc * 8V + p * 8V + j]`, columns past the
 /// end are zero.
 fn pack_b_panels<const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
-    let w = 8 * V;
-    let (kc, cols) = (b.rows, b.cols);
-    let panels = dst[..cols.div_ceil(w) * w * kc].chunks_exact_mut(w * kc);
-    for (jp, panel) in panels.enumerate() {
-        let c0 = jp * w;
-        let nr = w.min(cols - c0);
-        let src = &b.data[c0 * b.cs..];
-        if b.cs == 1 {
-            pack_along(src, b.rs, nr, kc, w, panel);
-        } else if b.rs == 1 {
-            pack_across(src, b.cs, nr, kc, w, panel);
-        } else {
-            pack_strided(src, b.cs, b.rs, nr, kc, w, panel);
-        }
-    }
+    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), 8 * V, dst);
 }
 
 /// The microkernel: the `R`x`8V` tile `Σ_p a[p] ⊗ b[p]` of one packed `A` micro-panel (`R`

@@ -356,22 +356,7 @@ fn single_threaded() {
     for s in &all {
         let mut bf = Bufs::new(s, 1);
         check(s, &mut bf);
-        let t = measure(s, &mut bf, &ONE_THREAD, true);
-        let gf = |x: f64| s.flops() / x / 1e9;
-        let mm = t[1].0;
-        let cell = |(med, best): (f64, f64)| {
-            format!("{:6.1} ({:5.1}) {:4.2}", gf(med), gf(best), mm / med)
-        };
-        println!(
-            "{:<8} {:>5} {:>13} {:>20} {:>15} {:>20} {:>20}",
-            s.name,
-            batch_of(s),
-            format!("{}x{}x{}", s.m, s.k, s.n),
-            cell(t[0]),
-            format!("{:6.1} ({:5.1})", gf(t[1].0), gf(t[1].1)),
-            cell(t[2]),
-            cell(t[3]),
-        );
+        print_row(s, &measure(s, &mut bf, &ONE_THREAD, true));
     }
 }
 
@@ -388,22 +373,30 @@ fn two_threads() {
             ("matrixmultiply", run_matrixmultiply),
             ("gemm", run_gemm_two),
         ];
-        let t = measure(s, &mut bf, &runs, false);
-        let gf = |x: f64| s.flops() / x / 1e9;
-        let mm = t[1].0;
-        let cell = |(med, best): (f64, f64)| {
-            format!("{:6.1} ({:5.1}) {:4.2}", gf(med), gf(best), mm / med)
-        };
-        println!(
-            "{:<8} {:>5} {:>13} {:>20} {:>15} {:>20}",
-            s.name,
-            batch_of(s),
-            format!("{}x{}x{}", s.m, s.k, s.n),
-            cell(t[0]),
-            format!("{:6.1} ({:5.1})", gf(t[1].0), gf(t[1].1)),
-            cell(t[2]),
-        );
+        print_row(s, &measure(s, &mut bf, &runs, false));
     }
+}
+
+/// One row of a table: the product, then the median (best) GFLOP/s of each run in `t`
+/// (fusegraph, matrixmultiply, then the others), each but matrixmultiply's with its ratio to
+/// matrixmultiply's median.
+fn print_row(s: &Shape, t: &[(f64, f64)]) {
+    let gf = |x: f64| s.flops() / x / 1e9;
+    let mm = t[1].0;
+    let cell =
+        |(med, best): (f64, f64)| format!("{:6.1} ({:5.1}) {:4.2}", gf(med), gf(best), mm / med);
+    let mut row = format!(
+        "{:<8} {:>5} {:>13} {:>20} {:>15}",
+        s.name,
+        batch_of(s),
+        format!("{}x{}x{}", s.m, s.k, s.n),
+        cell(t[0]),
+        format!("{:6.1} ({:5.1})", gf(t[1].0), gf(t[1].1)),
+    );
+    for &x in &t[2..] {
+        row += &format!(" {:>20}", cell(x));
+    }
+    println!("{row}");
 }
 
 /// The single-threaded implementations.

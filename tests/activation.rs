@@ -6,6 +6,7 @@
 mod common;
 
 use common::{bits, Rng};
+use fusegraph::layers::{Backward, Forward};
 use fusegraph::optim::keras;
 use fusegraph::prelude::*;
 
@@ -358,7 +359,17 @@ fn prelu_forward_and_backward_match_a_scalar_reference() {
     let mut x = rng.vec(B * N, 2.0);
     x[0] = 0.0; // the kink: PyTorch's PReLU'(0) is the slope
     let mut y = vec![0.0; B * N];
-    with_ctx(|ctx| <PRelu<N> as Layer>::forward(ctx, &alpha, &mut [], &x, &mut y, &mut [], B));
+    with_ctx(|ctx| {
+        let io = Forward {
+            params: &alpha,
+            state: &mut [],
+            x: &x,
+            y: &mut y,
+            saved: &mut [],
+            batch: B,
+        };
+        <PRelu<N> as Layer>::forward(ctx, io)
+    });
     for (i, (&x, &y)) in x.iter().zip(&y).enumerate() {
         let want = if x > 0.0 { x } else { alpha[i % N] * x };
         assert_eq!(y.to_bits(), want.to_bits(), "y[{i}]");
@@ -368,8 +379,17 @@ fn prelu_forward_and_backward_match_a_scalar_reference() {
     let mut dx = vec![f32::NAN; B * N];
     let mut da = vec![f32::NAN; N];
     with_ctx(|ctx| {
-        let dx = fusegraph::layers::Grad::Set(&mut dx);
-        <PRelu<N> as Layer>::backward(ctx, &alpha, &x, &y, &[], &mut dy, dx, &mut da, B);
+        let io = Backward {
+            params: &alpha,
+            x: &x,
+            y: &y,
+            saved: &[],
+            dy: &mut dy,
+            dx: fusegraph::layers::Grad::Set(&mut dx),
+            dparams: &mut da,
+            batch: B,
+        };
+        <PRelu<N> as Layer>::backward(ctx, io);
     });
     for i in 0..B * N {
         let want = dy0[i] * if x[i] > 0.0 { 1.0 } else { alpha[i % N] };

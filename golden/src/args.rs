@@ -9,6 +9,19 @@ pub(crate) struct Args<'a> {
     defaults: Option<&'a Map<String, Value>>,
 }
 
+/// Which variant of a rule an optimizer's arguments pick.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Variant {
+    /// A non-zero `momentum` (SGD, RMSprop).
+    pub momentum: bool,
+    /// `nesterov` (SGD).
+    pub nesterov: bool,
+    /// `centered` (RMSprop).
+    pub centered: bool,
+    /// `amsgrad` (Adam, AdamW).
+    pub amsgrad: bool,
+}
+
 impl<'a> Args<'a> {
     /// Arguments `passed` (an object or `null`), falling back to `defaults` (an object, `null`
     /// or absent) for the ones not passed.
@@ -68,6 +81,16 @@ impl<'a> Args<'a> {
             Some(Value::Bool(b)) => Ok(*b),
             Some(v) => Err(format!("argument `{name}` = {v} is not a boolean")),
         }
+    }
+
+    /// The arguments that pick a variant of a rule, in both frameworks.
+    pub fn variant(&self) -> Result<Variant, String> {
+        Ok(Variant {
+            momentum: self.number("momentum")?.unwrap_or(0.0) != 0.0,
+            nesterov: self.flag("nesterov")?,
+            centered: self.flag("centered")?,
+            amsgrad: self.flag("amsgrad")?,
+        })
     }
 
     /// A non-negative whole-number argument (step counts); `1.0` is accepted as `1`.

@@ -78,12 +78,7 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         Some(wd) if wd != 0.0 => WeightDecay::Decoupled(wd),
         _ => WeightDecay::None,
     };
-    let momentum = args.number("momentum")?.unwrap_or(0.0) != 0.0;
-    let (nesterov, centered, amsgrad) = (
-        args.flag("nesterov")?,
-        args.flag("centered")?,
-        args.flag("amsgrad")?,
-    );
+    let v = args.variant()?;
     let plan = Plan {
         args,
         config,
@@ -91,18 +86,18 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         framework: Framework::Keras,
     };
     match name {
-        "SGD" if !momentum => plan.run(keras::Sgd::default(), with),
-        "SGD" if nesterov => plan.run_renamed(keras::SgdNesterov::default(), SGD, with),
+        "SGD" if !v.momentum => plan.run(keras::Sgd::default(), with),
+        "SGD" if v.nesterov => plan.run_renamed(keras::SgdNesterov::default(), SGD, with),
         "SGD" => plan.run_renamed(keras::SgdMomentum::default(), SGD, with),
         "Adagrad" => plan.run(keras::Adagrad::default(), with),
-        "RMSprop" => match (centered, momentum) {
+        "RMSprop" => match (v.centered, v.momentum) {
             (false, false) => plan.run(keras::RmsProp::default(), with),
             (false, true) => plan.run_renamed(keras::RmsPropMomentum::default(), RMS, with),
             (true, false) => plan.run(keras::RmsPropCentered::default(), with),
             (true, true) => plan.run_renamed(keras::RmsPropCenteredMomentum::default(), RMS, with),
         },
         // AdamW with amsgrad: the AMSGrad rule, its decoupled decay in the Config.
-        "Adam" | "AdamW" if amsgrad => plan.run(keras::AdamAmsgrad::default(), with),
+        "Adam" | "AdamW" if v.amsgrad => plan.run(keras::AdamAmsgrad::default(), with),
         "Adam" => plan.run(keras::Adam::default(), with),
         "AdamW" => plan.run(keras::AdamW::default(), with),
         "Adamax" => plan.run(keras::Adamax::default(), with),

@@ -61,33 +61,28 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         }
         _ => WeightDecay::None,
     };
-    let momentum = args.number("momentum")?.unwrap_or(0.0) != 0.0;
-    let (nesterov, centered, amsgrad) = (
-        args.flag("nesterov")?,
-        args.flag("centered")?,
-        args.flag("amsgrad")?,
-    );
+    let v = args.variant()?;
     let plan = Plan {
-        args,
-        config,
-        weight_decay,
         framework: Framework::Torch {
             step_counter: name != "SGD",
             state_at_build: name == "Adagrad",
         },
+        args,
+        config,
+        weight_decay,
     };
     match name {
-        "SGD" if !momentum => plan.run(torch::Sgd::default(), with),
-        "SGD" if nesterov => plan.run(torch::SgdNesterov::default(), with),
+        "SGD" if !v.momentum => plan.run(torch::Sgd::default(), with),
+        "SGD" if v.nesterov => plan.run(torch::SgdNesterov::default(), with),
         "SGD" => plan.run(torch::SgdMomentum::default(), with),
         // AdamW with amsgrad: the AMSGrad rule, its decoupled decay in the Config.
-        "Adam" | "AdamW" if amsgrad => plan.run(torch::AdamAmsgrad::default(), with),
+        "Adam" | "AdamW" if v.amsgrad => plan.run(torch::AdamAmsgrad::default(), with),
         "Adam" => plan.run(torch::Adam::default(), with),
         "AdamW" => plan.run(torch::AdamW::default(), with),
         "NAdam" => plan.run(torch::NAdam::default(), with),
         "RAdam" => plan.run(torch::RAdam::default(), with),
         "Adagrad" => plan.run(torch::Adagrad::default(), with),
-        "RMSprop" => match (centered, momentum) {
+        "RMSprop" => match (v.centered, v.momentum) {
             (false, false) => plan.run(torch::RmsProp::default(), with),
             (false, true) => plan.run(torch::RmsPropMomentum::default(), with),
             (true, false) => plan.run(torch::RmsPropCentered::default(), with),

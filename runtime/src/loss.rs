@@ -18,7 +18,7 @@ pub trait Loss {
     fn correct(pred: &[f32], target: &[Self::Target], n: usize) -> Option<usize>;
 }
 
-use crate::layers::lanes::{load, pieces, store};
+use crate::kernels::simd::{load_padded, pieces, store_partial};
 use crate::{math, LANES};
 use wide::f32x8;
 
@@ -160,13 +160,16 @@ pub fn lanes_loss_and_grad(
     let count = f32x8::splat(pred.len() as f32);
     let mut sum = LaneSum([0.0; LANES]);
     for (i, k) in pieces(pred.len()) {
-        let (v, d) = f(load(&pred[i..i + k], 0.0), load(&target[i..i + k], 0.0));
+        let (v, d) = f(
+            load_padded(&pred[i..i + k], 0.0),
+            load_padded(&target[i..i + k], 0.0),
+        );
         sum.add(v, k);
         let d = match reduce {
             Reduce::Mean => d / count,
             Reduce::Sum => d,
         };
-        store(&mut grad[i..i + k], d);
+        store_partial(&mut grad[i..i + k], d);
     }
     reduce_sum(sum.total(), pred.len(), reduce)
 }
@@ -188,7 +191,10 @@ pub fn lanes_loss(
     let mut sum = LaneSum([0.0; LANES]);
     for (i, k) in pieces(pred.len()) {
         sum.add(
-            f(load(&pred[i..i + k], 0.0), load(&target[i..i + k], 0.0)),
+            f(
+                load_padded(&pred[i..i + k], 0.0),
+                load_padded(&target[i..i + k], 0.0),
+            ),
             k,
         );
     }

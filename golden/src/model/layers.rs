@@ -6,8 +6,8 @@
 use crate::tensor::Layout;
 use fusegraph::layers::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
-    dense_gemm_len, ConvDims, Ctx, DenseDims, Elu, Gelu, Grad, Identity, Relu, Sigmoid, Softmax,
-    Swish, Tanh,
+    dense_gemm_len, Backward, ConvDims, Ctx, DenseDims, Elu, Forward, Gelu, Identity, Relu,
+    Sigmoid, Softmax, Swish, Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
@@ -152,52 +152,20 @@ impl Node {
     }
 
     /// The layer's forward pass, as its `Layer` implementation runs it.
-    pub fn forward(
-        &self,
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
+    pub fn forward(&self, ctx: &mut Ctx<'_>, io: Forward<'_>) {
         match self.op {
-            Op::Dense(dims, act) => {
-                with_act!(act, |A| dense_forward::<A>(
-                    ctx, dims, params, x, y, saved, batch
-                ))
-            }
-            Op::Conv(dims, act) => {
-                with_act!(act, |A| conv_forward::<A>(
-                    ctx, dims, params, x, y, saved, batch
-                ))
-            }
-            Op::Flatten => y.copy_from_slice(x),
+            Op::Dense(dims, act) => with_act!(act, |A| dense_forward::<A>(ctx, dims, io)),
+            Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
+            Op::Flatten => io.y.copy_from_slice(io.x),
         }
     }
 
     /// The layer's backward pass, as its `Layer` implementation runs it.
-    #[allow(clippy::too_many_arguments)]
-    pub fn backward(
-        &self,
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
+    pub fn backward(&self, ctx: &mut Ctx<'_>, io: Backward<'_>) {
         match self.op {
-            Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(
-                ctx, dims, params, x, y, saved, dy, dx, dparams, batch
-            )),
-            Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(
-                ctx, dims, params, x, y, saved, dy, dx, dparams, batch
-            )),
-            Op::Flatten => dx.give(dy),
+            Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(ctx, dims, io)),
+            Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
+            Op::Flatten => io.dx.give(io.dy),
         }
     }
 }

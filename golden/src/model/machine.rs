@@ -6,7 +6,7 @@
 
 use super::layers::Net;
 use super::Targets;
-use fusegraph::layers::{Ctx, Grad, Mode};
+use fusegraph::layers::{Backward, Ctx, Forward, Grad, Mode};
 use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
 use fusegraph::{Rng, Seed};
 
@@ -94,14 +94,15 @@ impl<'n> Machine<'n> {
             let (y, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
             let (saved, r) = r.split_at_mut(node.saved * batch);
             rest = r;
-            node.forward(
-                &mut ctx,
-                &params[node.params.clone()],
-                input,
+            let io = Forward {
+                params: &params[node.params.clone()],
+                state: &mut [],
+                x: input,
                 y,
                 saved,
                 batch,
-            );
+            };
+            node.forward(&mut ctx, io);
             input = y;
         }
         batch
@@ -158,17 +159,17 @@ impl<'n> Machine<'n> {
                 None if with_dx => (x, Grad::Set(&mut dx[..net.inputs() * batch])),
                 None => (x, Grad::Skip),
             };
-            node.backward(
-                &mut ctx,
-                &params[node.params.clone()],
-                input,
-                ys[k],
-                saved[k],
-                &mut *after[0],
+            let io = Backward {
+                params: &params[node.params.clone()],
+                x: input,
+                y: ys[k],
+                saved: saved[k],
+                dy: &mut *after[0],
                 dx,
-                &mut grads[node.params.clone()],
+                dparams: &mut grads[node.params.clone()],
                 batch,
-            );
+            };
+            node.backward(&mut ctx, io);
         }
     }
 

@@ -96,41 +96,16 @@ fn layer(
                 const STATE: usize = 0;
                 const SAVED: usize = 0;
                 const TENSORS: &'static [#l::Tensor] = &[#(#tensors),*];
-                fn forward(
-                    _: &mut #p::Ctx<'_>,
-                    __params: &[f32],
-                    _: &mut [f32],
-                    __x: &[f32],
-                    __y: &mut [f32],
-                    _: &mut [f32],
-                    _: usize,
-                ) {
+                fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
                     #l::per_feature_forward(
-                        __params,
-                        __x,
-                        __y,
+                        __io,
                         N,
                         |__x: #f, [#(#ps),*]: [#f; #k]| -> #f { #lane },
                     );
                 }
-                fn backward(
-                    _: &mut #p::Ctx<'_>,
-                    __params: &[f32],
-                    __x: &[f32],
-                    __y: &[f32],
-                    _: &[f32],
-                    __dy: &mut [f32],
-                    __dx: #p::Grad<'_>,
-                    __dparams: &mut [f32],
-                    _: usize,
-                ) {
+                fn backward(_: &mut #p::Ctx<'_>, __io: #l::Backward<'_>) {
                     #l::per_feature_backward(
-                        __params,
-                        __x,
-                        __y,
-                        __dy,
-                        __dx,
-                        __dparams,
+                        __io,
                         N,
                         |__x: #f, __y: #f, [#(#ps),*]: [#f; #k]| -> (#f, [#f; #k]) { #grads },
                     );
@@ -326,43 +301,18 @@ mod tests {
                         fans: (N, N),
                         init: #l::Init::constant(0.25f32),
                     }];
-                    fn forward(
-                        _: &mut #p::Ctx<'_>,
-                        __params: &[f32],
-                        _: &mut [f32],
-                        __x: &[f32],
-                        __y: &mut [f32],
-                        _: &mut [f32],
-                        _: usize,
-                    ) {
+                    fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
                         #l::per_feature_forward(
-                            __params,
-                            __x,
-                            __y,
+                            __io,
                             N,
                             |__x: #f, [__p0]: [#f; 1]| -> #f {
                                 __x.simd_gt(#f::splat(0f32)).select(__x, (__p0 * __x))
                             },
                         );
                     }
-                    fn backward(
-                        _: &mut #p::Ctx<'_>,
-                        __params: &[f32],
-                        __x: &[f32],
-                        __y: &[f32],
-                        _: &[f32],
-                        __dy: &mut [f32],
-                        __dx: #p::Grad<'_>,
-                        __dparams: &mut [f32],
-                        _: usize,
-                    ) {
+                    fn backward(_: &mut #p::Ctx<'_>, __io: #l::Backward<'_>) {
                         #l::per_feature_backward(
-                            __params,
-                            __x,
-                            __y,
-                            __dy,
-                            __dx,
-                            __dparams,
+                            __io,
                             N,
                             |__x: #f, __y: #f, [__p0]: [#f; 1]| -> (#f, [#f; 1]) {
                                 let __t0: #f = __x.simd_gt(#f::splat(0f32));

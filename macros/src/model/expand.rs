@@ -183,7 +183,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
         match &n.op {
             Op::Layer(f) => {
                 let (ty, of, of1, sf, sf1, input) = (tys[*f], &o[*f], &o[*f + 1], &st[*f], &st[*f + 1], &ins[0]);
-                quote!(<#ty as #l>::forward(ctx, &params[#of..#of1], &mut state[#sf..#sf1], #input, #yk, #sk, batch);)
+                quote!(<#ty as #l>::forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
             }
             Op::Act(act) => {
                 let (input, w) = (&ins[0], width(k));
@@ -241,7 +241,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 let gi = grad(n.inputs[0]);
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);
-                    <#ty as #l>::backward(ctx, __p, #input, &*#yk, &*#sk, &mut #dk[..], #gi, __g, batch);
+                    <#ty as #l>::backward(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
                     sink.done(#of..#of1);
                 }
             }

@@ -43,10 +43,10 @@
 //! BLIS-style: for each block of [`NC`] columns of `C` and each block of at most [`KC`] of the
 //! `k` dimension, `B` is packed into `NR`-column micro-panels; for each block of [`MC`] rows,
 //! `A` is packed into `MR`-row micro-panels; a register-blocked microkernel then computes each
-//! `MR`x`NR` tile of `C` in `MR * NR / 8` [`f32x8`] accumulators with `mul_add`, and writes it
-//! back (rows as vectors, or columns through an 8x8 transpose in registers when `C` is
-//! column-major). Panels are zero-padded to full tiles, so edge tiles run the same microkernel
-//! and only their valid part is written back. Two shortcuts skip packing where it does not pay:
+//! `MR`x`NR` tile of `C` in `MR * NR / 8` [`f32x8`](wide::f32x8) accumulators with `mul_add`,
+//! and writes it back (rows as vectors, or columns through an 8x8 transpose in registers when
+//! `C` is column-major). Panels are zero-padded to full tiles, so edge tiles run the same
+//! microkernel and only their valid part is written back. Two shortcuts skip packing where it does not pay:
 //! when `B` spans fewer than [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it
 //! is; and products of at most [`SMALL_MACS`] multiply-adds with at most `NR` columns (the
 //! tiny models) skip the blocking loops and run [`SMALL_MR`] rows at a time against one packed
@@ -89,8 +89,15 @@
 mod micro;
 #[cfg(test)]
 mod tests;
+mod view;
 
-use wide::f32x8;
+pub use micro::KC;
+pub use view::{MatMut, MatRef};
+
+use view::Terms;
+
+use super::parallel::join;
+use micro::{kc_max, Blocking};
 
 /// Rows of a microkernel tile (the height of a packed `A` micro-panel).
 #[cfg(target_feature = "avx")]
@@ -99,26 +106,24 @@ pub const MR: usize = 6;
 #[cfg(not(target_feature = "avx"))]
 pub const MR: usize = 4;
 
-/// [`f32x8`] vectors across a microkernel tile.
+/// [`f32x8`](wide::f32x8) vectors across a microkernel tile.
 #[cfg(target_feature = "avx")]
 const NV: usize = 2;
-/// [`f32x8`] vectors across a microkernel tile.
+/// [`f32x8`](wide::f32x8) vectors across a microkernel tile.
 #[cfg(not(target_feature = "avx"))]
 const NV: usize = 1;
 
 /// Columns of a microkernel tile (the width of a packed `B` micro-panel).
 pub const NR: usize = 8 * NV;
 
-/// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
-/// equal length, in order. The blocks depend on `k` only, never on threads or on the other
-/// dimensions, so the rounding of a result does not either.
-pub const KC: usize = 256;
-
 /// Rows of `A` packed at once (a multiple of [`MR`]): `MC`x`KC` floats stay in L2.
 pub const MC: usize = MR * 32;
 
 /// Columns of `B` packed at once (a multiple of [`NR`]): `KC`x`NC` floats stay in L2/L3.
 pub const NC: usize = NR * 64;
+
+/// The blocking of every product: [`MC`] rows and [`NC`] columns.
+const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
 /// the rayon pool (feature `parallel`); smaller ones never touch it. Set from `bench_train`'s
@@ -142,337 +147,6 @@ pub const SMALL_MACS: usize = 4096;
 /// `NR`-column panels, each of which reuses every packed `A` panel; below, the microkernel
 /// reads `A` where it is, which skips the packing cost of skinny and tiny products.
 pub const PACK_A_MIN_PANELS: usize = 3;
-
-/// Span of a `rows`x`cols` view in its slice: one more than the offset of its last element.
-fn span(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        return 0;
-    }
-    (rows - 1)
-        .checked_mul(row_stride)
-        .and_then(|r| {
-            (cols - 1)
-                .checked_mul(col_stride)
-                .and_then(|c| r.checked_add(c))
-        })
-        .and_then(|s| s.checked_add(1))
-        .unwrap_or(usize::MAX)
-}
-
-/// A read-only strided view of an `f32` matrix: element `(i, j)` is
-/// `data[i * row_stride + j * col_stride]`.
-#[derive(Clone, Copy, Debug)]
-pub struct MatRef<'a> {
-    data: &'a [f32],
-    rows: usize,
-    cols: usize,
-    rs: usize,
-    cs: usize,
-}
-
-impl<'a> MatRef<'a> {
-    /// A `rows`x`cols` view of `data` with the given strides.
-    ///
-    /// # Panics
-    /// If the view reaches past the end of `data` (a bug in the caller).
-    #[inline]
-    pub fn new(
-        data: &'a [f32],
-        rows: usize,
-        cols: usize,
-        row_stride: usize,
-        col_stride: usize,
-    ) -> Self {
-        assert!(
-            span(rows, cols, row_stride, col_stride) <= data.len(),
-            "MatRef: a {rows}x{cols} view with strides ({row_stride}, {col_stride}) does not fit \
-             in a slice of {} elements",
-            data.len()
-        );
-        MatRef {
-            data,
-            rows,
-            cols,
-            rs: row_stride,
-            cs: col_stride,
-        }
-    }
-
-    /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
-    #[inline]
-    pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, cols, 1)
-    }
-
-    /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
-    #[inline]
-    pub fn col_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, 1, rows)
-    }
-
-    /// The transpose: the same elements with rows and columns (and their strides) swapped.
-    #[inline]
-    pub fn t(self) -> Self {
-        MatRef {
-            data: self.data,
-            rows: self.cols,
-            cols: self.rows,
-            rs: self.cs,
-            cs: self.rs,
-        }
-    }
-
-    /// Number of rows.
-    #[inline]
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Number of columns.
-    #[inline]
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Distance in the slice between `(i, j)` and `(i + 1, j)`.
-    #[inline]
-    pub fn row_stride(&self) -> usize {
-        self.rs
-    }
-
-    /// Distance in the slice between `(i, j)` and `(i, j + 1)`.
-    #[inline]
-    pub fn col_stride(&self) -> usize {
-        self.cs
-    }
-
-    /// Element `(i, j)`.
-    ///
-    /// # Panics
-    /// If `(i, j)` is outside the view.
-    #[inline]
-    pub fn at(&self, i: usize, j: usize) -> f32 {
-        assert!(i < self.rows && j < self.cols, "MatRef::at out of bounds");
-        self.data[i * self.rs + j * self.cs]
-    }
-
-    /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
-    #[inline]
-    fn sub(self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatRef<'a> {
-        debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
-        let data = if rows == 0 || cols == 0 {
-            &self.data[..0]
-        } else {
-            &self.data[r0 * self.rs + c0 * self.cs..]
-        };
-        MatRef {
-            data,
-            rows,
-            cols,
-            rs: self.rs,
-            cs: self.cs,
-        }
-    }
-}
-
-/// A mutable strided view of an `f32` matrix whose elements are distinct: element `(i, j)` is
-/// `data[i * row_stride + j * col_stride]`.
-#[derive(Debug)]
-pub struct MatMut<'a> {
-    data: &'a mut [f32],
-    rows: usize,
-    cols: usize,
-    rs: usize,
-    cs: usize,
-}
-
-impl<'a> MatMut<'a> {
-    /// A `rows`x`cols` view of `data` with the given strides.
-    ///
-    /// # Panics
-    /// If the view reaches past the end of `data`, or if two elements could share a place in
-    /// the slice: with more than one row and column, the larger stride must exceed the span of
-    /// the other dimension (`row_stride >= (cols - 1) * col_stride + 1` for a row-major-like
-    /// view), and a dimension longer than one needs a non-zero stride. Both are bugs in the
-    /// caller.
-    #[inline]
-    pub fn new(
-        data: &'a mut [f32],
-        rows: usize,
-        cols: usize,
-        row_stride: usize,
-        col_stride: usize,
-    ) -> Self {
-        assert!(
-            span(rows, cols, row_stride, col_stride) <= data.len(),
-            "MatMut: a {rows}x{cols} view with strides ({row_stride}, {col_stride}) does not fit \
-             in a slice of {} elements",
-            data.len()
-        );
-        let empty = rows == 0 || cols == 0;
-        assert!(
-            empty || ((rows == 1 || row_stride > 0) && (cols == 1 || col_stride > 0)),
-            "MatMut: a zero stride would make elements share a place"
-        );
-        if rows > 1 && cols > 1 {
-            let (inner, outer) = if row_stride >= col_stride {
-                (span(1, cols, 0, col_stride), row_stride)
-            } else {
-                (span(rows, 1, row_stride, 0), col_stride)
-            };
-            assert!(
-                outer >= inner,
-                "MatMut: strides ({row_stride}, {col_stride}) make rows and columns overlap"
-            );
-        }
-        MatMut {
-            data,
-            rows,
-            cols,
-            rs: row_stride,
-            cs: col_stride,
-        }
-    }
-
-    /// A row-major `rows`x`cols` view (row stride `cols`, column stride 1).
-    #[inline]
-    pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, cols, 1)
-    }
-
-    /// A column-major `rows`x`cols` view (row stride 1, column stride `rows`).
-    #[inline]
-    pub fn col_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, 1, rows)
-    }
-
-    /// The transpose: the same elements with rows and columns (and their strides) swapped.
-    #[inline]
-    pub fn t(self) -> Self {
-        MatMut {
-            data: self.data,
-            rows: self.cols,
-            cols: self.rows,
-            rs: self.cs,
-            cs: self.rs,
-        }
-    }
-
-    /// Number of rows.
-    #[inline]
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Number of columns.
-    #[inline]
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Distance in the slice between `(i, j)` and `(i + 1, j)`.
-    #[inline]
-    pub fn row_stride(&self) -> usize {
-        self.rs
-    }
-
-    /// Distance in the slice between `(i, j)` and `(i, j + 1)`.
-    #[inline]
-    pub fn col_stride(&self) -> usize {
-        self.cs
-    }
-
-    /// A shorter-lived view of the same elements.
-    #[inline]
-    pub fn rb(&mut self) -> MatMut<'_> {
-        MatMut {
-            data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            rs: self.rs,
-            cs: self.cs,
-        }
-    }
-
-    /// The `rows`x`cols` sub-matrix starting at `(r0, c0)`, which must lie inside `self`.
-    #[inline]
-    fn sub(&mut self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatMut<'_> {
-        debug_assert!(r0 + rows <= self.rows && c0 + cols <= self.cols);
-        let data = if rows == 0 || cols == 0 {
-            &mut self.data[..0]
-        } else {
-            &mut self.data[r0 * self.rs + c0 * self.cs..]
-        };
-        MatMut {
-            data,
-            rows,
-            cols,
-            rs: self.rs,
-            cs: self.cs,
-        }
-    }
-
-    /// Whether rows are the outer dimension: then the first `r` rows lie in `data[..r * rs]`
-    /// (otherwise the first `c` columns lie in `data[..c * cs]`).
-    fn rows_outer(&self) -> bool {
-        self.cols <= 1 || (self.rows > 1 && self.rs >= self.cs)
-    }
-
-    /// Splits into the rows `..mid` and `mid..` (rows must be the outer dimension).
-    fn split_rows(self, mid: usize) -> (MatMut<'a>, MatMut<'a>) {
-        debug_assert!(self.rows_outer() && 0 < mid && mid < self.rows);
-        let (top, bottom) = self.data.split_at_mut(mid * self.rs);
-        let (rows, cols, rs, cs) = (self.rows, self.cols, self.rs, self.cs);
-        (
-            MatMut {
-                data: top,
-                rows: mid,
-                cols,
-                rs,
-                cs,
-            },
-            MatMut {
-                data: bottom,
-                rows: rows - mid,
-                cols,
-                rs,
-                cs,
-            },
-        )
-    }
-
-    /// Splits into the columns `..mid` and `mid..` (columns must be the outer dimension).
-    fn split_cols(self, mid: usize) -> (MatMut<'a>, MatMut<'a>) {
-        let (l, r) = self.t().split_rows(mid);
-        (l.t(), r.t())
-    }
-}
-
-/// Cache blocking of `m` and `n` (multiples of the tile). It changes speed, never bits.
-#[derive(Clone, Copy, Debug)]
-struct Blocking {
-    mc: usize,
-    nc: usize,
-}
-
-const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
-
-/// The length of the longest block of `k` (see [`KC`]).
-const fn kc_max(k: usize) -> usize {
-    if k == 0 {
-        0
-    } else {
-        k.div_ceil(k.div_ceil(KC))
-    }
-}
-
-/// The blocks of `k`, in order, as `(start, len)`: `ceil(k / KC)` blocks whose lengths differ
-/// by at most one.
-fn k_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
-    let nb = k.div_ceil(KC);
-    let (base, rem) = k.checked_div(nb).zip(k.checked_rem(nb)).unwrap_or((0, 0));
-    (0..nb).map(move |i| (i * base + i.min(rem), base + usize::from(i < rem)))
-}
 
 /// How a product is computed. The choice depends on the shape and the strides of `C` only
 /// (never on threads or values), and changes no bits.
@@ -761,7 +435,7 @@ pub fn gemm(
         blk: DEFAULT_BLOCKING,
         path: plan.path,
     };
-    split::<MR, NV>(alpha, a, b, beta, c, workspace, pieces, run);
+    split::<MR, NV>(Terms { alpha, a, b, beta }, c, workspace, pieces, run);
 }
 
 /// How the pieces of a product run.
@@ -779,18 +453,14 @@ struct Run {
 
 /// Runs `pieces` products, each on its own part of `C` (split along the outer dimension of `C`
 /// between tiles) and its own `run.piece_len` floats of workspace.
-#[allow(clippy::too_many_arguments)]
 fn split<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     c: MatMut<'_>,
     workspace: &mut [f32],
     pieces: usize,
     run: Run,
 ) {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let (m, k, n) = (t.a.rows, t.a.cols, t.b.cols);
     let left = pieces / 2;
     let rows = c.rows_outer();
     let extent = if rows { m } else { n };
@@ -798,26 +468,26 @@ fn split<const R: usize, const V: usize>(
     let step = if rows { lcm(R, SMALL_MR) } else { 8 * V };
     let mid = (extent.div_ceil(step) * left / pieces.max(1)) * step;
     if pieces <= 1 || mid == 0 || mid >= extent {
-        leaf::<R, V>(alpha, a, b, beta, c, workspace, run);
+        leaf::<R, V>(t, c, workspace, run);
         return;
     }
     let (w0, w1) = workspace.split_at_mut(run.piece_len * left);
     let right = pieces - left;
     if rows {
         let (c0, c1) = c.split_rows(mid);
-        let (a0, a1) = (a.sub(0, 0, mid, k), a.sub(mid, 0, m - mid, k));
+        let (a0, a1) = (t.a.sub(0, 0, mid, k), t.a.sub(mid, 0, m - mid, k));
         join(
             run.par,
-            || split::<R, V>(alpha, a0, b, beta, c0, w0, left, run),
-            || split::<R, V>(alpha, a1, b, beta, c1, w1, right, run),
+            || split::<R, V>(Terms { a: a0, ..t }, c0, w0, left, run),
+            || split::<R, V>(Terms { a: a1, ..t }, c1, w1, right, run),
         );
     } else {
         let (c0, c1) = c.split_cols(mid);
-        let (b0, b1) = (b.sub(0, 0, k, mid), b.sub(0, mid, k, n - mid));
+        let (b0, b1) = (t.b.sub(0, 0, k, mid), t.b.sub(0, mid, k, n - mid));
         join(
             run.par,
-            || split::<R, V>(alpha, a, b0, beta, c0, w0, left, run),
-            || split::<R, V>(alpha, a, b1, beta, c1, w1, right, run),
+            || split::<R, V>(Terms { b: b0, ..t }, c0, w0, left, run),
+            || split::<R, V>(Terms { b: b1, ..t }, c1, w1, right, run),
         );
     }
 }
@@ -833,46 +503,14 @@ fn lcm(x: usize, y: usize) -> usize {
 
 /// Runs one piece on one thread.
 fn leaf<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     c: MatMut<'_>,
     workspace: &mut [f32],
     run: Run,
 ) {
     match run.path {
-        Path::Small if b.cols <= 8 => {
-            micro::small::<SMALL_MR, 1>(alpha, a, b, beta, c, workspace);
-        }
-        Path::Small => micro::small::<SMALL_MR, V>(alpha, a, b, beta, c, workspace),
-        Path::Packed { pack_a } => {
-            micro::packed::<R, V>(alpha, a, b, beta, c, workspace, run.blk, pack_a);
-        }
+        Path::Small if t.b.cols <= 8 => micro::small::<SMALL_MR, 1>(t, c, workspace),
+        Path::Small => micro::small::<SMALL_MR, V>(t, c, workspace),
+        Path::Packed { pack_a } => micro::packed::<R, V>(t, c, workspace, run.blk, pack_a),
     }
-}
-
-/// `rayon::join(a, b)` with `par` and the `parallel` feature, else `a(); b()`.
-fn join(par: bool, a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
-    #[cfg(feature = "parallel")]
-    if par {
-        rayon::join(a, b);
-        return;
-    }
-    let _ = par;
-    a();
-    b();
-}
-
-/// Loads 8 floats from the start of `s` into a vector.
-#[inline(always)]
-fn load8(s: &[f32]) -> f32x8 {
-    let arr: [f32; 8] = s[..8].try_into().expect("8 floats");
-    f32x8::from(arr)
-}
-
-/// Stores a vector into the first 8 floats of `s`.
-#[inline(always)]
-fn store8(s: &mut [f32], v: f32x8) {
-    s[..8].copy_from_slice(v.as_array());
 }

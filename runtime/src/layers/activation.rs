@@ -16,8 +16,8 @@
 //! assert!((y.iter().sum::<f32>() - 1.0).abs() < 1e-6);
 //! ```
 
-use super::lanes::{load, pieces, store};
-use super::{Ctx, Grad, Layer, Tensor};
+use super::{Backward, Ctx, Forward, Layer, Tensor};
+use crate::kernels::simd::{add_assign, load_padded, pieces, store_partial};
 use core::marker::PhantomData;
 use wide::f32x8;
 
@@ -65,7 +65,7 @@ impl<E: Elementwise> Activation for E {
     fn forward(z: &[f32], y: &mut [f32], _row: usize) {
         assert_eq!(z.len(), y.len(), "{}: z and y lengths differ", E::NAME);
         for (i, n) in pieces(y.len()) {
-            store(&mut y[i..i + n], E::lane(load(&z[i..i + n], 0.0)));
+            store_partial(&mut y[i..i + n], E::lane(load_padded(&z[i..i + n], 0.0)));
         }
     }
 
@@ -76,14 +76,14 @@ impl<E: Elementwise> Activation for E {
         }
         for (r, yr) in y.chunks_exact_mut(row).enumerate() {
             for (i, n) in pieces(row) {
-                let mut v = load(&yr[i..i + n], 0.0);
+                let mut v = load_padded(&yr[i..i + n], 0.0);
                 if !bias.is_empty() {
-                    v += load(&bias[i..i + n], 0.0);
+                    v += load_padded(&bias[i..i + n], 0.0);
                 }
                 if E::NEEDS_Z {
-                    store(&mut z[r * row + i..r * row + i + n], v);
+                    store_partial(&mut z[r * row + i..r * row + i + n], v);
                 }
-                store(&mut yr[i..i + n], E::lane(v));
+                store_partial(&mut yr[i..i + n], E::lane(v));
             }
         }
     }
@@ -97,10 +97,10 @@ impl<E: Elementwise> Activation for E {
             y
         };
         for (i, n) in pieces(dy.len()) {
-            let yv = load(&y[i..i + n], 0.0);
-            let g = E::lane_grad(load(&z[i..i + n], 0.0), yv);
-            let d = load(&dy[i..i + n], 0.0) * g;
-            store(&mut dy[i..i + n], d);
+            let yv = load_padded(&y[i..i + n], 0.0);
+            let g = E::lane_grad(load_padded(&z[i..i + n], 0.0), yv);
+            let d = load_padded(&dy[i..i + n], 0.0) * g;
+            store_partial(&mut dy[i..i + n], d);
         }
     }
 }
@@ -130,7 +130,7 @@ fn add_bias(y: &mut [f32], bias: &[f32], row: usize) {
         return;
     }
     for yr in y.chunks_exact_mut(row) {
-        super::lanes::add_assign(yr, bias);
+        add_assign(yr, bias);
     }
 }
 
@@ -321,14 +321,14 @@ impl Softmax {
         let m = f32x8::splat(max);
         let mut sum = f32x8::ZERO;
         for (i, n) in pieces(y.len()) {
-            let e = (load(&y[i..i + n], f32::NEG_INFINITY) - m).exp();
+            let e = (load_padded(&y[i..i + n], f32::NEG_INFINITY) - m).exp();
             sum += e;
-            store(&mut y[i..i + n], e);
+            store_partial(&mut y[i..i + n], e);
         }
         let sum = f32x8::splat(sum.reduce_add());
         for (i, n) in pieces(y.len()) {
-            let v = load(&y[i..i + n], 0.0) / sum;
-            store(&mut y[i..i + n], v);
+            let v = load_padded(&y[i..i + n], 0.0) / sum;
+            store_partial(&mut y[i..i + n], v);
         }
     }
 }
@@ -363,12 +363,12 @@ impl Activation for Softmax {
         for (yr, dr) in y.chunks_exact(row).zip(dy.chunks_exact_mut(row)) {
             let mut dot = f32x8::ZERO;
             for (i, n) in pieces(row) {
-                dot += load(&yr[i..i + n], 0.0) * load(&dr[i..i + n], 0.0);
+                dot += load_padded(&yr[i..i + n], 0.0) * load_padded(&dr[i..i + n], 0.0);
             }
             let dot = f32x8::splat(dot.reduce_add());
             for (i, n) in pieces(row) {
-                let d = load(&yr[i..i + n], 0.0) * (load(&dr[i..i + n], 0.0) - dot);
-                store(&mut dr[i..i + n], d);
+                let d = load_padded(&yr[i..i + n], 0.0) * (load_padded(&dr[i..i + n], 0.0) - dot);
+                store_partial(&mut dr[i..i + n], d);
             }
         }
     }
@@ -468,29 +468,13 @@ impl<A: Activation, const N: usize> Layer for Act<A, N> {
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        _: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        _: &mut [f32],
-        _: usize,
-    ) {
+    fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
+        let Forward { x, y, .. } = io;
         A::forward(x, y, N);
     }
 
-    fn backward(
-        _: &mut Ctx<'_>,
-        _: &[f32],
-        x: &[f32],
-        y: &[f32],
-        _: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        _: &mut [f32],
-        _: usize,
-    ) {
+    fn backward(_: &mut Ctx<'_>, io: Backward<'_>) {
+        let Backward { x, y, dy, dx, .. } = io;
         A::backward(x, y, dy, N);
         dx.give(dy);
     }
@@ -502,7 +486,7 @@ mod tests {
     use super::reference::Ref64;
     use super::*;
     use crate::layers::gradcheck::{assert_close, bits, Check};
-    use crate::layers::{Ctx, Grad, Layer, Tensor};
+    use crate::layers::{Ctx, Layer, Tensor};
     use core::marker::PhantomData;
     use std::vec;
     use std::vec::Vec;
@@ -518,37 +502,30 @@ mod tests {
         const SAVED: usize = if A::NEEDS_Z { N } else { 0 };
         const TENSORS: &'static [Tensor] = &[];
         fn init_state(_: &mut [f32]) {}
-        fn forward(
-            _: &mut Ctx<'_>,
-            params: &[f32],
-            _: &mut [f32],
-            x: &[f32],
-            y: &mut [f32],
-            saved: &mut [f32],
-            _: usize,
-        ) {
+        fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
+            let Forward {
+                params,
+                x,
+                y,
+                saved,
+                ..
+            } = io;
             y.copy_from_slice(x);
             A::forward_bias(y, params, saved, N);
         }
-        fn backward(
-            _: &mut Ctx<'_>,
-            _: &[f32],
-            _: &[f32],
-            y: &[f32],
-            saved: &[f32],
-            dy: &mut [f32],
-            dx: Grad<'_>,
-            dparams: &mut [f32],
-            _: usize,
-        ) {
+        fn backward(_: &mut Ctx<'_>, io: Backward<'_>) {
+            let Backward {
+                y,
+                saved,
+                dy,
+                dx,
+                dparams,
+                ..
+            } = io;
             A::backward(saved, y, dy, N);
             dparams.fill(0.0);
-            crate::layers::lanes::add_rows(dparams, dy);
-            match dx {
-                Grad::Skip => {}
-                Grad::Set(dx) => dx.copy_from_slice(dy),
-                Grad::Add(dx) => crate::layers::lanes::add_assign(dx, dy),
-            }
+            crate::kernels::simd::add_rows(dparams, dy);
+            dx.give(dy);
         }
     }
 

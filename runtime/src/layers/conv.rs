@@ -2,11 +2,13 @@
 //! are constants, over [`conv_forward`] and [`conv_backward`], which take them at run time
 //! ([`ConvDims`]).
 
-use super::lanes::add_rows;
-use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
+use super::{
+    buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
+};
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
+use crate::kernels::simd::add_rows;
 use crate::LANES;
 use core::marker::PhantomData;
 
@@ -283,14 +285,15 @@ fn add_to(d: &mut [f32], s: &[f32]) {
     }
 }
 
-/// `y = A(conv(x, W) + b)` for `batch` NHWC images of `dims.h`x`dims.w`x`dims.c`, writing
+/// `y = A(conv(x, W) + b)` for `io.batch` NHWC images of `dims.h`x`dims.w`x`dims.c`, writing
 /// `batch` images of `out_h`x`out_w`x`f`: each receptive field is copied into a row of a patch
 /// matrix in `ctx.scratch` (im2col, [`conv_scratch_len`]), multiplied by the weight seen as a
 /// `(kh * kw * c)`x`f` matrix in one GEMM; then one pass adds the bias, writes the
-/// pre-activation into `saved` if `A` needs it ([`ConvDims::saved`] values per sample) and
-/// applies `A`. A 1x1 kernel with stride 1 uses the image itself as its patch matrix.
+/// pre-activation into `io.saved` if `A` needs it ([`ConvDims::saved`] values per sample)
+/// and applies `A`. A 1x1 kernel with stride 1 uses the image itself as its patch matrix.
+/// `io.state` is not read (the layer has none).
 ///
-/// `params` is the weight, `[kh, kw, c, f]` (HWIO), followed by the bias when `dims.bias`.
+/// `io.params` is the weight, `[kh, kw, c, f]` (HWIO), followed by the bias when `dims.bias`.
 /// Always inlined, so that [`Conv2d`], which passes constants, compiles as if its sizes were
 /// written into the body (the copies of `c` values become moves).
 ///
@@ -298,15 +301,15 @@ fn add_to(d: &mut [f32], s: &[f32]) {
 /// If a buffer's length does not follow from `dims` and `batch`, or `ctx.scratch` or
 /// `ctx.gemm` is shorter than [`conv_scratch_len`] or [`conv_gemm_len`].
 #[inline(always)]
-pub fn conv_forward<A: Activation>(
-    ctx: &mut Ctx<'_>,
-    dims: ConvDims,
-    params: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-    saved: &mut [f32],
-    batch: usize,
-) {
+pub fn conv_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Forward<'_>) {
+    let Forward {
+        params,
+        x,
+        y,
+        saved,
+        batch,
+        ..
+    } = io;
     let name = "conv_forward";
     buffers::expect(name, "params", params.len(), dims.params());
     buffers::expect(name, "x", x.len(), batch * dims.inputs());
@@ -332,10 +335,10 @@ pub fn conv_forward<A: Activation>(
     A::forward_bias(y, b, saved, f);
 }
 
-/// The backward pass of [`conv_forward`]: given `dy` (d loss / d y, overwritten with
-/// d loss / d pre-activation), writes d loss / d params into `dparams` (overwriting it; laid
-/// out as `params`) and d loss / d x into `dx`. `x`, `y` and `saved` are what
-/// [`conv_forward`] saw and wrote.
+/// The backward pass of [`conv_forward`]: given `io.dy` (d loss / d y, overwritten with
+/// d loss / d pre-activation), writes d loss / d params into `io.dparams` (overwriting it;
+/// laid out as `io.params`) and d loss / d x into `io.dx`. `io.x`, `io.y` and `io.saved` are
+/// what [`conv_forward`] saw and wrote.
 ///
 /// The bias gradient sums the rows of the pre-activation gradient in order; the patches are
 /// rebuilt for `dW = patchesᵀ·dz`, and `dz·Wᵀ` is scattered back onto the image positions in
@@ -343,37 +346,26 @@ pub fn conv_forward<A: Activation>(
 ///
 /// # Panics
 /// As [`conv_forward`], also for `dy`, `dparams` and `dx`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn conv_backward<A: Activation>(
-    ctx: &mut Ctx<'_>,
-    dims: ConvDims,
-    params: &[f32],
-    x: &[f32],
-    y: &[f32],
-    saved: &[f32],
-    dy: &mut [f32],
-    dx: Grad<'_>,
-    dparams: &mut [f32],
-    batch: usize,
-) {
+pub fn conv_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Backward<'_>) {
+    let (x, batch) = (io.x, io.batch);
     let name = "conv_backward";
-    buffers::expect(name, "params", params.len(), dims.params());
-    buffers::expect(name, "dparams", dparams.len(), dims.params());
+    buffers::expect(name, "params", io.params.len(), dims.params());
+    buffers::expect(name, "dparams", io.dparams.len(), dims.params());
     buffers::expect(name, "x", x.len(), batch * dims.inputs());
-    buffers::expect(name, "y", y.len(), batch * dims.outputs());
-    buffers::expect(name, "dy", dy.len(), batch * dims.outputs());
-    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
-    if let Grad::Set(d) | Grad::Add(d) = &dx {
+    buffers::expect(name, "y", io.y.len(), batch * dims.outputs());
+    buffers::expect(name, "dy", io.dy.len(), batch * dims.outputs());
+    buffers::expect(name, "saved", io.saved.len(), batch * dims.saved::<A>());
+    if let Grad::Set(d) | Grad::Add(d) = &io.dx {
         buffers::expect(name, "dx", d.len(), batch * dims.inputs());
     }
     let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
-    A::backward(saved, y, dy, f);
-    let dz = &*dy;
-    let (dw, db) = dparams.split_at_mut(k * f);
+    A::backward(io.saved, io.y, io.dy, f);
+    let dz = &*io.dy;
+    let (dw, db) = io.dparams.split_at_mut(k * f);
     db.fill(0.0);
     add_rows(db, dz);
-    let w = &params[..k * f];
+    let w = &io.params[..k * f];
     let scratch = &mut ctx.scratch[..conv_scratch_len(dims, batch)];
     let direct = dims.direct();
     let cols: &[f32] = if direct {
@@ -400,7 +392,7 @@ pub fn conv_backward<A: Activation>(
             ws,
         );
     };
-    match dx {
+    match io.dx {
         Grad::Skip => {}
         Grad::Set(dx) if direct => dz_wt(0.0, dx, ctx.gemm),
         Grad::Add(dx) if direct => dz_wt(1.0, dx, ctx.gemm),
@@ -602,32 +594,14 @@ impl<
     const SCRATCH_PER_SAMPLE: usize = conv_scratch_len(Self::DIMS, 1);
     const PRODUCTS: &'static [Product] = &conv_products(Self::DIMS);
 
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
-        conv_forward::<A>(ctx, Self::DIMS, params, x, y, saved, batch);
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        conv_forward::<A>(ctx, Self::DIMS, io);
     }
 
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        conv_backward::<A>(ctx, Self::DIMS, params, x, y, saved, dy, dx, dparams, batch);
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        conv_backward::<A>(ctx, Self::DIMS, io);
     }
 }
 
@@ -759,21 +733,28 @@ mod tests {
             };
             let mut y = std::vec![0.0; dims.outputs() * batch];
             let mut saved = std::vec![0.0; dims.saved::<Tanh>() * batch];
-            conv_forward::<Tanh>(&mut ctx, dims, params, &x, &mut y, &mut saved, batch);
+            let io = Forward {
+                params,
+                state: &mut [],
+                x: &x,
+                y: &mut y,
+                saved: &mut saved,
+                batch,
+            };
+            conv_forward::<Tanh>(&mut ctx, dims, io);
             let (mut d, mut dx) = (dy.clone(), std::vec![0.0; dims.inputs() * batch]);
             let mut dparams = std::vec![0.0; dims.params()];
-            conv_backward::<Tanh>(
-                &mut ctx,
-                dims,
+            let io = Backward {
                 params,
-                &x,
-                &y,
-                &saved,
-                &mut d,
-                Grad::Set(&mut dx),
-                &mut dparams,
+                x: &x,
+                y: &y,
+                saved: &saved,
+                dy: &mut d,
+                dx: Grad::Set(&mut dx),
+                dparams: &mut dparams,
                 batch,
-            );
+            };
+            conv_backward::<Tanh>(&mut ctx, dims, io);
             (y, dx, dparams)
         };
         let (y, dx, dp) = run(L::DIMS, &params);

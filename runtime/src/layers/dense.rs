@@ -1,11 +1,13 @@
 //! The fully connected layer, `y = f(x·W + b)`: [`Dense`], whose sizes are constants, over
 //! [`dense_forward`] and [`dense_backward`], which take them at run time ([`DenseDims`]).
 
-use super::lanes::add_rows;
-use super::{buffers, Activation, Ctx, Grad, Identity, Init, Layer, Tensor, Torch};
+use super::{
+    buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
+};
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
+use crate::kernels::simd::add_rows;
 use core::marker::PhantomData;
 
 /// The sizes of a fully connected layer, for [`dense_forward`] and [`dense_backward`]: a
@@ -73,11 +75,12 @@ pub fn dense_gemm_len(dims: DenseDims, batch: usize) -> usize {
     products_workspace_len(&dense_products(dims), batch, pool_threads())
 }
 
-/// `y = A(x·W + b)` for `batch` samples of `dims.inputs` values: one GEMM, then one pass over
-/// `y` that adds the bias, writes the pre-activation into `saved` if `A` needs it
-/// ([`DenseDims::saved`] values per sample) and applies `A`.
+/// `y = A(x·W + b)` for `io.batch` samples of `dims.inputs` values: one GEMM, then one pass
+/// over `y` that adds the bias, writes the pre-activation into `io.saved` if `A` needs it
+/// ([`DenseDims::saved`] values per sample) and applies `A`. `io.state` is not read (the layer
+/// has none).
 ///
-/// `params` is the weight, `[inputs, outputs]` row-major, followed by the bias when
+/// `io.params` is the weight, `[inputs, outputs]` row-major, followed by the bias when
 /// `dims.bias`. Always inlined, so that [`Dense`], which passes constants, compiles as if its
 /// sizes were written into the body.
 ///
@@ -85,15 +88,15 @@ pub fn dense_gemm_len(dims: DenseDims, batch: usize) -> usize {
 /// If a buffer's length does not follow from `dims` and `batch`, or `ctx.gemm` is shorter than
 /// [`dense_gemm_len`].
 #[inline(always)]
-pub fn dense_forward<A: Activation>(
-    ctx: &mut Ctx<'_>,
-    dims: DenseDims,
-    params: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-    saved: &mut [f32],
-    batch: usize,
-) {
+pub fn dense_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Forward<'_>) {
+    let Forward {
+        params,
+        x,
+        y,
+        saved,
+        batch,
+        ..
+    } = io;
     let DenseDims {
         inputs, outputs, ..
     } = dims;
@@ -114,65 +117,53 @@ pub fn dense_forward<A: Activation>(
     A::forward_bias(y, b, saved, outputs);
 }
 
-/// The backward pass of [`dense_forward`]: given `dy` (d loss / d y, overwritten with
-/// d loss / d pre-activation), writes d loss / d params into `dparams` (overwriting it; laid
-/// out as `params`) and d loss / d x into `dx`. `x`, `y` and `saved` are what
-/// [`dense_forward`] saw and wrote.
+/// The backward pass of [`dense_forward`]: given `io.dy` (d loss / d y, overwritten with
+/// d loss / d pre-activation), writes d loss / d params into `io.dparams` (overwriting it;
+/// laid out as `io.params`) and d loss / d x into `io.dx`. `io.x`, `io.y` and `io.saved` are
+/// what [`dense_forward`] saw and wrote.
 ///
 /// The bias gradient sums the rows of the pre-activation gradient in order; the weight and
 /// input gradients are one GEMM each. Always inlined, as [`dense_forward`].
 ///
 /// # Panics
 /// As [`dense_forward`], also for `dy`, `dparams` and `dx`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn dense_backward<A: Activation>(
-    ctx: &mut Ctx<'_>,
-    dims: DenseDims,
-    params: &[f32],
-    x: &[f32],
-    y: &[f32],
-    saved: &[f32],
-    dy: &mut [f32],
-    dx: Grad<'_>,
-    dparams: &mut [f32],
-    batch: usize,
-) {
+pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Backward<'_>) {
+    let batch = io.batch;
     let DenseDims {
         inputs, outputs, ..
     } = dims;
     let name = "dense_backward";
-    buffers::expect(name, "params", params.len(), dims.params());
-    buffers::expect(name, "dparams", dparams.len(), dims.params());
-    buffers::expect(name, "x", x.len(), batch * inputs);
-    buffers::expect(name, "y", y.len(), batch * outputs);
-    buffers::expect(name, "dy", dy.len(), batch * outputs);
-    buffers::expect(name, "saved", saved.len(), batch * dims.saved::<A>());
-    if let Grad::Set(d) | Grad::Add(d) = &dx {
+    buffers::expect(name, "params", io.params.len(), dims.params());
+    buffers::expect(name, "dparams", io.dparams.len(), dims.params());
+    buffers::expect(name, "x", io.x.len(), batch * inputs);
+    buffers::expect(name, "y", io.y.len(), batch * outputs);
+    buffers::expect(name, "dy", io.dy.len(), batch * outputs);
+    buffers::expect(name, "saved", io.saved.len(), batch * dims.saved::<A>());
+    if let Grad::Set(d) | Grad::Add(d) = &io.dx {
         buffers::expect(name, "dx", d.len(), batch * inputs);
     }
-    A::backward(saved, y, dy, outputs);
-    let dz = &*dy;
-    let (dw, db) = dparams.split_at_mut(inputs * outputs);
+    A::backward(io.saved, io.y, io.dy, outputs);
+    let dz = &*io.dy;
+    let (dw, db) = io.dparams.split_at_mut(inputs * outputs);
     db.fill(0.0);
     add_rows(db, dz);
     gemm(
         1.0,
-        MatRef::row_major(x, batch, inputs).t(),
+        MatRef::row_major(io.x, batch, inputs).t(),
         MatRef::row_major(dz, batch, outputs),
         0.0,
         MatMut::row_major(dw, inputs, outputs),
         ctx.gemm,
     );
-    let (dx, beta) = match dx {
-        Grad::Skip => return,
-        Grad::Set(dx) => (dx, 0.0),
-        Grad::Add(dx) => (dx, 1.0),
+    let Some((dx, add)) = io.dx.destination() else {
+        return;
     };
+    let beta = if add { 1.0 } else { 0.0 };
     gemm(
         1.0,
         MatRef::row_major(dz, batch, outputs),
-        MatRef::row_major(&params[..inputs * outputs], inputs, outputs).t(),
+        MatRef::row_major(&io.params[..inputs * outputs], inputs, outputs).t(),
         beta,
         MatMut::row_major(dx, batch, inputs),
         ctx.gemm,
@@ -189,7 +180,7 @@ pub fn dense_backward<A: Activation>(
 /// [`dense_backward`] with [`DIMS`](Self::DIMS).
 ///
 /// ```
-/// use fusegraph_runtime::layers::{Ctx, Dense, Layer, Mode, Relu};
+/// use fusegraph_runtime::layers::{Ctx, Dense, Forward, Layer, Mode, Relu};
 /// use fusegraph_runtime::rng::{Rng, Seed};
 ///
 /// type Fc = Dense<2, 3, Relu>;
@@ -200,7 +191,8 @@ pub fn dense_backward<A: Activation>(
 /// let mut gemm = vec![0.0; Fc::gemm_len(2)];
 /// let mut rng = Rng::new(Seed(0));
 /// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut [], rng: &mut rng, mode: Mode::Eval };
-/// Fc::forward(&mut ctx, &params, &mut [], &x, &mut y, &mut [], 2);
+/// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut [], batch: 2 };
+/// Fc::forward(&mut ctx, io);
 /// assert_eq!(y, [2.0, 2.0, 1.5, 0.0, 0.0, 1.5]);
 /// ```
 pub struct Dense<
@@ -306,32 +298,14 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
 
     const PRODUCTS: &'static [Product] = &dense_products(Self::DIMS);
 
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
-        dense_forward::<A>(ctx, Self::DIMS, params, x, y, saved, batch);
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        dense_forward::<A>(ctx, Self::DIMS, io);
     }
 
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        dense_backward::<A>(ctx, Self::DIMS, params, x, y, saved, dy, dx, dparams, batch);
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        dense_backward::<A>(ctx, Self::DIMS, io);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Inverted dropout.
 
-use super::lanes::{load, pieces, store};
-use super::{buffers, Ctx, Grad, Layer, Mode, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Mode, Tensor};
+use crate::kernels::simd::{load_padded, pieces, store_partial};
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
 ///
@@ -42,16 +42,9 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
     const SAVED: usize = N;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward { x, y, saved, .. } = io;
         if ctx.mode == Mode::Eval {
             y.copy_from_slice(x);
             return;
@@ -61,38 +54,27 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
             *m = if drop { 0.0 } else { Self::SCALE };
         }
         for (i, n) in pieces(y.len()) {
-            let v = load(&x[i..i + n], 0.0) * load(&saved[i..i + n], 0.0);
-            store(&mut y[i..i + n], v);
+            let v = load_padded(&x[i..i + n], 0.0) * load_padded(&saved[i..i + n], 0.0);
+            store_partial(&mut y[i..i + n], v);
         }
     }
 
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        let (dx, add) = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => (dx, false),
-            Grad::Add(dx) => (dx, true),
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let Backward { saved, dy, dx, .. } = io;
+        let Some((dx, add)) = dx.destination() else {
+            return;
         };
         let eval = ctx.mode == Mode::Eval;
         for (i, n) in pieces(dx.len()) {
-            let mut g = load(&dy[i..i + n], 0.0);
+            let mut g = load_padded(&dy[i..i + n], 0.0);
             if !eval {
-                g *= load(&saved[i..i + n], 0.0);
+                g *= load_padded(&saved[i..i + n], 0.0);
             }
             if add {
-                g += load(&dx[i..i + n], 0.0);
+                g += load_padded(&dx[i..i + n], 0.0);
             }
-            store(&mut dx[i..i + n], g);
+            store_partial(&mut dx[i..i + n], g);
         }
     }
 }
@@ -102,6 +84,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::layers::gradcheck::bits;
+    use crate::layers::Grad;
     use crate::rng::{Rng, Seed};
     use std::vec;
 
@@ -120,21 +103,29 @@ mod tests {
         };
         let mut y = vec![f32::NAN; x.len()];
         let mut saved = vec![f32::NAN; x.len()];
-        Dropout::<N, R>::forward(&mut ctx, &[], &mut [], x, &mut y, &mut saved, batch);
+        let io = Forward {
+            params: &[],
+            state: &mut [],
+            x,
+            y: &mut y,
+            saved: &mut saved,
+            batch,
+        };
+        Dropout::<N, R>::forward(&mut ctx, io);
         let mut dy: std::vec::Vec<f32> = (0..x.len()).map(|i| i as f32 * 0.5 - 3.0).collect();
         let mut dx = vec![1.0; x.len()];
         let dy0 = dy.clone();
-        Dropout::<N, R>::backward(
-            &mut ctx,
-            &[],
+        let io = Backward {
+            params: &[],
             x,
-            &y,
-            &saved,
-            &mut dy,
-            Grad::Add(&mut dx),
-            &mut [],
+            y: &y,
+            saved: &saved,
+            dy: &mut dy,
+            dx: Grad::Add(&mut dx),
+            dparams: &mut [],
             batch,
-        );
+        };
+        Dropout::<N, R>::backward(&mut ctx, io);
         for i in 0..x.len() {
             let factor = if mode == Mode::Eval { 1.0 } else { saved[i] };
             assert_eq!(dx[i], 1.0 + dy0[i] * factor);

@@ -3,7 +3,7 @@
 
 extern crate std;
 
-use super::{Ctx, Grad, Layer, Mode};
+use super::{Backward, Ctx, Forward, Grad, Layer, Mode};
 use crate::rng::{Rng, Seed};
 use std::vec;
 use std::vec::Vec;
@@ -116,7 +116,15 @@ impl Check {
         let mut state = state0.clone();
         let mut y = vec![f32::NAN; batch * L::OUT];
         let mut saved = vec![f32::NAN; batch * L::SAVED];
-        L::forward(&mut ctx, &params, &mut state, &x, &mut y, &mut saved, batch);
+        let io = Forward {
+            params: &params,
+            state: &mut state,
+            x: &x,
+            y: &mut y,
+            saved: &mut saved,
+            batch,
+        };
+        L::forward(&mut ctx, io);
 
         let (p64, x64) = (widen(&params), widen(&x));
         let expected = reference(&p64, &x64, batch);
@@ -124,22 +132,26 @@ impl Check {
 
         let dy = uniform(&mut rng, batch * L::OUT);
         let dy64 = widen(&dy);
-        let mut dparams = vec![f32::NAN; L::PARAMS];
-        let mut dx = vec![f32::NAN; batch * L::IN];
-        let mut dyc = dy.clone();
         ctx.scratch.fill(f32::NAN);
         ctx.gemm.fill(f32::NAN);
-        L::backward(
-            &mut ctx,
-            &params,
-            &x,
-            &y,
-            &saved,
-            &mut dyc,
-            Grad::Set(&mut dx),
-            &mut dparams,
-            batch,
-        );
+        // One backward call from a fresh copy of `dy`.
+        let mut backward = |dx: Grad<'_>, dparams: &mut [f32]| {
+            let mut dy = dy.clone();
+            let io = Backward {
+                params: &params,
+                x: &x,
+                y: &y,
+                saved: &saved,
+                dy: &mut dy,
+                dx,
+                dparams,
+                batch,
+            };
+            L::backward(&mut ctx, io);
+        };
+        let mut dparams = vec![f32::NAN; L::PARAMS];
+        let mut dx = vec![f32::NAN; batch * L::IN];
+        backward(Grad::Set(&mut dx), &mut dparams);
 
         let ndp = numeric_grad(&p64, &dy64, &|p| reference(p, &x64, batch));
         let ndx = numeric_grad(&x64, &dy64, &|v| reference(&p64, v, batch));
@@ -150,18 +162,7 @@ impl Check {
         let base = uniform(&mut rng, batch * L::IN);
         let mut acc = base.clone();
         let mut dparams2 = vec![f32::NAN; L::PARAMS];
-        let mut dyc = dy.clone();
-        L::backward(
-            &mut ctx,
-            &params,
-            &x,
-            &y,
-            &saved,
-            &mut dyc,
-            Grad::Add(&mut acc),
-            &mut dparams2,
-            batch,
-        );
+        backward(Grad::Add(&mut acc), &mut dparams2);
         let sum: Vec<f64> = base
             .iter()
             .zip(&dx)
@@ -173,18 +174,7 @@ impl Check {
             bits(&dparams2),
             "dparams must repeat bit for bit"
         );
-        let mut dyc = dy.clone();
-        L::backward(
-            &mut ctx,
-            &params,
-            &x,
-            &y,
-            &saved,
-            &mut dyc,
-            Grad::Skip,
-            &mut dparams2,
-            batch,
-        );
+        backward(Grad::Skip, &mut dparams2);
         assert_eq!(
             bits(&dparams),
             bits(&dparams2),

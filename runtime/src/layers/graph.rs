@@ -1,14 +1,8 @@
 //! Element-wise operations between nodes of a graph model, forward and backward side by side.
 //! Each works on `batch` rows; gradients go to a [`Grad`] (set or accumulated).
 
+use crate::kernels::simd::add_assign;
 use crate::layers::Grad;
-
-/// `dst += src`.
-pub fn accumulate(dst: &mut [f32], src: &[f32]) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d += s;
-    }
-}
 
 /// `y = a + b` (a residual connection).
 pub fn add(a: &[f32], b: &[f32], y: &mut [f32]) {
@@ -67,7 +61,7 @@ pub fn concat_grad(dy: &[f32], wa: usize, wb: usize, part: usize, dst: Grad<'_>)
         }
         Grad::Add(d) => {
             for (d, r) in d.chunks_exact_mut(w.max(1)).zip(rows) {
-                accumulate(&mut d[..w], &r[lo..lo + w]);
+                add_assign(&mut d[..w], &r[lo..lo + w]);
             }
         }
     }

@@ -6,6 +6,7 @@
 //! parameter buffer, in the order of its [`Layer::TENSORS`].
 
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
+use crate::kernels::simd::add_assign;
 use crate::rng::Rng;
 
 /// Training or inference: Dropout and BatchNorm behave differently.
@@ -107,7 +108,30 @@ pub enum Grad<'a> {
     Add(&'a mut [f32]),
 }
 
-impl Grad<'_> {
+impl<'a> Grad<'a> {
+    /// The slice and whether the gradient adds to it (`true`, [`Grad::Add`]) or overwrites it;
+    /// `None` for [`Grad::Skip`].
+    pub fn destination(self) -> Option<(&'a mut [f32], bool)> {
+        match self {
+            Grad::Skip => None,
+            Grad::Set(d) => Some((d, false)),
+            Grad::Add(d) => Some((d, true)),
+        }
+    }
+
+    /// The slice to add the gradient into, zeroed first for [`Grad::Set`]; `None` for
+    /// [`Grad::Skip`].
+    pub fn accumulator(self) -> Option<&'a mut [f32]> {
+        match self {
+            Grad::Skip => None,
+            Grad::Set(d) => {
+                d.fill(0.0);
+                Some(d)
+            }
+            Grad::Add(d) => Some(d),
+        }
+    }
+
     /// The same destination, borrowed again for one more call.
     pub fn reborrow(&mut self) -> Grad<'_> {
         match self {
@@ -130,11 +154,7 @@ impl Grad<'_> {
         match self {
             Grad::Skip => {}
             Grad::Set(d) => d.copy_from_slice(src),
-            Grad::Add(d) => {
-                for (d, &s) in d.iter_mut().zip(src) {
-                    *d += s;
-                }
-            }
+            Grad::Add(d) => add_assign(d, src),
         }
     }
 }
@@ -150,6 +170,45 @@ pub struct Ctx<'a> {
     pub rng: &'a mut Rng,
     /// Training or inference.
     pub mode: Mode,
+}
+
+/// The buffers of one [`Layer::forward`] call, each sized from the layer's constants and
+/// `batch`.
+pub struct Forward<'a> {
+    /// The layer's parameters, [`PARAMS`](Layer::PARAMS) values in the order of its
+    /// [`TENSORS`](Layer::TENSORS).
+    pub params: &'a [f32],
+    /// The layer's non-trainable state, [`STATE`](Layer::STATE) values, updated in training.
+    pub state: &'a mut [f32],
+    /// The input, `batch * IN` values.
+    pub x: &'a [f32],
+    /// The output, `batch * OUT` values, overwritten.
+    pub y: &'a mut [f32],
+    /// What the call saves for [`Layer::backward`], `batch * SAVED` values, overwritten.
+    pub saved: &'a mut [f32],
+    /// The number of samples.
+    pub batch: usize,
+}
+
+/// The buffers of one [`Layer::backward`] call: what [`Layer::forward`] saw and wrote, the
+/// output gradient and where the gradients go.
+pub struct Backward<'a> {
+    /// The layer's parameters, as `forward` saw them.
+    pub params: &'a [f32],
+    /// The input `forward` saw, `batch * IN` values.
+    pub x: &'a [f32],
+    /// The output `forward` wrote, `batch * OUT` values.
+    pub y: &'a [f32],
+    /// What `forward` saved, `batch * SAVED` values.
+    pub saved: &'a [f32],
+    /// d loss / d y, `batch * OUT` values, which the call may overwrite.
+    pub dy: &'a mut [f32],
+    /// Where d loss / d x goes (`batch * IN` values, unless skipped).
+    pub dx: Grad<'a>,
+    /// d loss / d params, [`PARAMS`](Layer::PARAMS) values, overwritten.
+    pub dparams: &'a mut [f32],
+    /// The number of samples.
+    pub batch: usize,
 }
 
 /// A layer type. Shapes are associated constants computed from const generics, so a model's
@@ -198,39 +257,18 @@ pub trait Layer {
     fn init_state(state: &mut [f32]) {
         let _ = state;
     }
-    /// `y = layer(x)` for `batch` samples; writes `saved` (`batch * SAVED`) for `backward`,
-    /// and in training updates `state`.
-    #[allow(clippy::too_many_arguments)]
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    );
-    /// Given `dy` (d loss / d y, which this call may overwrite), writes d loss / d params into
-    /// `dparams` (overwriting it) and d loss / d x into `dx`. `x`, `y` and `saved` are what
-    /// `forward` saw and wrote.
-    #[allow(clippy::too_many_arguments)]
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    );
+    /// `y = layer(x)` for the `io.batch` samples of `io.x`; writes `io.saved` for `backward`,
+    /// and in training updates `io.state`.
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>);
+    /// Given `io.dy` (d loss / d y, which this call may overwrite), writes d loss / d params
+    /// into `io.dparams` (overwriting it) and d loss / d x into `io.dx`. `io.x`, `io.y` and
+    /// `io.saved` are what `forward` saw and wrote.
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>);
 }
 
 mod buffers;
 #[cfg(test)]
 mod gradcheck;
-pub(crate) mod lanes;
 
 pub mod activation;
 pub mod conv;
@@ -239,6 +277,7 @@ pub mod dropout;
 pub mod graph;
 pub mod init;
 pub mod norm;
+mod per_feature;
 pub mod pool;
 pub mod reshape;
 
@@ -253,7 +292,7 @@ pub use conv::{
 pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
 pub use init::init_tensor;
-pub use lanes::{per_feature_backward, per_feature_forward};
 pub use norm::{BatchNorm, LayerNorm};
+pub use per_feature::{per_feature_backward, per_feature_forward};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;

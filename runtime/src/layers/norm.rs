@@ -2,7 +2,7 @@
 //! batch for each channel. Statistics are computed in `f64`, summing in a fixed order (sample
 //! after sample), so they do not depend on threads or on how a pass is split.
 
-use super::{buffers, Ctx, Grad, Init, Layer, Mode, Tensor, Torch};
+use super::{buffers, Backward, Ctx, Forward, Init, Layer, Mode, Tensor, Torch};
 use crate::math;
 
 /// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
@@ -69,16 +69,15 @@ impl<const N: usize> Layer for LayerNorm<N> {
     const TENSORS: &'static [Tensor] = affine_tensors!(N);
     const TORCH: &'static [Torch] = TORCH_AFFINE;
 
-    fn forward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward {
+            params,
+            x,
+            y,
+            saved,
+            ..
+        } = io;
         if N == 0 {
             return;
         }
@@ -102,35 +101,21 @@ impl<const N: usize> Layer for LayerNorm<N> {
         }
     }
 
-    fn backward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        let gamma = &params[..N];
-        let (dgamma, dbeta) = dparams.split_at_mut(N);
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let gamma = &io.params[..N];
+        let (dgamma, dbeta) = io.dparams.split_at_mut(N);
         dgamma.fill(0.0);
         dbeta.fill(0.0);
-        let (mut dx, add) = match dx {
-            Grad::Skip => (None, false),
-            Grad::Set(d) => (Some(d), false),
-            Grad::Add(d) => (Some(d), true),
-        };
+        let mut dx = io.dx.destination();
         if N == 0 {
             return;
         }
-        for (n, ((xr, dr), s)) in x
-            .chunks_exact(N)
-            .zip(dy.chunks_exact(N))
-            .zip(saved.chunks_exact(2))
-            .enumerate()
+        for (n, ((xr, dr), s)) in
+            io.x.chunks_exact(N)
+                .zip(io.dy.chunks_exact(N))
+                .zip(io.saved.chunks_exact(2))
+                .enumerate()
         {
             let (mean, rstd) = (s[0], s[1]);
             let (mut sum_g, mut sum_gx) = (0.0f64, 0.0f64);
@@ -142,9 +127,10 @@ impl<const N: usize> Layer for LayerNorm<N> {
                 sum_g += g;
                 sum_gx += g * f64::from(xhat);
             }
-            let Some(dx) = dx.as_deref_mut() else {
+            let Some((dx, add)) = dx.as_mut() else {
                 continue;
             };
+            let add = *add;
             let (mean_g, mean_gx) = ((sum_g / N as f64) as f32, (sum_gx / N as f64) as f32);
             for (i, d) in dx[n * N..(n + 1) * N].iter_mut().enumerate() {
                 let xhat = (xr[i] - mean) * rstd;
@@ -241,16 +227,16 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
         var.fill(1.0);
     }
 
-    fn forward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward {
+            params,
+            state,
+            x,
+            y,
+            saved,
+            batch,
+        } = io;
         let rows = batch * SPATIAL;
         if rows == 0 || C == 0 {
             return;
@@ -299,18 +285,18 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
         }
     }
 
-    fn backward(
-        ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let Backward {
+            params,
+            x,
+            saved,
+            dy,
+            dx,
+            dparams,
+            batch,
+            ..
+        } = io;
         let rows = batch * SPATIAL;
         let (dgamma, dbeta) = dparams.split_at_mut(C);
         if rows == 0 || C == 0 {
@@ -333,10 +319,8 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
                 dgamma[c] = sx as f32;
             },
         );
-        let (dx, add) = match dx {
-            Grad::Skip => return,
-            Grad::Set(d) => (d, false),
-            Grad::Add(d) => (d, true),
+        let Some((dx, add)) = dx.destination() else {
+            return;
         };
         let train = ctx.mode == Mode::Train;
         let m = rows as f32;

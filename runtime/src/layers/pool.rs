@@ -1,6 +1,6 @@
 //! Max and average pooling over NHWC images, with valid padding.
 
-use super::{buffers, Ctx, Grad, Layer, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 
 /// Output length along one dimension of a `pool`-wide window moving by `stride`.
 const fn pool_out(input: usize, pool: usize, stride: usize) -> usize {
@@ -105,16 +105,11 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const SAVED: usize = Self::OUT;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward {
+            x, y, saved, batch, ..
+        } = io;
         for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
             let (mut best, mut arg) = (f32::NEG_INFINITY, first);
             for off in window::<W, C, POOL>() {
@@ -128,25 +123,11 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
         });
     }
 
-    fn backward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        let dx = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => {
-                dx.fill(0.0);
-                dx
-            }
-            Grad::Add(dx) => dx,
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let Backward { saved, dy, dx, .. } = io;
+        let Some(dx) = dx.accumulator() else {
+            return;
         };
         for (o, (&d, &arg)) in dy.iter().zip(saved).enumerate() {
             dx[o / Self::OUT * Self::IN + arg as usize] += d;
@@ -178,16 +159,9 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward { x, y, batch, .. } = io;
         let area = (POOL * POOL) as f32;
         for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
             let sum: f32 = window::<W, C, POOL>().map(|off| x[first + off]).sum();
@@ -195,25 +169,11 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
         });
     }
 
-    fn backward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        let dx = match dx {
-            Grad::Skip => return,
-            Grad::Set(dx) => {
-                dx.fill(0.0);
-                dx
-            }
-            Grad::Add(dx) => dx,
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        let Backward { dy, dx, batch, .. } = io;
+        let Some(dx) = dx.accumulator() else {
+            return;
         };
         let area = (POOL * POOL) as f32;
         for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
@@ -230,7 +190,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::layers::gradcheck::{bits, Check};
-    use crate::layers::Mode;
+    use crate::layers::{Grad, Mode};
     use crate::rng::{Rng, Seed};
     use std::vec;
     use std::vec::Vec;
@@ -298,22 +258,30 @@ mod tests {
         };
         let x = [1.0, 3.0, 3.0, 2.0, 5.0, f32::NAN, 7.0, 8.0];
         let (mut y, mut saved) = ([0.0; 2], [0.0; 2]);
-        M::forward(&mut ctx, &[], &mut [], &x, &mut y, &mut saved, 2);
+        let io = Forward {
+            params: &[],
+            state: &mut [],
+            x: &x,
+            y: &mut y,
+            saved: &mut saved,
+            batch: 2,
+        };
+        M::forward(&mut ctx, io);
         assert_eq!(y[0], 3.0);
         assert!(y[1].is_nan());
         assert_eq!(saved, [1.0, 1.0]);
         let mut dx = vec![0.0; 8];
-        M::backward(
-            &mut ctx,
-            &[],
-            &x,
-            &y,
-            &saved,
-            &mut [1.0, 2.0],
-            Grad::Set(&mut dx),
-            &mut [],
-            2,
-        );
+        let io = Backward {
+            params: &[],
+            x: &x,
+            y: &y,
+            saved: &saved,
+            dy: &mut [1.0, 2.0],
+            dx: Grad::Set(&mut dx),
+            dparams: &mut [],
+            batch: 2,
+        };
+        M::backward(&mut ctx, io);
         assert_eq!(bits(&dx), bits(&[0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0]));
     }
 

@@ -1,6 +1,6 @@
 //! Flattening an image into a vector.
 
-use super::{buffers, lanes, Ctx, Grad, Layer, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 
 /// Flattens `N` values per sample: the identity on data, which is already row-major (an NHWC
 /// image flattens in `(h, w, c)` order, as Keras' `Flatten` does with channels last).
@@ -25,36 +25,15 @@ impl<const N: usize> Layer for Flatten<N> {
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
 
-    fn forward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        state: &mut [f32],
-        x: &[f32],
-        y: &mut [f32],
-        saved: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::forward::<Self>(params, state, x, y, saved, batch);
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        let Forward { x, y, .. } = io;
         y.copy_from_slice(x);
     }
 
-    fn backward(
-        _ctx: &mut Ctx<'_>,
-        params: &[f32],
-        x: &[f32],
-        y: &[f32],
-        saved: &[f32],
-        dy: &mut [f32],
-        dx: Grad<'_>,
-        dparams: &mut [f32],
-        batch: usize,
-    ) {
-        buffers::backward::<Self>(params, x, y, saved, dy, &dx, dparams, batch);
-        match dx {
-            Grad::Skip => {}
-            Grad::Set(dx) => dx.copy_from_slice(dy),
-            Grad::Add(dx) => lanes::add_assign(dx, dy),
-        }
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        io.dx.give(io.dy);
     }
 }
 

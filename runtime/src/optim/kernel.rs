@@ -7,6 +7,8 @@
 //! split across threads.
 
 use super::rule::{Rule, MAX_SLOTS};
+use crate::kernels::parallel::join;
+use crate::kernels::simd;
 use crate::LANES;
 use wide::f32x8;
 
@@ -117,23 +119,6 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
         true false false false, true false false true, true false true false, true false true true,
         true true false false, true true false true, true true true false, true true true true
     );
-}
-
-/// Runs `a` and `b`, on two pool threads when `par` (and the `parallel` feature) is on.
-#[inline]
-pub(crate) fn join<A, B, RA, RB>(par: bool, a: A, b: B) -> (RA, RB)
-where
-    A: FnOnce() -> RA + Send,
-    B: FnOnce() -> RB + Send,
-    RA: Send,
-    RB: Send,
-{
-    #[cfg(feature = "parallel")]
-    if par {
-        return rayon::join(a, b);
-    }
-    let _ = par;
-    (a(), b())
 }
 
 struct Lanes<'a> {
@@ -255,15 +240,74 @@ fn lane<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: boo
     }
 }
 
-#[inline(always)]
-fn load(x: &[f32]) -> f32x8 {
-    let a: [f32; LANES] = x[..LANES].try_into().expect("a full lane");
-    f32x8::from(a)
+/// How a lane is read from and written to the buffers at a position: a whole lane, or the
+/// last partial one padded with zeros (the same lane code runs on both).
+trait LaneAccess {
+    fn get(x: &[f32]) -> f32x8;
+    fn put(x: &mut [f32], v: f32x8);
 }
 
+/// Eight values.
+struct Whole;
+/// The last values, fewer than eight, in a zero-padded lane.
+struct Tail;
+
+impl LaneAccess for Whole {
+    #[inline(always)]
+    fn get(x: &[f32]) -> f32x8 {
+        simd::load(x)
+    }
+    #[inline(always)]
+    fn put(x: &mut [f32], v: f32x8) {
+        simd::store(x, v);
+    }
+}
+
+impl LaneAccess for Tail {
+    #[inline(always)]
+    fn get(x: &[f32]) -> f32x8 {
+        simd::load_padded(x, 0.0)
+    }
+    #[inline(always)]
+    fn put(x: &mut [f32], v: f32x8) {
+        simd::store_partial(x, v);
+    }
+}
+
+/// Updates the lane at `i` of a piece: loads it from every buffer, runs [`lane`], stores it.
 #[inline(always)]
-fn store(x: &mut [f32], v: f32x8) {
-    x[..LANES].copy_from_slice(&v.to_array());
+fn lane_at<
+    R: Rule,
+    const GT: bool,
+    const L2: bool,
+    const DWD: bool,
+    const EMA: bool,
+    A: LaneAccess,
+>(
+    step: &R::Step,
+    k: &Consts,
+    p: &mut [f32],
+    g: &[f32],
+    s: &mut [&mut [f32]],
+    e: &mut [f32],
+    i: usize,
+) {
+    let mut sl = [f32x8::ZERO; MAX_SLOTS];
+    let sl = &mut sl[..s.len()];
+    let mut pl = A::get(&p[i..]);
+    let gl = A::get(&g[i..]);
+    for (l, sj) in sl.iter_mut().zip(s.iter()) {
+        *l = A::get(&sj[i..]);
+    }
+    let mut el = if EMA { A::get(&e[i..]) } else { f32x8::ZERO };
+    lane::<R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, sl, &mut el);
+    A::put(&mut p[i..], pl);
+    for (l, sj) in sl.iter().zip(s.iter_mut()) {
+        A::put(&mut sj[i..], *l);
+    }
+    if EMA {
+        A::put(&mut e[i..], el);
+    }
 }
 
 fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
@@ -293,64 +337,13 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
         *sj = &mut taken[..n];
     }
     let e: &mut [f32] = if EMA { &mut e[..n] } else { e };
-    let mut sl = [f32x8::ZERO; MAX_SLOTS];
-    let mut el = f32x8::ZERO;
+    let s = &mut s[..ns];
     let mut i = 0;
     while i < full {
-        let mut pl = load(&p[i..]);
-        let gl = load(&g[i..]);
-        for j in 0..ns {
-            sl[j] = load(&s[j][i..]);
-        }
-        if EMA {
-            el = load(&e[i..]);
-        }
-        lane::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut pl, gl, &mut sl[..ns], &mut el);
-        store(&mut p[i..], pl);
-        for j in 0..ns {
-            store(&mut s[j][i..], sl[j]);
-        }
-        if EMA {
-            store(&mut e[i..], el);
-        }
+        lane_at::<R, GT, L2, DWD, EMA, Whole>(&seg.step, &k, p, g, s, e, i);
         i += LANES;
     }
     if full < n {
-        let t = n - full;
-        // Guarded loops of constant length rather than `copy_from_slice`, which would call
-        // `memmove` for a copy of unknown length.
-        let pad = |x: &[f32]| {
-            let mut a = [0.0f32; LANES];
-            for (j, d) in a.iter_mut().enumerate() {
-                if j < t {
-                    *d = x[full + j];
-                }
-            }
-            f32x8::from(a)
-        };
-        let unpad = |x: &mut [f32], v: f32x8| {
-            let v = v.to_array();
-            for (j, &vj) in v.iter().enumerate() {
-                if j < t {
-                    x[full + j] = vj;
-                }
-            }
-        };
-        let mut pl = pad(p);
-        let gl = pad(g);
-        for j in 0..ns {
-            sl[j] = pad(s[j]);
-        }
-        if EMA {
-            el = pad(e);
-        }
-        lane::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut pl, gl, &mut sl[..ns], &mut el);
-        unpad(p, pl);
-        for j in 0..ns {
-            unpad(s[j], sl[j]);
-        }
-        if EMA {
-            unpad(e, el);
-        }
+        lane_at::<R, GT, L2, DWD, EMA, Tail>(&seg.step, &k, p, g, s, e, full);
     }
 }

@@ -1,6 +1,8 @@
 //! Deterministic reductions: a fixed summation tree, whatever the number of threads.
 
-use super::kernel::{join, PARALLEL_THRESHOLD};
+use super::kernel::PARALLEL_THRESHOLD;
+use crate::kernels::parallel::join;
+use crate::kernels::simd;
 use crate::LANES;
 use wide::f32x8;
 
@@ -39,13 +41,10 @@ fn leaf(x: &[f32]) -> f64 {
         let mut acc = f32x8::ZERO;
         let mut lanes = block.chunks_exact(LANES);
         for c in &mut lanes {
-            let v = f32x8::from(<[f32; LANES]>::try_from(c).expect("a full lane"));
+            let v = simd::load(c);
             acc += v * v;
         }
-        let rest = lanes.remainder();
-        let mut pad = [0.0f32; LANES];
-        pad[..rest.len()].copy_from_slice(rest);
-        let v = f32x8::from(pad);
+        let v = simd::load_padded(lanes.remainder(), 0.0);
         acc += v * v;
         total += acc.to_array().iter().map(|&a| f64::from(a)).sum::<f64>();
     }

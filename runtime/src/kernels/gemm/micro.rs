@@ -1,11 +1,43 @@
-//! The pieces of [`gemm`](super::gemm): packing, the microkernel, the write-back of a tile,
-//! the blocked driver and the small path.
+//! The pieces of [`gemm`](super::gemm): the blocks of `k`, packing, the microkernel, the
+//! write-back of a tile, the blocked driver and the small path.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
 //! write-back), shared by every path.
 
-use super::{k_blocks, load8, store8, Blocking, MatMut, MatRef};
+use super::view::{MatMut, MatRef, Terms};
+use crate::kernels::simd::{load, store};
 use wide::f32x8;
+
+/// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
+/// equal length, in order. The blocks depend on `k` only, never on threads or on the other
+/// dimensions, so the rounding of a result does not either.
+pub const KC: usize = 256;
+
+/// Cache blocking of `m` and `n` (multiples of the tile). It changes speed, never bits.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Blocking {
+    /// Rows of `A` packed at once.
+    pub(super) mc: usize,
+    /// Columns of `B` packed at once.
+    pub(super) nc: usize,
+}
+
+/// The length of the longest block of `k` (see [`KC`]).
+pub(super) const fn kc_max(k: usize) -> usize {
+    if k == 0 {
+        0
+    } else {
+        k.div_ceil(k.div_ceil(KC))
+    }
+}
+
+/// The blocks of `k`, in order, as `(start, len)`: `ceil(k / KC)` blocks whose lengths differ
+/// by at most one.
+pub(super) fn k_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    let nb = k.div_ceil(KC);
+    let (base, rem) = k.checked_div(nb).zip(k.checked_rem(nb)).unwrap_or((0, 0));
+    (0..nb).map(move |i| (i * base + i.min(rem), base + usize::from(i < rem)))
+}
 
 /// How the write-back treats the old value of `C`.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +99,7 @@ fn pack_across(src: &[f32], ls: usize, lines: usize, kc: usize, w: usize, dst: &
         for p in (0..p8).step_by(8) {
             let mut v = [f32x8::ZERO; 8];
             for (i, x) in v.iter_mut().enumerate().take(valid) {
-                *x = load8(&src[(g + i) * ls + p..]);
+                *x = load(&src[(g + i) * ls + p..]);
             }
             let t = f32x8::transpose(v);
             let out = &mut dst[p * w..(p + 8) * w];
@@ -121,44 +153,44 @@ fn pack_strided(
     }
 }
 
+/// Packs `count` lines of `kc` steps, element `(l, p)` at `src[l * ls + p * ps]`, into
+/// `ceil(count / w)` micro-panels of `kc * w` floats: element `(r * w + i, p)` goes to
+/// `dst[r * kc * w + p * w + i]`, lines past the end are zero. Always inlined, so that `w` is
+/// the caller's constant.
+#[inline(always)]
+fn pack_panels(
+    src: &[f32],
+    (ls, ps): (usize, usize),
+    (count, kc): (usize, usize),
+    w: usize,
+    dst: &mut [f32],
+) {
+    let panels = dst[..count.div_ceil(w) * w * kc].chunks_exact_mut(w * kc);
+    for (ip, panel) in panels.enumerate() {
+        let l0 = ip * w;
+        let lines = w.min(count - l0);
+        let src = &src[l0 * ls..];
+        if ls == 1 {
+            pack_along(src, ps, lines, kc, w, panel);
+        } else if ps == 1 {
+            pack_across(src, ls, lines, kc, w, panel);
+        } else {
+            pack_strided(src, ls, ps, lines, kc, w, panel);
+        }
+    }
+}
+
 /// Packs the `rows`x`kc` matrix `a` into `ceil(rows / R)` micro-panels of `kc * R` floats:
 /// element `(r * R + i, p)` goes to `dst[r * kc * R + p * R + i]`, rows past the end are zero.
 fn pack_a_panels<const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
-    let (rows, kc) = (a.rows, a.cols);
-    let panels = dst[..rows.div_ceil(R) * R * kc].chunks_exact_mut(R * kc);
-    for (ip, panel) in panels.enumerate() {
-        let r0 = ip * R;
-        let mr = R.min(rows - r0);
-        let src = &a.data[r0 * a.rs..];
-        if a.rs == 1 {
-            pack_along(src, a.cs, mr, kc, R, panel);
-        } else if a.cs == 1 {
-            pack_across(src, a.rs, mr, kc, R, panel);
-        } else {
-            pack_strided(src, a.rs, a.cs, mr, kc, R, panel);
-        }
-    }
+    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
 }
 
 /// Packs the `kc`x`cols` matrix `b` into `ceil(cols / (8 * V))` micro-panels of `kc * 8 * V`
 /// floats: element `(p, r * 8V + j)` goes to `dst[r * kc * 8V + p * 8V + j]`, columns past the
 /// end are zero.
 fn pack_b_panels<const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
-    let w = 8 * V;
-    let (kc, cols) = (b.rows, b.cols);
-    let panels = dst[..cols.div_ceil(w) * w * kc].chunks_exact_mut(w * kc);
-    for (jp, panel) in panels.enumerate() {
-        let c0 = jp * w;
-        let nr = w.min(cols - c0);
-        let src = &b.data[c0 * b.cs..];
-        if b.cs == 1 {
-            pack_along(src, b.rs, nr, kc, w, panel);
-        } else if b.rs == 1 {
-            pack_across(src, b.cs, nr, kc, w, panel);
-        } else {
-            pack_strided(src, b.cs, b.rs, nr, kc, w, panel);
-        }
-    }
+    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), 8 * V, dst);
 }
 
 /// The microkernel: the `R`x`8V` tile `Σ_p a[p] ⊗ b[p]` of one packed `A` micro-panel (`R`
@@ -169,7 +201,7 @@ fn tile<const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[f32x8; V]; R]
     for (ap, bp) in a.chunks_exact(R).zip(b.chunks_exact(8 * V)) {
         let mut bv = [f32x8::ZERO; V];
         for (v, x) in bv.iter_mut().enumerate() {
-            *x = load8(&bp[8 * v..]);
+            *x = load(&bp[8 * v..]);
         }
         for (row, &x) in acc.iter_mut().zip(ap) {
             let ai = f32x8::splat(x);
@@ -195,7 +227,7 @@ fn tile_unpacked<const R: usize, const V: usize>(
     let load_b = |bp: &[f32]| {
         let mut bv = [f32x8::ZERO; V];
         for (v, x) in bv.iter_mut().enumerate() {
-            *x = load8(&bp[8 * v..]);
+            *x = load(&bp[8 * v..]);
         }
         bv
     };
@@ -228,16 +260,13 @@ fn tile_unpacked<const R: usize, const V: usize>(
 
 /// Writes the `mr`x`nr` valid part of a tile to `C` at `(i0, j0)`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn write_tile<const R: usize, const V: usize>(
     acc: [[f32x8; V]; R],
     alpha: f32x8,
     beta: Beta,
     c: &mut MatMut<'_>,
-    i0: usize,
-    j0: usize,
-    mr: usize,
-    nr: usize,
+    (i0, j0): (usize, usize),
+    (mr, nr): (usize, usize),
 ) {
     let full = mr == R && nr == 8 * V;
     if full && c.cs == 1 {
@@ -248,9 +277,9 @@ fn write_tile<const R: usize, const V: usize>(
             for (seg, &x) in row.chunks_exact_mut(8).zip(row_acc) {
                 let old = match beta {
                     Beta::Zero => f32x8::ZERO,
-                    Beta::Scale(_) => load8(seg),
+                    Beta::Scale(_) => load(seg),
                 };
-                store8(seg, update(x, alpha, beta, old));
+                store(seg, update(x, alpha, beta, old));
             }
         }
         return;
@@ -303,21 +332,18 @@ fn write_tile<const R: usize, const V: usize>(
 /// The product `C = alpha * A·B + beta * C` on one thread (`k > 0`), with `R`x`8V` tiles and
 /// the given cache blocking; `workspace` holds the packed panels. `B` is always packed; `A` is
 /// packed with `pack_a`, else read where it is (cheaper when few `B` panels reuse it).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn packed<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
     blk: Blocking,
     pack_a: bool,
 ) {
+    let Terms { alpha, a, b, beta } = t;
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let alpha_v = f32x8::splat(alpha);
-    let kc_max = super::kc_max(k);
+    let kc_max = kc_max(k);
     let a_len = if pack_a {
         m.min(blk.mc).div_ceil(R) * R * kc_max
     } else {
@@ -347,7 +373,7 @@ pub(super) fn packed<const R: usize, const V: usize>(
                         } else {
                             tile_unpacked::<R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
                         };
-                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, i0, j0, mr, nr);
+                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, (i0, j0), (mr, nr));
                     }
                 }
             }
@@ -359,16 +385,14 @@ pub(super) fn packed<const R: usize, const V: usize>(
 /// `workspace` (`k * 8V` floats), then `R` rows of `C` at a time with `A` read where it is;
 /// the same per-element arithmetic as [`packed`].
 pub(super) fn small<const R: usize, const V: usize>(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
 ) {
+    let Terms { alpha, a, b, beta } = t;
     let w = 8 * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    debug_assert!(0 < k && k <= super::KC && n <= w);
+    debug_assert!(0 < k && k <= KC && n <= w);
     let panel = &mut workspace[..k * w];
     pack_b_panels::<V>(b, panel);
     let alpha_v = f32x8::splat(alpha);
@@ -376,6 +400,6 @@ pub(super) fn small<const R: usize, const V: usize>(
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
         let acc = tile_unpacked::<R, V>(a.sub(i0, 0, mr, k), mr, panel);
-        write_tile::<R, V>(acc, alpha_v, beta, &mut c, i0, 0, mr, n);
+        write_tile::<R, V>(acc, alpha_v, beta, &mut c, (i0, 0), (mr, n));
     }
 }

@@ -4,7 +4,7 @@
 //! The sweeps over small shapes use fixed-size buffers, so they run without `alloc`; the large
 //! shapes need `alloc`, the thread pools `parallel`.
 
-use super::micro::{packed, small};
+use super::micro::{k_blocks, packed, small};
 use super::*;
 
 /// A deterministic value in `±[0.1, 1.1)`.
@@ -72,12 +72,8 @@ const SCALARS: [(f32, f32); 5] = [(1.0, 0.0), (1.0, 1.0), (0.5, -2.0), (-1.5, 0.
 
 /// Checks `got` (the result) against `alpha * A·B + beta * c0` in `f64`, with a tolerance of
 /// `(k + 2) * eps` times the sum of magnitudes, and that nothing outside `C` changed.
-#[allow(clippy::too_many_arguments)]
 fn check(
-    alpha: f32,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    beta: f32,
+    Terms { alpha, a, b, beta }: Terms<'_>,
     c0: MatRef<'_>,
     got: MatRef<'_>,
     got_buf: &[f32],
@@ -157,10 +153,7 @@ fn run_small(
         &mut ws[..need],
     );
     check(
-        alpha,
-        a,
-        b,
-        beta,
+        Terms { alpha, a, b, beta },
         MatRef::new(&c0_buf, m, n, crs, ccs),
         MatRef::new(&c_buf, m, n, crs, ccs),
         &c_buf,
@@ -308,7 +301,7 @@ fn assert_same_bits(x: &[f32; BIT_LEN], y: &[f32; BIT_LEN], what: &dyn core::fmt
 }
 
 /// A packed product with some tile shape.
-type Tiles = fn(f32, MatRef<'_>, MatRef<'_>, f32, MatMut<'_>, &mut [f32], Blocking);
+type Tiles = fn(Terms<'_>, MatMut<'_>, &mut [f32], Blocking);
 
 #[test]
 fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
@@ -328,11 +321,17 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
             for blk in blockings {
                 for pack_a in [false, true] {
                     let got = result(m, k, n, |a, b, c, ws| {
-                        packed::<MR, NV>(alpha, a, b, beta, c, ws, blk, pack_a);
+                        packed::<MR, NV>(Terms { alpha, a, b, beta }, c, ws, blk, pack_a);
                     });
                     assert_same_bits(&want, &got, &(what, blk, pack_a));
                     let got = result(m, k, n, |a, b, c, ws| {
-                        packed::<MR, NV>(alpha, b.t(), a.t(), beta, c.t(), ws, blk, pack_a);
+                        let t = Terms {
+                            alpha,
+                            a: b.t(),
+                            b: a.t(),
+                            beta,
+                        };
+                        packed::<MR, NV>(t, c.t(), ws, blk, pack_a);
                     });
                     assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
                 }
@@ -340,31 +339,25 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
             // Other tile shapes give the same bits too.
             let blk = Blocking { mc: 24, nc: 48 };
             let tiles: [(&str, Tiles); 4] = [
-                ("4x8", |al, a, b, be, c, w, blk| {
-                    packed::<4, 1>(al, a, b, be, c, w, blk, true)
-                }),
-                ("8x16", |al, a, b, be, c, w, blk| {
-                    packed::<8, 2>(al, a, b, be, c, w, blk, true)
-                }),
-                ("3x24", |al, a, b, be, c, w, blk| {
-                    packed::<3, 3>(al, a, b, be, c, w, blk, false)
-                }),
-                ("12x8", |al, a, b, be, c, w, blk| {
-                    packed::<12, 1>(al, a, b, be, c, w, blk, true)
-                }),
+                ("4x8", |t, c, w, blk| packed::<4, 1>(t, c, w, blk, true)),
+                ("8x16", |t, c, w, blk| packed::<8, 2>(t, c, w, blk, true)),
+                ("3x24", |t, c, w, blk| packed::<3, 3>(t, c, w, blk, false)),
+                ("12x8", |t, c, w, blk| packed::<12, 1>(t, c, w, blk, true)),
             ];
             for (name, f) in tiles {
-                let got = result(m, k, n, |a, b, c, ws| f(alpha, a, b, beta, c, ws, blk));
+                let got = result(m, k, n, |a, b, c, ws| {
+                    f(Terms { alpha, a, b, beta }, c, ws, blk)
+                });
                 assert_same_bits(&want, &got, &(what, name));
             }
             // The small path, where it applies (one `k` block, at most 16 columns).
             if k <= KC && n <= 16 {
                 let got = result(m, k, n, |a, b, c, ws| {
-                    small::<SMALL_MR, 2>(alpha, a, b, beta, c, ws);
+                    small::<SMALL_MR, 2>(Terms { alpha, a, b, beta }, c, ws);
                 });
                 assert_same_bits(&want, &got, &(what, "small"));
                 let got = result(m, k, n, |a, b, c, ws| {
-                    small::<3, 2>(alpha, a, b, beta, c, ws);
+                    small::<3, 2>(Terms { alpha, a, b, beta }, c, ws);
                 });
                 assert_same_bits(&want, &got, &(what, "small, 3 rows"));
             }
@@ -385,7 +378,13 @@ fn run_split(m: usize, k: usize, n: usize, pieces: usize, par: bool) -> [f32; BI
             blk: DEFAULT_BLOCKING,
             path,
         };
-        split::<MR, NV>(0.5, a, b, 2.0, c, ws, pieces, run);
+        let t = Terms {
+            alpha: 0.5,
+            a,
+            b,
+            beta: 2.0,
+        };
+        split::<MR, NV>(t, c, ws, pieces, run);
     })
 }
 
@@ -508,10 +507,7 @@ fn large_and_odd_shapes_match_reference() {
         let mut marked = c.clone();
         marked.iter_mut().for_each(|x| *x = SENTINEL);
         check(
-            alpha,
-            a,
-            b,
-            beta,
+            Terms { alpha, a, b, beta },
             c0_view,
             MatRef::row_major(&c, m, n),
             &marked,

@@ -1,119 +1,56 @@
-//! Loading and storing [`f32x8`] lanes for the layers' element-wise passes.
-//!
-//! A pass walks a slice eight values at a time; the last, shorter piece is padded into a full
-//! lane and runs the same lane code, so a value's result never depends on where it sits.
+//! The passes of a layer with learnable per-feature parameters, what `activation!` generates
+//! for a definition with `[name = value, ..]`: one lane of features at a time, each with the
+//! same features of every parameter.
 
-use super::Grad;
-use crate::LANES;
+use super::{Backward, Forward};
+use crate::kernels::simd::{load_padded, pieces, store_partial};
 use wide::f32x8;
-
-/// The first `min(s.len(), 8)` values of `s`, the other lanes set to `pad`.
-#[inline(always)]
-pub(crate) fn load(s: &[f32], pad: f32) -> f32x8 {
-    if s.len() >= LANES {
-        let a: [f32; LANES] = s[..LANES].try_into().expect("eight floats");
-        f32x8::from(a)
-    } else {
-        // A guarded loop of constant length, not `copy_from_slice`: a copy of unknown length
-        // becomes a call to `memmove`, which costs more than the lane itself.
-        let mut a = [pad; LANES];
-        for (j, d) in a.iter_mut().enumerate() {
-            if j < s.len() {
-                *d = s[j];
-            }
-        }
-        f32x8::from(a)
-    }
-}
-
-/// Stores the first `min(s.len(), 8)` lanes of `v` into `s`.
-#[inline(always)]
-pub(crate) fn store(s: &mut [f32], v: f32x8) {
-    if s.len() >= LANES {
-        s[..LANES].copy_from_slice(v.as_array());
-    } else {
-        let v = v.as_array();
-        for j in 0..LANES {
-            if j < s.len() {
-                s[j] = v[j];
-            }
-        }
-    }
-}
-
-/// Start and length of each lane-sized piece of `0..len`, in order.
-#[inline(always)]
-pub(crate) fn pieces(len: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..len)
-        .step_by(LANES)
-        .map(move |i| (i, (len - i).min(LANES)))
-}
-
-/// `acc[j] += row[j]` for every `row` of `rows` (each `acc.len()` values long), row after
-/// row: the column sums of a row-major matrix, in a fixed order.
-pub(crate) fn add_rows(acc: &mut [f32], rows: &[f32]) {
-    let n = acc.len();
-    if n == 0 {
-        return;
-    }
-    for row in rows.chunks_exact(n) {
-        for (i, k) in pieces(n) {
-            let s = load(&acc[i..i + k], 0.0) + load(&row[i..i + k], 0.0);
-            store(&mut acc[i..i + k], s);
-        }
-    }
-}
-
-/// `y[i] += x[i]`.
-pub(crate) fn add_assign(y: &mut [f32], x: &[f32]) {
-    assert_eq!(y.len(), x.len(), "add_assign: lengths differ");
-    for (i, k) in pieces(y.len()) {
-        let s = load(&y[i..i + k], 0.0) + load(&x[i..i + k], 0.0);
-        store(&mut y[i..i + k], s);
-    }
-}
 
 /// The forward pass of a layer with `K` learnable per-feature parameters (what `activation!`
 /// generates for a definition with `[name = value, ..]`): `y = f(x, p)` for each sample of `n`
-/// features, where `params` holds the `K` parameters one `[n]` tensor after the other.
+/// features, where `io.params` holds the `K` parameters one `[n]` tensor after the other.
+/// `io.state`, `io.saved` and `io.batch` are not read (the rows are those of `io.x`).
 ///
 /// `f` gets eight features of one sample and the same eight features of each parameter; the
 /// last, shorter piece of a sample is padded with zeros into a full lane.
 ///
 /// ```
 /// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::layers::per_feature_forward;
+/// use fusegraph_runtime::layers::{per_feature_forward, Forward};
 /// // y = a * x, with a per-feature scale `a`.
 /// let mut y = [0.0; 4];
-/// per_feature_forward(&[2.0, 3.0], &[1.0, 1.0, 5.0, 5.0], &mut y, 2, |x, [a]: [f32x8; 1]| a * x);
+/// let (params, x) = ([2.0, 3.0], [1.0, 1.0, 5.0, 5.0]);
+/// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut [], batch: 2 };
+/// per_feature_forward(io, 2, |x, [a]: [f32x8; 1]| a * x);
 /// assert_eq!(y, [2.0, 3.0, 10.0, 15.0]);
 /// ```
 ///
 /// # Panics
-/// If `params` is not `K * n` values, or `x` and `y` differ in length or are not rows of `n`.
+/// If `io.params` is not `K * n` values, or `io.x` and `io.y` differ in length or are not rows
+/// of `n`.
 #[inline(always)]
 pub fn per_feature_forward<const K: usize>(
-    params: &[f32],
-    x: &[f32],
-    y: &mut [f32],
+    io: Forward<'_>,
     n: usize,
     f: impl Fn(f32x8, [f32x8; K]) -> f32x8,
 ) {
+    let Forward { params, x, y, .. } = io;
     check_rows(params, K, x, y, n);
     if n == 0 {
         return;
     }
     for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
         for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load(&params[j * n + i..j * n + i + k], 0.0));
-            store(&mut yr[i..i + k], f(load(&xr[i..i + k], 0.0), p));
+            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
+            store_partial(&mut yr[i..i + k], f(load_padded(&xr[i..i + k], 0.0), p));
         }
     }
 }
 
-/// The backward pass matching [`per_feature_forward`]: given `dy`, `dx = dy ∂f/∂x` (computed
-/// in `dy`, then given to `dx`) and `dparams[j]`, the `j`-th `[n]` tensor,
-/// `Σ_samples dy ∂f/∂p_j` (overwriting `dparams`).
+/// The backward pass matching [`per_feature_forward`]: given `io.dy`, `dx = dy ∂f/∂x`
+/// (computed in `io.dy`, then given to `io.dx`) and `dparams[j]`, the `j`-th `[n]` tensor of
+/// `io.dparams`, `Σ_samples dy ∂f/∂p_j` (overwriting it). `io.saved` and `io.batch` are not
+/// read.
 ///
 /// `f` gets eight features of `x`, of `y = f(x, p)` and of each parameter, and returns
 /// `∂f/∂x` and each `∂f/∂p_j` there. The sums run sample after sample in batch order, one lane
@@ -121,31 +58,43 @@ pub fn per_feature_forward<const K: usize>(
 ///
 /// ```
 /// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::layers::{per_feature_backward, Grad};
+/// use fusegraph_runtime::layers::{per_feature_backward, Backward, Grad};
 /// // y = a * x: dy/dx = a, dy/da = x.
 /// let (x, y) = ([1.0, 1.0, 5.0, 5.0], [2.0, 3.0, 10.0, 15.0]);
 /// let mut dy = [1.0; 4];
 /// let (mut dx, mut da) = ([0.0; 4], [0.0; 2]);
-/// per_feature_backward(&[2.0, 3.0], &x, &y, &mut dy, Grad::Set(&mut dx), &mut da, 2,
-///     |x, _y, [a]: [f32x8; 1]| (a, [x]));
+/// let io = Backward {
+///     params: &[2.0, 3.0],
+///     x: &x,
+///     y: &y,
+///     saved: &[],
+///     dy: &mut dy,
+///     dx: Grad::Set(&mut dx),
+///     dparams: &mut da,
+///     batch: 2,
+/// };
+/// per_feature_backward(io, 2, |x, _y, [a]: [f32x8; 1]| (a, [x]));
 /// assert_eq!((dx, da), ([2.0, 3.0, 2.0, 3.0], [6.0, 6.0]));
 /// ```
 ///
 /// # Panics
-/// If `params` or `dparams` is not `K * n` values, or `x`, `y` and `dy` differ in length or
-/// are not rows of `n`.
-#[allow(clippy::too_many_arguments)]
+/// If `io.params` or `io.dparams` is not `K * n` values, or `io.x`, `io.y` and `io.dy` differ
+/// in length or are not rows of `n`.
 #[inline(always)]
 pub fn per_feature_backward<const K: usize>(
-    params: &[f32],
-    x: &[f32],
-    y: &[f32],
-    dy: &mut [f32],
-    dx: Grad<'_>,
-    dparams: &mut [f32],
+    io: Backward<'_>,
     n: usize,
     f: impl Fn(f32x8, f32x8, [f32x8; K]) -> (f32x8, [f32x8; K]),
 ) {
+    let Backward {
+        params,
+        x,
+        y,
+        dy,
+        dx,
+        dparams,
+        ..
+    } = io;
     check_rows(params, K, x, y, n);
     assert_eq!(
         dy.len(),
@@ -164,14 +113,18 @@ pub fn per_feature_backward<const K: usize>(
     let rows = x.chunks_exact(n).zip(y.chunks_exact(n));
     for ((xr, yr), dr) in rows.zip(dy.chunks_exact_mut(n)) {
         for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load(&params[j * n + i..j * n + i + k], 0.0));
-            let (gx, gp) = f(load(&xr[i..i + k], 0.0), load(&yr[i..i + k], 0.0), p);
-            let d = load(&dr[i..i + k], 0.0);
+            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
+            let (gx, gp) = f(
+                load_padded(&xr[i..i + k], 0.0),
+                load_padded(&yr[i..i + k], 0.0),
+                p,
+            );
+            let d = load_padded(&dr[i..i + k], 0.0);
             for (j, g) in gp.into_iter().enumerate() {
                 let acc = &mut dparams[j * n + i..j * n + i + k];
-                store(acc, load(acc, 0.0) + d * g);
+                store_partial(acc, load_padded(acc, 0.0) + d * g);
             }
-            store(&mut dr[i..i + k], d * gx);
+            store_partial(&mut dr[i..i + k], d * gx);
         }
     }
     dx.give(dy);
@@ -198,22 +151,37 @@ fn check_rows(params: &[f32], k: usize, x: &[f32], y: &[f32], n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::Grad;
 
-    #[test]
-    fn column_sums_and_padding() {
-        let rows: [f32; 22] = core::array::from_fn(|i| i as f32);
-        let mut acc = [1.0; 11];
-        add_rows(&mut acc, &rows);
-        for (j, a) in acc.iter().enumerate() {
-            assert_eq!(*a, 1.0 + j as f32 + (11 + j) as f32);
+    /// The buffers of a per-feature forward call.
+    fn forward_io<'a>(params: &'a [f32], x: &'a [f32], y: &'a mut [f32]) -> Forward<'a> {
+        Forward {
+            params,
+            state: &mut [],
+            x,
+            y,
+            saved: &mut [],
+            batch: 0,
         }
-        let v = load(&[1.0, 2.0], 9.0).to_array();
-        assert_eq!(v, [1.0, 2.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0]);
-        let mut y = [0.0; 3];
-        add_assign(&mut y, &[1.0, 2.0, 3.0]);
-        assert_eq!(y, [1.0, 2.0, 3.0]);
-        assert!(pieces(17).eq([(0, 8), (8, 8), (16, 1)]));
-        assert_eq!(pieces(0).count(), 0);
+    }
+
+    /// The buffers of a per-feature backward call.
+    fn backward_io<'a>(
+        (params, x, y): (&'a [f32], &'a [f32], &'a [f32]),
+        dy: &'a mut [f32],
+        dx: Grad<'a>,
+        dparams: &'a mut [f32],
+    ) -> Backward<'a> {
+        Backward {
+            params,
+            x,
+            y,
+            saved: &[],
+            dy,
+            dx,
+            dparams,
+            batch: 0,
+        }
     }
 
     /// `y = a x + b` per feature over rows of 11 (a tail of 3), against scalar code.
@@ -225,7 +193,8 @@ mod tests {
         let params: Vec<f32> = (0..2 * N).map(|i| 0.5 + i as f32 * 0.25).collect();
         let x: Vec<f32> = (0..3 * N).map(|i| i as f32 - 15.0).collect();
         let mut y = [0.0; 3 * N];
-        per_feature_forward(&params, &x, &mut y, N, |x, [a, b]: [f32x8; 2]| a * x + b);
+        let io = forward_io(&params, &x, &mut y);
+        per_feature_forward(io, N, |x, [a, b]: [f32x8; 2]| a * x + b);
         for (i, v) in y.iter().enumerate() {
             assert_eq!(*v, params[i % N] * x[i] + params[N + i % N]);
         }
@@ -240,7 +209,8 @@ mod tests {
         let mut dp = [f32::NAN; 2 * N];
         let mut dx = [0.0; 3 * N];
         let f = |x, _y, [a, _b]: [f32x8; 2]| (a, [x, f32x8::ONE]);
-        per_feature_backward(&params, &x, &y, &mut dy, Grad::Set(&mut dx), &mut dp, N, f);
+        let io = backward_io((&params, &x, &y), &mut dy, Grad::Set(&mut dx), &mut dp);
+        per_feature_backward(io, N, f);
         assert_eq!(dx[..], want_dx[..]);
         assert_eq!(dp[..N], want_da[..]);
         assert_eq!(dp[N..], want_db[..]);
@@ -259,7 +229,8 @@ mod tests {
             let x: Vec<f32> = (0..2 * n).map(|i| i as f32 * 0.5 - 3.0).collect();
             let mut y = vec![f32::NAN; 2 * n];
             // y = a x²; dy/dx = 2 a x, dy/da = x².
-            per_feature_forward(&params, &x, &mut y, n, |x, [a]: [f32x8; 1]| a * x * x);
+            let io = forward_io(&params, &x, &mut y);
+            per_feature_forward(io, n, |x, [a]: [f32x8; 1]| a * x * x);
             for i in 0..2 * n {
                 assert_eq!(y[i], params[i % n] * x[i] * x[i], "{n} [{i}]");
             }
@@ -275,7 +246,8 @@ mod tests {
             let mut da = vec![f32::NAN; n + 1];
             let mut dy = dy0.clone();
             let g = Grad::Add(&mut dx[..2 * n]);
-            per_feature_backward(&params, &x, &y, &mut dy, g, &mut da[..n], n, f);
+            let io = backward_io((&params, &x, &y), &mut dy, g, &mut da[..n]);
+            per_feature_backward(io, n, f);
             assert_eq!(da[..n], want_da[..], "{n}");
             assert!(da[n].is_nan(), "{n}: nothing past dparams");
             for i in 0..2 * n {
@@ -284,7 +256,8 @@ mod tests {
             assert_eq!(dx[2 * n], 1.0);
             // Again, skipping dx: the same parameter gradients, not twice them.
             let mut dy = dy0.clone();
-            per_feature_backward(&params, &x, &y, &mut dy, Grad::Skip, &mut da[..n], n, f);
+            let io = backward_io((&params, &x, &y), &mut dy, Grad::Skip, &mut da[..n]);
+            per_feature_backward(io, n, f);
             assert_eq!(da[..n], want_da[..], "{n}: dparams reset");
         }
     }

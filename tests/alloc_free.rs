@@ -6,13 +6,13 @@ use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
-use fusegraph::optim::{Full, Fused, UpdateMode};
+use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
     model, AvgPool2d, BatchNorm, Conv2d, Dataset, Dense, Dropout, EarlyStopping, FitOptions,
     Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
     TrainStep, Trainer, Verbose,
 };
-use fusegraph::train::EmbeddedStep;
+use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -253,35 +253,46 @@ fn fit_loops_do_not_allocate_after_the_first_epoch() {
     );
 }
 
-/// Allocations in training steps, predictions and input gradients of an `EmbeddedStep` in mode
-/// `U`, over every layer kind.
+/// Allocations in training steps, predictions and input gradients of `step`, over every layer
+/// kind.
+fn allocations_in_steps<U: UpdateMode, S: Storage>(
+    model: &mut Everything,
+    step: &mut Step<Everything, keras::Adam, 8, U, S>,
+) -> usize {
+    let x: Vec<f32> = (0..8 * 128)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let y: Vec<u32> = (0..8).map(|i| i % 10).collect();
+    step.run(model, &x, &y);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        step.run(model, &x, &y);
+        step.run(model, &x[..128], &y[..1]);
+        std::hint::black_box(step.predict(model, &x));
+        std::hint::black_box(step.input_gradient(model, &x));
+    }
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+/// Allocations in the steps of an `EmbeddedStep` in mode `U`.
 fn allocations_in_embedded_steps<U: UpdateMode>() -> usize {
     let mut model = Everything::init(Seed(3));
     let mut arena = vec![0.0; EmbeddedStep::<Everything, keras::Adam, 8, U>::FLOATS];
     let mut step =
         EmbeddedStep::<Everything, _, 8, U>::new(&model, keras::Adam::default(), &mut arena)
             .unwrap();
-    let x: Vec<f32> = (0..8 * 128)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect();
-    let y: Vec<u32> = (0..8).map(|i| i % 10).collect();
-    step.run(&mut model, &x, &y);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    for _ in 0..3 {
-        step.run(&mut model, &x, &y);
-        step.run(&mut model, &x[..128], &y[..1]);
-        std::hint::black_box(step.predict(&model, &x));
-        std::hint::black_box(step.input_gradient(&model, &x));
-    }
-    ALLOCATIONS.load(Ordering::SeqCst) - before
+    allocations_in_steps(&mut model, &mut step)
 }
 
 fn embedded_steps_do_not_allocate() {
     let full = allocations_in_embedded_steps::<Full>();
     let fused = allocations_in_embedded_steps::<Fused>();
+    let mut model = Everything::init(Seed(3));
+    let mut layerwise = TrainStep::<Everything, _, 8, Fused>::new(&model, keras::Adam::default());
+    let train_fused = allocations_in_steps(&mut model, &mut layerwise);
     assert_eq!(
-        (full, fused),
-        (0, 0),
-        "allocations in embedded steps (full, fused)"
+        (full, fused, train_fused),
+        (0, 0, 0),
+        "allocations in embedded steps (full, fused) and a layer-wise TrainStep"
     );
 }

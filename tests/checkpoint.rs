@@ -8,8 +8,9 @@ mod common;
 use common::{bits, Rng};
 use fusegraph::checkpoint::{self, CheckpointError};
 use fusegraph::fs::{self as atomic, Fault};
-use fusegraph::optim::{keras, torch, Ema, Schedule};
+use fusegraph::optim::{keras, torch, Ema, Fused, Schedule, Storage, UpdateMode};
 use fusegraph::prelude::*;
+use fusegraph::train::{EmbeddedStep, Step};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -163,7 +164,10 @@ fn batch(seed: u64, n: usize, inputs: usize) -> (Vec<f32>, Vec<u32>) {
 
 /// Everything a train step and model hold, bit for bit: parameters, state, every slot, the
 /// EMA, carried scalars, the step counter and seed, the hyper-parameters.
-fn snapshot<M: Model, R: Rule, const B: usize>(m: &M, s: &TrainStep<M, R, B>) -> Vec<Vec<u32>> {
+fn snapshot<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+    m: &M,
+    s: &Step<M, R, B, U, S>,
+) -> Vec<Vec<u32>> {
     let opt = s.optimizer();
     let mut out = vec![bits(m.params()), bits(m.state())];
     out.extend(R::SLOTS.iter().map(|n| bits(opt.slot(n).unwrap())));
@@ -284,6 +288,57 @@ fn resume_nadam_with_carried_scalar_and_ema_is_exact() {
         },
         (3, 3),
     );
+}
+
+/// Every kind of train step keeps the same state in the same layout: a checkpoint of a
+/// layer-wise `EmbeddedStep` resumes in a layer-wise `TrainStep`, whose checkpoint resumes in a
+/// `TrainStep` that updates after the whole backward pass, and the three legs end with the bits
+/// of one `TrainStep` run that never stopped (BatchNorm statistics, dropout masks, Adam's slots,
+/// per-tensor clipping and the schedule included).
+#[test]
+fn checkpoints_move_between_the_kinds_of_step() {
+    let rule = keras::Adam::default().with_lr(0.02);
+    fn config<U: UpdateMode>() -> Config<U> {
+        Config::new()
+            .clip_tensor_norm(0.5)
+            .schedule(Schedule::cosine(0.02, 12, 0.1))
+    }
+    let batches: Vec<(Vec<f32>, Vec<u32>)> = (0..10).map(|i| batch(300 + i, 8, 8)).collect();
+    let mut model = Normed::init(Seed(1));
+    let mut straight =
+        TrainStep::<Normed, _, 8>::with_config(&model, rule, config()).with_seed(Seed(9));
+    for (x, y) in &batches {
+        straight.run(&mut model, x, y);
+    }
+    let expected = snapshot(&model, &straight);
+
+    let mut model = Normed::init(Seed(1));
+    let mut arena = vec![f32::NAN; EmbeddedStep::<Normed, keras::Adam, 8>::FLOATS];
+    let mut embedded =
+        EmbeddedStep::<Normed, _, 8>::with_config(&model, rule, config(), &mut arena)
+            .unwrap()
+            .with_seed(Seed(9));
+    for (x, y) in &batches[..4] {
+        embedded.run(&mut model, x, y);
+    }
+    let file = checkpoint::to_bytes(&model, &embedded).unwrap();
+
+    let mut model = Normed::init(Seed(2));
+    let mut layerwise =
+        TrainStep::<Normed, _, 8, Fused>::with_config(&model, keras::Adam::default(), config());
+    checkpoint::from_bytes(&file, &mut model, &mut layerwise).unwrap();
+    for (x, y) in &batches[4..7] {
+        layerwise.run(&mut model, x, y);
+    }
+    let file = checkpoint::to_bytes(&model, &layerwise).unwrap();
+
+    let mut model = Normed::init(Seed(3));
+    let mut full = TrainStep::<Normed, _, 8>::with_config(&model, keras::Adam::default(), config());
+    checkpoint::from_bytes(&file, &mut model, &mut full).unwrap();
+    for (x, y) in &batches[7..] {
+        full.run(&mut model, x, y);
+    }
+    assert_eq!(snapshot(&model, &full), expected);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Training without an allocator: `EmbeddedStep` keeps every buffer in one arena; updating each
 //! layer during the backward pass (`Fused`) gives the same bits as the full gradient and one
-//! update (`Full`, and `TrainStep`), with every option that does not need all gradients first.
+//! update (`Full`, and `TrainStep` in both modes), with every option that does not need all
+//! gradients first.
 
 mod common;
 
@@ -265,4 +266,59 @@ fn a_step_trains_from_a_static_arena() {
     }
     let last = step.evaluate(&model, &x, &y).loss;
     assert!(last < 0.05 * first, "{first} -> {last}");
+}
+
+/// `TrainStep` in the layer-wise mode: the bits of the full step (with per-tensor weight decay
+/// and learning rates, which an `EmbeddedStep` has no room for), and only the largest layer's
+/// gradient buffer.
+#[test]
+fn a_layerwise_train_step_gives_the_bits_of_the_full_one() {
+    let rule = torch::AdamW::default().with_lr(0.01);
+    fn config<U: UpdateMode>() -> Config<U> {
+        Config::new()
+            .weight_decay(WeightDecay::Decoupled(0.05))
+            .clip_tensor_norm(1.0)
+    }
+    let mut a = Deeper::init(Seed(4));
+    let mut b = Deeper::init(Seed(4));
+    let mut full = TrainStep::<Deeper, _, 8>::with_config(&a, rule, config());
+    let mut layerwise = TrainStep::<Deeper, _, 8, Fused>::with_config(&b, rule, config());
+    full.optimizer_mut()
+        .set_tensor_weight_decay(1, 0.0)
+        .unwrap();
+    layerwise
+        .optimizer_mut()
+        .set_tensor_weight_decay(1, 0.0)
+        .unwrap();
+    full.optimizer_mut()
+        .set_tensor_rule(4, rule.with_lr(0.1))
+        .unwrap();
+    layerwise
+        .optimizer_mut()
+        .set_tensor_rule(4, rule.with_lr(0.1))
+        .unwrap();
+    for s in 0..10 {
+        let (x, y) = batch(1 + s % 8, 40 + s as u64);
+        let la = full.run(&mut a, &x, &y);
+        let lb = layerwise.run(&mut b, &x, &y);
+        assert_eq!(la.to_bits(), lb.to_bits(), "loss of step {s}");
+        assert_eq!(
+            bits(a.params()),
+            bits(b.params()),
+            "parameters after step {s}"
+        );
+    }
+    for slot in <torch::AdamW as Rule>::SLOTS {
+        assert_eq!(
+            bits(full.optimizer().slot(slot).unwrap()),
+            bits(layerwise.optimizer().slot(slot).unwrap())
+        );
+    }
+    type Layerwise = TrainStep<Deeper, torch::AdamW, 8, Fused>;
+    assert_eq!(
+        Layerwise::BYTES.grads,
+        (32 * 16 + 16) * 4,
+        "the largest layer's gradient"
+    );
+    assert_eq!(layerwise.grads().len() * 4, Layerwise::BYTES.grads);
 }

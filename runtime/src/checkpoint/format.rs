@@ -8,8 +8,9 @@ use super::layout::{
 use super::metadata::{Metadata, MODEL, TRAINING};
 use super::CheckpointError;
 use crate::optim::Rule;
+use crate::optim::{Storage, UpdateMode};
 use crate::rng::Seed;
-use crate::train::{Model, NamedTensor, TrainStep};
+use crate::train::{Model, NamedTensor, Step};
 use safetensors::tensor::Metadata as Header;
 use safetensors::{Dtype, SafeTensorError, SafeTensors, View};
 use std::borrow::Cow;
@@ -96,8 +97,8 @@ fn model_tensor<M: Model>(model: &M, counter: i64, e: &Entry) -> Option<Owned> {
 }
 
 /// The entry's values from the train step; `None` for the model's.
-fn train_tensor<M: Model, R: Rule, const B: usize>(
-    step: &TrainStep<M, R, B>,
+fn train_tensor<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+    step: &Step<M, R, B, U, S>,
     e: &Entry,
 ) -> Option<Owned> {
     let opt = step.optimizer();
@@ -192,18 +193,18 @@ pub fn model_to_bytes<M: Model>(model: &M) -> Result<Vec<u8>, CheckpointError> {
 }
 
 /// The model and the train step as a safetensors file (what [`save`](super::save) writes).
-pub fn to_bytes<M: Model, R: Rule, const B: usize>(
+pub fn to_bytes<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     model: &M,
-    step: &TrainStep<M, R, B>,
+    step: &Step<M, R, B, U, S>,
 ) -> Result<Vec<u8>, CheckpointError> {
     to_bytes_with(model, step, &[])
 }
 
 /// [`to_bytes`] with the caller's metadata entries, stored under `user.` and read back by
 /// [`Metadata::get`] with their own keys.
-pub fn to_bytes_with<M: Model, R: Rule, const B: usize>(
+pub fn to_bytes_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     model: &M,
-    step: &TrainStep<M, R, B>,
+    step: &Step<M, R, B, U, S>,
     extra: &[(&str, &str)],
 ) -> Result<Vec<u8>, CheckpointError> {
     let opt = step.optimizer();
@@ -376,10 +377,10 @@ pub fn model_from_bytes<M: Model>(
 /// Loads a model and a train step from a file of [`to_bytes`]: parameters, state, optimizer
 /// slots, carried scalars, EMA, step counter, dropout seed and hyper-parameters. Nothing
 /// changes unless the whole file fits the model and the optimizer.
-pub fn from_bytes<M: Model, R: Rule, const B: usize>(
+pub fn from_bytes<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     bytes: &[u8],
     model: &mut M,
-    step: &mut TrainStep<M, R, B>,
+    step: &mut Step<M, R, B, U, S>,
 ) -> Result<Metadata, CheckpointError> {
     let file = File::parse(bytes)?;
     file.meta.check_model::<M>(TRAINING)?;

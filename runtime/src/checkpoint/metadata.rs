@@ -3,7 +3,7 @@
 
 use super::layout::signature;
 use super::CheckpointError;
-use crate::optim::{Optimizer, Rule};
+use crate::optim::{Optimizer, Rule, Storage, UpdateMode};
 use crate::train::Model;
 use std::collections::BTreeMap;
 use std::format;
@@ -102,7 +102,10 @@ impl Metadata {
     }
 
     /// Adds the optimizer's name, slots, carried scalars, hyper-parameters and configuration.
-    pub(crate) fn add_optimizer<R: Rule>(&mut self, opt: &Optimizer<R>) {
+    pub(crate) fn add_optimizer<R: Rule, U: UpdateMode, S: Storage>(
+        &mut self,
+        opt: &Optimizer<R, U, S>,
+    ) {
         self.insert(KEY_OPTIMIZER, R::NAME);
         self.insert(KEY_SLOTS, R::SLOTS.join(","));
         self.insert(KEY_CARRIED, R::CARRIED.join(","));

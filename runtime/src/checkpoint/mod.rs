@@ -137,7 +137,8 @@ pub use metadata::Metadata;
 
 use crate::fs::write_atomic;
 use crate::optim::Rule;
-use crate::train::{Model, TrainStep};
+use crate::optim::{Storage, UpdateMode};
+use crate::train::{Model, Step};
 use std::fs;
 use std::path::Path;
 use std::vec::Vec;
@@ -147,20 +148,20 @@ fn read(path: &Path) -> Result<Vec<u8>, CheckpointError> {
 }
 
 /// Saves the model and the train step to `path` (see the [module docs](self)), atomically.
-pub fn save<M: Model, R: Rule, const B: usize>(
+pub fn save<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     path: impl AsRef<Path>,
     model: &M,
-    step: &TrainStep<M, R, B>,
+    step: &Step<M, R, B, U, S>,
 ) -> Result<(), CheckpointError> {
     save_with(path, model, step, &[])
 }
 
 /// [`save`] with the caller's metadata entries (the epoch, the data position), stored as
 /// `user.<key>` and read back by [`Metadata::get`]`(key)`.
-pub fn save_with<M: Model, R: Rule, const B: usize>(
+pub fn save_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     path: impl AsRef<Path>,
     model: &M,
-    step: &TrainStep<M, R, B>,
+    step: &Step<M, R, B, U, S>,
     extra: &[(&str, &str)],
 ) -> Result<(), CheckpointError> {
     Ok(write_atomic(path, &to_bytes_with(model, step, extra)?)?)
@@ -169,10 +170,10 @@ pub fn save_with<M: Model, R: Rule, const B: usize>(
 /// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layout,
 /// optimizer and EMA setting; returns its metadata. Nothing changes unless the whole file is
 /// valid.
-pub fn load<M: Model, R: Rule, const B: usize>(
+pub fn load<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     path: impl AsRef<Path>,
     model: &mut M,
-    step: &mut TrainStep<M, R, B>,
+    step: &mut Step<M, R, B, U, S>,
 ) -> Result<Metadata, CheckpointError> {
     from_bytes(&read(path.as_ref())?, model, step)
 }

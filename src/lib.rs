@@ -436,8 +436,8 @@ pub use fusegraph_macros::model;
 /// constants, and inside `const _: () = { .. };` two `#[inline(always)]` functions on
 /// [`f32x8`](fusegraph_runtime::f32x8) lanes, one for the value and one for the value and the
 /// derivative (each sub-expression they share, such as `pred - target`, computed once), and an
-/// implementation of [`loss::Loss`] that hands them to
-/// [`loss::lanes_loss_and_grad`] and [`loss::lanes_loss`]: one pass over the slices, the tail
+/// implementation of [`loss::Loss`] that hands them to the runtime's lane passes of
+/// element-wise losses: one pass over the slices, the tail
 /// padded into a lane and left out of the sum, each element's value computed in `f32` and summed
 /// in `f64` in a fixed order; the gradient is the derivative divided by the count for `mean`.
 /// `correct` returns `None`.
@@ -452,41 +452,7 @@ pub use fusegraph_macros::loss;
 
 /// What generated code names; not a stable API.
 #[doc(hidden)]
-pub mod __private {
-    pub use fusegraph_runtime::f32x8;
-    pub use fusegraph_runtime::kernels::gemm::Product;
-    pub use fusegraph_runtime::lane;
-    pub use fusegraph_runtime::layers;
-    pub use fusegraph_runtime::layers::{Activation, Ctx, Elementwise, Grad, Layer};
-    pub use fusegraph_runtime::loss::{lanes_loss, lanes_loss_and_grad, Loss, Reduce};
-    pub use fusegraph_runtime::math;
-    pub use fusegraph_runtime::optim::Rule;
-    pub use fusegraph_runtime::rng::Seed;
-    pub use fusegraph_runtime::train::{
-        check_budget, init_params, push_products, push_tensors, split, split_mut, total, Bytes,
-        GradSink, Model, NamedTensor, View,
-    };
-
-    pub use fusegraph_runtime::layers::graph;
-
-    #[cfg(feature = "alloc")]
-    pub use alloc::boxed::Box;
-
-    /// A zeroed buffer, allocated on the heap without passing through the stack.
-    #[cfg(feature = "alloc")]
-    pub fn zeros(n: usize) -> Box<[f32]> {
-        alloc::vec![0.0; n].into_boxed_slice()
-    }
-
-    /// The larger of two sizes.
-    pub const fn max(a: usize, b: usize) -> usize {
-        if a > b {
-            a
-        } else {
-            b
-        }
-    }
-}
+pub use fusegraph_runtime::__private_0_1;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

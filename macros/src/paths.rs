@@ -4,17 +4,17 @@
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{quote, quote_spanned};
 
-/// `::fusegraph::__private`, its tokens at `span`.
+/// `::fusegraph::__private_0_1` (the private module of this version), its tokens at `span`.
 pub fn private_at(span: Span) -> TokenStream {
-    quote_spanned!(span=> ::fusegraph::__private)
+    quote_spanned!(span=> ::fusegraph::__private_0_1)
 }
 
-/// `::fusegraph::__private`.
+/// `::fusegraph::__private_0_1`.
 pub fn private() -> TokenStream {
     private_at(Span::call_site())
 }
 
-/// `::fusegraph::__private::name`.
+/// `::fusegraph::__private_0_1::name`.
 fn private_item(name: &str) -> TokenStream {
     let p = private();
     let name = Ident::new(name, Span::call_site());

@@ -30,6 +30,10 @@ pub mod optim;
 pub mod rng;
 pub mod train;
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private_0_1;
+
 pub use wide::f32x8;
 
 /// Number of `f32` lanes in one SIMD vector ([`f32x8`]).

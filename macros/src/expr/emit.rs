@@ -1,5 +1,5 @@
-//! IR to Rust: scalar code (`f32` or `f64`, math from `::fusegraph::__private::math`) and lane
-//! code over `::fusegraph::__private::f32x8`. Generated code never uses `mul_add`: the
+//! IR to Rust: scalar code (`f32` or `f64`, math from `::fusegraph::__private_0_1::math`) and lane
+//! code over `::fusegraph::__private_0_1::f32x8`. Generated code never uses `mul_add`: the
 //! frameworks round every operation, and so do we.
 
 use super::ast::{BinOp, CmpOp, Func};

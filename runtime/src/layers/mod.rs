@@ -277,7 +277,7 @@ pub mod dropout;
 pub mod graph;
 pub mod init;
 pub mod norm;
-mod per_feature;
+pub(crate) mod per_feature;
 pub mod pool;
 pub mod reshape;
 
@@ -293,6 +293,5 @@ pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims}
 pub use dropout::Dropout;
 pub use init::init_tensor;
 pub use norm::{BatchNorm, LayerNorm};
-pub use per_feature::{per_feature_backward, per_feature_forward};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;

@@ -16,7 +16,7 @@ use wide::f32x8;
 ///
 /// ```
 /// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::layers::{per_feature_forward, Forward};
+/// use fusegraph_runtime::__private_0_1::layers::{per_feature_forward, Forward};
 /// // y = a * x, with a per-feature scale `a`.
 /// let mut y = [0.0; 4];
 /// let (params, x) = ([2.0, 3.0], [1.0, 1.0, 5.0, 5.0]);
@@ -58,7 +58,8 @@ pub fn per_feature_forward<const K: usize>(
 ///
 /// ```
 /// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::layers::{per_feature_backward, Backward, Grad};
+/// use fusegraph_runtime::__private_0_1::layers::{per_feature_backward, Backward};
+/// use fusegraph_runtime::layers::Grad;
 /// // y = a * x: dy/dx = a, dy/da = x.
 /// let (x, y) = ([1.0, 1.0, 5.0, 5.0], [2.0, 3.0, 10.0, 15.0]);
 /// let mut dy = [1.0; 4];

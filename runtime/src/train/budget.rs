@@ -79,13 +79,6 @@ const fn over_budget(model: &str, max: usize, bytes: &Bytes) -> Message {
 
 /// Panics (a compile error when evaluated in a constant) if `bytes` exceed `max`, with a
 /// message giving the total and each part.
-///
-/// ```
-/// use fusegraph_runtime::train::{check_budget, Bytes};
-/// let bytes = Bytes { params: 100, grads: 100, activations: 50, workspace: 0, slots: 200 };
-/// const _: () = check_budget("Tiny", 1024, Bytes { params: 100, grads: 100, activations: 50, workspace: 0, slots: 200 });
-/// assert!(std::panic::catch_unwind(|| check_budget("Tiny", 400, bytes)).is_err());
-/// ```
 pub const fn check_budget(model: &str, max: usize, bytes: Bytes) {
     if bytes.total() > max {
         let message = over_budget(model, max, &bytes);

@@ -6,7 +6,7 @@
 
 #[cfg(feature = "alloc")]
 mod allocated;
-mod budget;
+pub(crate) mod budget;
 mod cell;
 mod embedded;
 mod model;
@@ -15,12 +15,8 @@ mod step;
 
 #[cfg(feature = "alloc")]
 pub use allocated::TrainStep;
-pub use budget::check_budget;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
-pub use model::{
-    init_params, push_products, push_tensors, split, split_mut, total, Bytes, Model, ModelTensors,
-    NamedTensor, View,
-};
+pub use model::{Bytes, Model, ModelTensors, NamedTensor, View};
 pub use sink::GradSink;
 pub use step::{Evaluation, Step, Target};

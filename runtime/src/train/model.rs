@@ -2,10 +2,9 @@
 
 use super::sink::GradSink;
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
-use crate::layers::{init_tensor, Ctx, Grad, Init, Layer, Tensor, Torch};
+use crate::layers::{Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
 use crate::optim::{Layout, Rule};
-use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
 use core::ops::Range;
 
@@ -24,6 +23,7 @@ pub struct NamedTensor {
 
 impl NamedTensor {
     /// A placeholder, for building tables in constants.
+    #[doc(hidden)]
     pub const EMPTY: NamedTensor = NamedTensor {
         layer: "",
         tensor: Tensor {
@@ -38,40 +38,6 @@ impl NamedTensor {
         },
         offset: 0,
     };
-}
-
-/// Appends the tensors of layer `layer` (values starting at `offset`) to a table being built
-/// in a constant, with PyTorch's names and layouts from `torch` (one per tensor, or empty for
-/// the same); returns the table and the next free index. Used by `#[model]`.
-pub const fn push_tensors<const N: usize>(
-    mut out: [NamedTensor; N],
-    mut at: usize,
-    layer: &'static str,
-    tensors: &'static [Tensor],
-    torch: &'static [Torch],
-    offset: usize,
-) -> ([NamedTensor; N], usize) {
-    let mut i = 0;
-    let mut off = offset;
-    while i < tensors.len() {
-        out[at] = NamedTensor {
-            layer,
-            tensor: tensors[i],
-            torch: if torch.is_empty() {
-                Torch {
-                    name: tensors[i].name,
-                    axes: &[],
-                }
-            } else {
-                torch[i]
-            },
-            offset: off,
-        };
-        off += tensors[i].len();
-        at += 1;
-        i += 1;
-    }
-    (out, at)
 }
 
 /// The number of samples in `x` for model `M`, at most `max`; panics (a caller's bug) if `x` is
@@ -100,32 +66,6 @@ pub(crate) fn check_targets<M: Model>(batch: usize, y: &[<M::Loss as Loss>::Targ
         "{batch} samples need {} targets",
         batch * per
     );
-}
-
-/// Appends `products` to a table being built in a constant; returns the table and the next
-/// free index. Used by `#[model]`.
-pub const fn push_products<const N: usize>(
-    mut out: [Product; N],
-    mut at: usize,
-    products: &'static [Product],
-) -> ([Product; N], usize) {
-    let mut i = 0;
-    while i < products.len() {
-        out[at] = products[i];
-        at += 1;
-        i += 1;
-    }
-    (out, at)
-}
-
-/// Initializes every tensor of `params` with its initializer, tensor `i` from its own random
-/// stream of `seed`, so that adding a layer does not change the others' initial values.
-pub fn init_params(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
-    for (i, t) in tensors.iter().enumerate() {
-        let mut rng = Rng::with_stream(seed, i as u64);
-        let dst = &mut params[t.offset..t.offset + t.tensor.len()];
-        init_tensor(&t.tensor, t.tensor.init, dst, &mut rng);
-    }
 }
 
 /// Sizes in bytes of a model and everything a train step owns.
@@ -293,6 +233,7 @@ pub struct View<'a, L> {
 
 impl<'a, L> View<'a, L> {
     /// The view over a layer's parameter slice.
+    #[doc(hidden)]
     pub fn new(data: &'a [f32]) -> Self {
         View {
             data,
@@ -328,44 +269,4 @@ impl<'a, L: Layer> View<'a, L> {
     pub fn all(&self) -> &'a [f32] {
         self.data
     }
-}
-
-/// The length of a buffer of consecutive parts of `widths` values per sample: the
-/// per-sample length of a model's activation or node-gradient buffer. Used by `#[model]`.
-pub const fn total<const N: usize>(widths: &[usize; N]) -> usize {
-    let (mut sum, mut i) = (0, 0);
-    while i < N {
-        sum += widths[i];
-        i += 1;
-    }
-    sum
-}
-
-/// `buf` cut into consecutive parts of `widths[i] * batch` values. Used by `#[model]`.
-pub fn split<'a, const N: usize>(
-    buf: &'a [f32],
-    widths: &[usize; N],
-    batch: usize,
-) -> [&'a [f32]; N] {
-    let mut rest = buf;
-    core::array::from_fn(|i| {
-        let (head, tail) = rest.split_at(widths[i] * batch);
-        rest = tail;
-        head
-    })
-}
-
-/// `buf` cut into consecutive writable parts of `widths[i] * batch` values. Used by
-/// `#[model]`.
-pub fn split_mut<'a, const N: usize>(
-    buf: &'a mut [f32],
-    widths: &[usize; N],
-    batch: usize,
-) -> [&'a mut [f32]; N] {
-    let mut rest = buf;
-    core::array::from_fn(|i| {
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(widths[i] * batch);
-        rest = tail;
-        head
-    })
 }

@@ -1,6 +1,8 @@
 //! Losses and their gradients, reduced over the batch: the built-ins by a mean (as Keras and
 //! PyTorch), losses written with `loss!` by a mean or a sum ([`Reduce`]).
 
+pub(crate) mod lanes;
+
 /// A loss over a batch of predictions (`batch * n` values) and targets.
 pub trait Loss {
     /// One target: a class index (`u32`) or a value (`f32`).
@@ -18,9 +20,7 @@ pub trait Loss {
     fn correct(pred: &[f32], target: &[Self::Target], n: usize) -> Option<usize>;
 }
 
-use crate::kernels::simd::{load_padded, pieces, store_partial};
-use crate::{math, LANES};
-use wide::f32x8;
+use crate::math;
 
 /// Checks that an element-wise loss has one target per prediction and whole samples of `n`.
 fn check_lengths(pred: &[f32], target: &[f32], n: usize) {
@@ -100,105 +100,6 @@ pub enum Reduce {
     Mean,
     /// The sum over the batch and the outputs.
     Sum,
-}
-
-/// A deterministic sum of `f32` lane values in `f64`: each value is widened and added to the
-/// accumulator of its position in the lane, and the eight accumulators are added in a fixed
-/// order at the end, so the result depends on the values and their order only (not on
-/// threads, alignment or how a caller chunks its slices beyond their length).
-struct LaneSum([f64; LANES]);
-
-impl LaneSum {
-    /// Adds the first `k` lanes of `v`; the others (a padded tail) are left out.
-    #[inline(always)]
-    fn add(&mut self, v: f32x8, k: usize) {
-        let v = v.to_array();
-        for (j, (a, x)) in self.0.iter_mut().zip(v).enumerate() {
-            if j < k {
-                *a += f64::from(x);
-            }
-        }
-    }
-
-    /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`.
-    fn total(&self) -> f64 {
-        let a = &self.0;
-        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
-    }
-}
-
-/// The reduced value of a sum of `count` element values.
-fn reduce_sum(sum: f64, count: usize, reduce: Reduce) -> f32 {
-    match reduce {
-        Reduce::Mean => (sum * inv_count(count)) as f32,
-        Reduce::Sum => sum as f32,
-    }
-}
-
-/// Value and gradient of an element-wise loss from its lane function `f(pred, target) ->
-/// (value, d value / d pred)`, in one pass over [`f32x8`] lanes; what `loss!` generates calls
-/// it.
-///
-/// The tail is padded with zeros into a full lane and runs the same lane code; its padded
-/// lanes are left out of the sum and not stored. Each element's value is computed in `f32`
-/// and summed in `f64` (see `LaneSum`); with [`Reduce::Mean`] the sum and each derivative are
-/// divided by the count (an empty batch gives 0).
-///
-/// # Panics
-/// If the lengths of `pred`, `target` and `grad` differ, or are not whole samples of `n`.
-#[inline(always)]
-pub fn lanes_loss_and_grad(
-    pred: &[f32],
-    target: &[f32],
-    grad: &mut [f32],
-    n: usize,
-    reduce: Reduce,
-    f: impl Fn(f32x8, f32x8) -> (f32x8, f32x8),
-) -> f32 {
-    check_lengths(pred, target, n);
-    assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
-    let count = f32x8::splat(pred.len() as f32);
-    let mut sum = LaneSum([0.0; LANES]);
-    for (i, k) in pieces(pred.len()) {
-        let (v, d) = f(
-            load_padded(&pred[i..i + k], 0.0),
-            load_padded(&target[i..i + k], 0.0),
-        );
-        sum.add(v, k);
-        let d = match reduce {
-            Reduce::Mean => d / count,
-            Reduce::Sum => d,
-        };
-        store_partial(&mut grad[i..i + k], d);
-    }
-    reduce_sum(sum.total(), pred.len(), reduce)
-}
-
-/// The value alone of an element-wise loss from its lane function `f(pred, target)`, computed
-/// and reduced as in [`lanes_loss_and_grad`].
-///
-/// # Panics
-/// If the lengths of `pred` and `target` differ, or are not whole samples of `n`.
-#[inline(always)]
-pub fn lanes_loss(
-    pred: &[f32],
-    target: &[f32],
-    n: usize,
-    reduce: Reduce,
-    f: impl Fn(f32x8, f32x8) -> f32x8,
-) -> f32 {
-    check_lengths(pred, target, n);
-    let mut sum = LaneSum([0.0; LANES]);
-    for (i, k) in pieces(pred.len()) {
-        sum.add(
-            f(
-                load_padded(&pred[i..i + k], 0.0),
-                load_padded(&target[i..i + k], 0.0),
-            ),
-            k,
-        );
-    }
-    reduce_sum(sum.total(), pred.len(), reduce)
 }
 
 /// Mean squared error, `mean((pred - target)²)` over the batch and the outputs (Keras'
@@ -384,9 +285,11 @@ impl Loss for SoftmaxCrossEntropy {
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::lanes::{lanes_loss, lanes_loss_and_grad};
     use super::*;
     use std::vec;
     use std::vec::Vec;
+    use wide::f32x8;
 
     /// Central differences of `L::loss` in `f64` steps on `f32` inputs are too coarse, so
     /// the check perturbs by a relatively large step and compares loosely; the exact values

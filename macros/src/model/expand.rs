@@ -5,7 +5,7 @@
 use super::check::{Net, Op, Src};
 use super::parse::Def;
 use crate::paths::{private as p, private_at};
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
 /// The struct alone, so that a model with a mistake still names a type (one error, not fifty):
@@ -92,101 +92,267 @@ fn sum(items: impl Iterator<Item = TokenStream>) -> TokenStream {
     }
 }
 
-pub fn model(def: &Def, net: &Net) -> TokenStream {
-    let p = p();
-    let l = quote!(#p::Layer);
-    let name = &def.name;
-    let tys: Vec<&syn::Type> = def.fields.iter().map(|f| &f.ty).collect();
-    let nf = tys.len();
-    let head = header(
-        def,
-        def.inline.then(|| {
-            (
-                sum(tys.iter().map(|ty| quote!(<#ty as #l>::PARAMS))),
-                sum(tys.iter().map(|ty| quote!(<#ty as #l>::STATE))),
-            )
-        }),
-    );
+/// What the passes of [`model`] share: the definition, its checked network, the paths they
+/// write, and the identifiers of the generated constants and slices.
+struct Expansion<'a> {
+    def: &'a Def,
+    net: &'a Net,
+    /// The facade's private module.
+    p: TokenStream,
+    /// The runtime's `Layer` trait.
+    l: TokenStream,
+    /// Each field's layer type, in declaration order.
+    tys: Vec<&'a syn::Type>,
+    /// `__O{i}`: where field `i`'s parameters start; the last one, where they end.
+    o: Vec<Ident>,
+    /// `__ST{i}`: where field `i`'s state starts; the last one, where it ends.
+    st: Vec<Ident>,
+    /// `__y{k}`: node `k`'s output slice.
+    y: Vec<Ident>,
+    /// `__s{k}`: what node `k`'s layer saves for the backward pass.
+    s: Vec<Ident>,
+    /// `__d{k}`: the gradient of node `k`'s output.
+    d: Vec<Ident>,
+}
 
-    // Parameter and state offsets, per field, in declaration order.
-    let o: Vec<syn::Ident> = (0..=nf).map(|i| format_ident!("__O{}", i)).collect();
-    let st: Vec<syn::Ident> = (0..=nf).map(|i| format_ident!("__ST{}", i)).collect();
-    let offsets = (0..nf).map(|i| {
-        let (o0, o1, s0, s1, ty) = (&o[i], &o[i + 1], &st[i], &st[i + 1], tys[i]);
+/// `prefix0`, `prefix1`, ... up to `prefix{count - 1}`.
+fn idents(prefix: &str, count: usize) -> Vec<Ident> {
+    (0..count)
+        .map(|i| format_ident!("{}{}", prefix, i))
+        .collect()
+}
+
+/// Which gradients the backward pass has written so far: the first contribution to a gradient
+/// sets it, later ones add.
+struct Given {
+    nodes: Vec<bool>,
+    x: bool,
+}
+
+impl<'a> Expansion<'a> {
+    fn new(def: &'a Def, net: &'a Net) -> Self {
+        let p = p();
+        let l = quote!(#p::Layer);
+        let (nf, nn) = (def.fields.len(), net.nodes.len());
+        Expansion {
+            def,
+            net,
+            p,
+            l,
+            tys: def.fields.iter().map(|f| &f.ty).collect(),
+            o: idents("__O", nf + 1),
+            st: idents("__ST", nf + 1),
+            y: idents("__y", nn),
+            s: idents("__s", nn),
+            d: idents("__d", nn),
+        }
+    }
+
+    /// `__O{n}` and `__ST{n}`, for `n` fields: where the parameters and the state end.
+    fn ends(&self) -> (&Ident, &Ident) {
+        let n = self.tys.len();
+        (&self.o[n], &self.st[n])
+    }
+
+    /// `0usize + <T as Layer>::item + ...` over the layer types `T`.
+    fn sum_of(&self, item: TokenStream) -> TokenStream {
+        let l = &self.l;
+        sum(self.tys.iter().map(|ty| quote!(<#ty as #l>::#item)))
+    }
+
+    /// The largest `<T as Layer>::item` over the layer types `T` (at least 0).
+    fn max_of(&self, item: TokenStream) -> TokenStream {
+        let (p, l) = (&self.p, &self.l);
+        self.tys.iter().fold(
+            quote!(0usize),
+            |acc, ty| quote!(#p::max(#acc, <#ty as #l>::#item)),
+        )
+    }
+
+    /// Node `k`'s output width per sample.
+    fn width(&self, k: usize) -> TokenStream {
+        self.net.nodes[k].width.tokens.clone()
+    }
+
+    /// What node `k` saves per sample: its layer's `SAVED`, nothing for the other nodes.
+    fn saved(&self, k: usize) -> TokenStream {
+        match self.net.nodes[k].op {
+            Op::Layer(f) => {
+                let (ty, l) = (self.tys[f], &self.l);
+                quote!(<#ty as #l>::SAVED)
+            }
+            _ => quote!(0usize),
+        }
+    }
+
+    /// What a node reads: the input `x` or an earlier node's output.
+    fn source(&self, src: Src) -> TokenStream {
+        match src {
+            Src::X => quote!(x),
+            Src::Node(j) => {
+                let yj = &self.y[j];
+                quote!(&*#yj)
+            }
+        }
+    }
+
+    /// What node `k` reads, one source per input.
+    fn inputs(&self, k: usize) -> Vec<TokenStream> {
+        let inputs = &self.net.nodes[k].inputs;
+        inputs.iter().map(|&i| self.source(i)).collect()
+    }
+
+    /// The struct, its parameter and state sizes spelled out when they are stored inline.
+    fn header(&self) -> TokenStream {
+        let sizes = self
+            .def
+            .inline
+            .then(|| (self.sum_of(quote!(PARAMS)), self.sum_of(quote!(STATE))));
+        header(self.def, sizes)
+    }
+
+    /// Every layer type is a `Layer`, checked at the user's type; then the width equalities the
+    /// macro could not decide.
+    fn checks(&self) -> TokenStream {
+        let layers = self.tys.iter().map(|ty| {
+            let span = syn::spanned::Spanned::span(ty);
+            let p = private_at(span);
+            quote_spanned!(span=> const _: usize = <#ty as #p::Layer>::OUT;)
+        });
+        let assertions = self.net.assertions.iter().map(|a| {
+            let (left, right, msg) = (&a.left, &a.right, &a.message);
+            quote_spanned!(a.span=> const _: () = ::core::assert!(#left == #right, #msg);)
+        });
         quote! {
-            const #o1: usize = #o0 + <#ty as #l>::PARAMS;
-            const #s1: usize = #s0 + <#ty as #l>::STATE;
+            #(#layers)*
+            #(#assertions)*
         }
-    });
-    let (o0, st0, o_end, st_end) = (&o[0], &st[0], &o[nf], &st[nf]);
+    }
 
-    // Every layer type is a Layer, checked at the user's type.
-    let layer_checks = tys.iter().map(|ty| {
-        let span = syn::spanned::Spanned::span(ty);
-        let p = private_at(span);
-        quote_spanned!(span=> const _: usize = <#ty as #p::Layer>::OUT;)
-    });
-    let assertions = net.assertions.iter().map(|a| {
-        let (left, right, msg) = (&a.left, &a.right, &a.message);
-        quote_spanned!(a.span=> const _: () = ::core::assert!(#left == #right, #msg);)
-    });
-    let loss = def.loss.as_ref().expect("checked");
-
-    // Per-node activation, saved and gradient offsets (per sample).
-    let nodes = &net.nodes;
-    let saved_of = |k: usize| match nodes[k].op {
-        Op::Layer(f) => {
-            let ty = tys[f];
-            quote!(<#ty as #l>::SAVED)
+    /// Parameter and state offsets, per field, in declaration order.
+    fn offsets(&self) -> TokenStream {
+        let (l, o, st) = (&self.l, &self.o, &self.st);
+        let per_field = self.tys.iter().enumerate().map(|(i, ty)| {
+            let (o0, o1, s0, s1) = (&o[i], &o[i + 1], &st[i], &st[i + 1]);
+            quote! {
+                const #o1: usize = #o0 + <#ty as #l>::PARAMS;
+                const #s1: usize = #s0 + <#ty as #l>::STATE;
+            }
+        });
+        let (o0, st0) = (&o[0], &st[0]);
+        quote! {
+            const #o0: usize = 0;
+            const #st0: usize = 0;
+            #(#per_field)*
         }
-        _ => quote!(0usize),
-    };
-    let width = |k: usize| nodes[k].width.tokens.clone();
-    // The activation buffer holds each node's output and what its layer saves, node after
-    // node; the gradient buffer each node's output gradient.
-    let acts_layout = (0..nodes.len()).flat_map(|k| [width(k), saved_of(k)]);
-    let grads_layout = (0..nodes.len()).map(width);
-    let last = nodes.len() - 1;
-    let (w_last, s_last) = (width(last), saved_of(last));
-    let input_width = &net.input.tokens;
-    let node_count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
+    }
 
-    // Splitting the activation and gradient buffers into one slice per node.
-    let y: Vec<syn::Ident> = (0..nodes.len())
-        .map(|k| format_ident!("__y{}", k))
-        .collect();
-    let s: Vec<syn::Ident> = (0..nodes.len())
-        .map(|k| format_ident!("__s{}", k))
-        .collect();
-    let d: Vec<syn::Ident> = (0..nodes.len())
-        .map(|k| format_ident!("__d{}", k))
-        .collect();
-    let act_parts: Vec<TokenStream> = (0..nodes.len())
-        .map(|k| {
-            let (yk, sk) = (&y[k], &s[k]);
-            quote!(#yk, #sk)
-        })
-        .collect();
-    let src_ref = |src: Src| match src {
-        Src::X => quote!(x),
-        Src::Node(j) => {
-            let yj = &y[j];
-            quote!(&*#yj)
+    /// The per-sample layouts: the activation buffer holds each node's output and what its
+    /// layer saves, node after node; the gradient buffer each node's output gradient.
+    fn layouts(&self) -> TokenStream {
+        let nodes = 0..self.net.nodes.len();
+        let acts = nodes.clone().flat_map(|k| [self.width(k), self.saved(k)]);
+        let grads = nodes.clone().map(|k| self.width(k));
+        let count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
+        quote! {
+            const __ACTS: [usize; 2 * #count] = [#(#acts),*];
+            const __GRADS: [usize; #count] = [#(#grads),*];
         }
-    };
+    }
 
-    // Forward: one statement per node.
-    let forward = (0..nodes.len()).map(|k| {
-        let (yk, sk) = (&y[k], &s[k]);
-        let n = &nodes[k];
-        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
+    /// The table `name` of every field's `tensors` (`TENSORS` or `STATE_TENSORS`), each field's
+    /// at its offset in `offsets`, with the layer's PyTorch names when `torch`.
+    fn tensor_table(
+        &self,
+        name: TokenStream,
+        tensors: TokenStream,
+        torch: bool,
+        offsets: &[Ident],
+    ) -> TokenStream {
+        let (p, l) = (&self.p, &self.l);
+        let fields = self.def.fields.iter().zip(&self.tys).zip(offsets);
+        let pushes = fields.map(|((f, ty), at)| {
+            let nm = f.name.to_string();
+            let torch = if torch { quote!(<#ty as #l>::TORCH) } else { quote!(&[]) };
+            quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::#tensors, #torch, #at);)
+        });
+        let (ty, empty) = (quote!(#p::NamedTensor), quote!(#p::NamedTensor::EMPTY));
+        table(name, ty, empty, self.sum_of(quote!(#tensors.len())), pushes)
+    }
+
+    /// The names of the fields whose layer counts batches.
+    fn counters(&self) -> TokenStream {
+        let l = &self.l;
+        let count = sum(self
+            .tys
+            .iter()
+            .map(|ty| quote!((<#ty as #l>::BATCH_COUNTER as usize))));
+        let pushes = self.def.fields.iter().zip(&self.tys).map(|(f, ty)| {
+            let nm = f.name.to_string();
+            quote! {
+                if <#ty as #l>::BATCH_COUNTER {
+                    __out[__at] = #nm;
+                    __at += 1;
+                }
+            }
+        });
+        quote! {
+            const __COUNTER_COUNT: usize = #count;
+            const __COUNTERS: [&'static str; __COUNTER_COUNT] = {
+                #[allow(unused_mut)]
+                let mut __out = [""; __COUNTER_COUNT];
+                #[allow(unused_mut)]
+                let mut __at = 0usize;
+                #(#pushes)*
+                let _ = __at;
+                __out
+            };
+        }
+    }
+
+    /// The tensor, product, state and counter tables.
+    fn tables(&self) -> TokenStream {
+        let (p, l) = (&self.p, &self.l);
+        let tensors = self.tensor_table(quote!(__TENSORS), quote!(TENSORS), true, &self.o);
+        let product_pushes = self.tys.iter().map(
+            |ty| quote!(let (__out, __at) = #p::push_products(__out, __at, <#ty as #l>::PRODUCTS);),
+        );
+        let products = table(
+            quote!(__PRODUCTS),
+            quote!(#p::Product),
+            quote!(#p::Product::NONE),
+            self.sum_of(quote!(PRODUCTS.len())),
+            product_pushes,
+        );
+        let state = self.tensor_table(
+            quote!(__STATE_TENSORS),
+            quote!(STATE_TENSORS),
+            false,
+            &self.st,
+        );
+        let counters = self.counters();
+        quote! {
+            #tensors
+            #products
+            #state
+            #counters
+        }
+    }
+
+    /// Node `k`'s forward statement.
+    fn forward_node(&self, k: usize) -> TokenStream {
+        let (p, l, yk, sk) = (&self.p, &self.l, &self.y[k], &self.s[k]);
+        let n = &self.net.nodes[k];
+        let ins = self.inputs(k);
         match &n.op {
             Op::Layer(f) => {
-                let (ty, of, of1, sf, sf1, input) = (tys[*f], &o[*f], &o[*f + 1], &st[*f], &st[*f + 1], &ins[0]);
+                let (ty, input) = (self.tys[*f], &ins[0]);
+                let (of, of1, sf, sf1) =
+                    (&self.o[*f], &self.o[*f + 1], &self.st[*f], &self.st[*f + 1]);
                 quote!(<#ty as #l>::forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
             }
             Op::Act(act) => {
-                let (input, w) = (&ins[0], width(k));
+                let (input, w) = (&ins[0], self.width(k));
                 quote!(<#act as #p::Activation>::forward(#input, #yk, #w);)
             }
             Op::Add => {
@@ -199,24 +365,22 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             }
             Op::Concat => {
                 let (x0, x1) = (&ins[0], &ins[1]);
-                let (wa, wb) = (src_width(net, n.inputs[0]), src_width(net, n.inputs[1]));
+                let (wa, wb) = (
+                    src_width(self.net, n.inputs[0]),
+                    src_width(self.net, n.inputs[1]),
+                );
                 quote!(#p::graph::concat(#x0, #wa, #x1, #wb, #yk);)
             }
         }
-    });
+    }
 
-    // Backward: nodes in reverse; the first contribution to a gradient sets it, later ones add.
-    // Each layer's parameter gradient goes to the sink, which is told when it is complete.
-    let mut given = vec![false; nodes.len()];
-    let mut x_given = false;
-    let mut backward = Vec::new();
-    for k in (0..nodes.len()).rev() {
-        let n = &nodes[k];
-        let (yk, sk, dk) = (&y[k], &s[k], &d[k]);
-        let mut grad = |src: Src| match src {
+    /// Where a contribution to the gradient of `src` goes: the first sets it, later ones add.
+    fn gradient(&self, given: &mut Given, src: Src) -> TokenStream {
+        let p = &self.p;
+        match src {
             Src::X => {
-                let first = !x_given;
-                x_given = true;
+                let first = !given.x;
+                given.x = true;
                 if first {
                     quote!(dx.reborrow())
                 } else {
@@ -224,20 +388,28 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 }
             }
             Src::Node(j) => {
-                let dj = &d[j];
-                let first = !given[j];
-                given[j] = true;
+                let dj = &self.d[j];
+                let first = !given.nodes[j];
+                given.nodes[j] = true;
                 if first {
                     quote!(#p::Grad::Set(&mut #dj[..]))
                 } else {
                     quote!(#p::Grad::Add(&mut #dj[..]))
                 }
             }
-        };
-        let ins: Vec<TokenStream> = n.inputs.iter().map(|&i| src_ref(i)).collect();
-        backward.push(match &n.op {
+        }
+    }
+
+    /// Node `k`'s backward statements; a layer's parameter gradient goes to the sink, which is
+    /// told when it is complete.
+    fn backward_node(&self, k: usize, given: &mut Given) -> TokenStream {
+        let (p, l, yk, sk, dk) = (&self.p, &self.l, &self.y[k], &self.s[k], &self.d[k]);
+        let n = &self.net.nodes[k];
+        let ins = self.inputs(k);
+        let mut grad = |src: Src| self.gradient(given, src);
+        match &n.op {
             Op::Layer(f) => {
-                let (ty, of, of1, input) = (tys[*f], &o[*f], &o[*f + 1], &ins[0]);
+                let (ty, of, of1, input) = (self.tys[*f], &self.o[*f], &self.o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);
@@ -246,7 +418,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 }
             }
             Op::Act(act) => {
-                let (input, w) = (&ins[0], width(k));
+                let (input, w) = (&ins[0], self.width(k));
                 let gi = grad(n.inputs[0]);
                 quote! {
                     <#act as #p::Activation>::backward(#input, &*#yk, &mut #dk[..], #w);
@@ -269,180 +441,142 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                 }
             }
             Op::Concat => {
-                let (wa, wb) = (src_width(net, n.inputs[0]), src_width(net, n.inputs[1]));
+                let (wa, wb) = (
+                    src_width(self.net, n.inputs[0]),
+                    src_width(self.net, n.inputs[1]),
+                );
                 let (g0, g1) = (grad(n.inputs[0]), grad(n.inputs[1]));
                 quote! {
                     #p::graph::concat_grad(&#dk[..], #wa, #wb, 0, #g0);
                     #p::graph::concat_grad(&#dk[..], #wa, #wb, 1, #g1);
                 }
             }
-        });
+        }
     }
 
-    // Tensor table.
-    let names: Vec<String> = def.fields.iter().map(|f| f.name.to_string()).collect();
-    let tensor_count = sum(tys.iter().map(|ty| quote!(<#ty as #l>::TENSORS.len())));
-    let pushes = (0..nf).map(|i| {
-        let (ty, nm, oi) = (tys[i], &names[i], &o[i]);
-        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::TENSORS, <#ty as #l>::TORCH, #oi);)
-    });
-    let state_count = sum(tys
-        .iter()
-        .map(|ty| quote!(<#ty as #l>::STATE_TENSORS.len())));
-    let state_pushes = (0..nf).map(|i| {
-        let (ty, nm, si) = (tys[i], &names[i], &st[i]);
-        quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::STATE_TENSORS, &[], #si);)
-    });
-    let counter_count = sum(tys
-        .iter()
-        .map(|ty| quote!((<#ty as #l>::BATCH_COUNTER as usize))));
-    let counter_pushes = (0..nf).map(|i| {
-        let (ty, nm) = (tys[i], &names[i]);
+    /// `Model::forward`, one statement per node, and `Model::backward`, the nodes in reverse.
+    fn passes(&self) -> TokenStream {
+        let (p, d) = (&self.p, &self.d);
+        let nodes = 0..self.net.nodes.len();
+        let acts: Vec<TokenStream> = nodes
+            .clone()
+            .map(|k| {
+                let (yk, sk) = (&self.y[k], &self.s[k]);
+                quote!(#yk, #sk)
+            })
+            .collect();
+        let forward = nodes.clone().map(|k| self.forward_node(k));
+        let mut given = Given {
+            nodes: vec![false; nodes.len()],
+            x: false,
+        };
+        let backward: Vec<TokenStream> = nodes
+            .rev()
+            .map(|k| self.backward_node(k, &mut given))
+            .collect();
         quote! {
-            if <#ty as #l>::BATCH_COUNTER {
-                __out[__at] = #nm;
-                __at += 1;
+            fn forward(
+                ctx: &mut #p::Ctx<'_>,
+                params: &[f32],
+                state: &mut [f32],
+                x: &[f32],
+                acts: &mut [f32],
+                batch: usize,
+            ) {
+                let [#(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
+                #(#forward)*
+            }
+
+            fn backward(
+                ctx: &mut #p::Ctx<'_>,
+                sink: &mut dyn #p::GradSink,
+                x: &[f32],
+                acts: &[f32],
+                node_grads: &mut [f32],
+                mut dx: #p::Grad<'_>,
+                batch: usize,
+            ) {
+                let [#(#acts),*] = #p::split(acts, &__ACTS, batch);
+                let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
+                #(#backward)*
             }
         }
-    });
-    let scratch = tys.iter().fold(
-        quote!(0usize),
-        |acc, ty| quote!(#p::max(#acc, <#ty as #l>::SCRATCH_PER_SAMPLE)),
-    );
-    let max_layer_params = tys.iter().fold(
-        quote!(0usize),
-        |acc, ty| quote!(#p::max(#acc, <#ty as #l>::PARAMS)),
-    );
-    let product_count = sum(tys.iter().map(|ty| quote!(<#ty as #l>::PRODUCTS.len())));
-    let product_pushes = tys.iter().map(
-        |ty| quote!(let (__out, __at) = #p::push_products(__out, __at, <#ty as #l>::PRODUCTS);),
-    );
-    let tensor_table = table(
-        quote!(__TENSORS),
-        quote!(#p::NamedTensor),
-        quote!(#p::NamedTensor::EMPTY),
-        tensor_count,
-        pushes,
-    );
-    let product_table = table(
-        quote!(__PRODUCTS),
-        quote!(#p::Product),
-        quote!(#p::Product::NONE),
-        product_count,
-        product_pushes,
-    );
-    let state_table = table(
-        quote!(__STATE_TENSORS),
-        quote!(#p::NamedTensor),
-        quote!(#p::NamedTensor::EMPTY),
-        state_count,
-        state_pushes,
-    );
-    let init_state = (0..nf).map(|i| {
-        let (ty, s0, s1) = (tys[i], &st[i], &st[i + 1]);
-        quote!(<#ty as #l>::init_state(&mut self.__state[#s0..#s1]);)
-    });
-    let views = def.fields.iter().enumerate().map(|(i, f)| {
-        let (fname, ty, vis, attrs, oi, oi1) = (&f.name, &f.ty, &f.vis, &f.attrs, &o[i], &o[i + 1]);
-        let doc = format!("The parameters of layer `{fname}`.");
-        quote! {
-            #(#attrs)*
-            #[doc = #doc]
-            #[allow(dead_code)]
-            #vis fn #fname(&self) -> #p::View<'_, #ty> {
-                #p::View::new(&self.__params[#oi..#oi1])
-            }
-        }
-    });
-    let vis = &def.vis;
-    let construct = if def.inline {
-        quote! {
-            /// A model whose parameters and state are all zero, as a constant: usable in a
-            /// `static`; [`init_in_place`](Self::init_in_place) then initializes it.
-            #[allow(dead_code)]
-            #vis const fn zeroed() -> Self {
-                #name {
-                    __params: [0.0; #o_end],
-                    __state: [0.0; #st_end],
+    }
+
+    /// `zeroed` and `init` over inline storage, or `init` allocating the buffers.
+    fn constructors(&self) -> TokenStream {
+        let (p, name, vis) = (&self.p, &self.def.name, &self.def.vis);
+        let (o_end, st_end) = self.ends();
+        if self.def.inline {
+            quote! {
+                /// A model whose parameters and state are all zero, as a constant: usable in a
+                /// `static`; [`init_in_place`](Self::init_in_place) then initializes it.
+                #[allow(dead_code)]
+                #vis const fn zeroed() -> Self {
+                    #name {
+                        __params: [0.0; #o_end],
+                        __state: [0.0; #st_end],
+                    }
+                }
+
+                /// A model with parameters drawn from each layer's initializer, reproducibly from
+                /// `seed`, stored inline (no allocation).
+                #[allow(dead_code)]
+                #vis fn init(seed: #p::Seed) -> Self {
+                    let mut __model = Self::zeroed();
+                    __model.init_in_place(seed);
+                    __model
                 }
             }
-
-            /// A model with parameters drawn from each layer's initializer, reproducibly from
-            /// `seed`, stored inline (no allocation).
-            #[allow(dead_code)]
-            #vis fn init(seed: #p::Seed) -> Self {
-                let mut __model = Self::zeroed();
-                __model.init_in_place(seed);
-                __model
-            }
-        }
-    } else {
-        quote! {
-            /// A model with parameters drawn from each layer's initializer, reproducibly from
-            /// `seed`. Allocates the parameter and state buffers once, on the heap.
-            #[allow(dead_code)]
-            #vis fn init(seed: #p::Seed) -> Self {
-                let mut __model = #name {
-                    __params: #p::zeros(#o_end),
-                    __state: #p::zeros(#st_end),
-                };
-                __model.init_in_place(seed);
-                __model
-            }
-        }
-    };
-    let budget = net.budget.as_ref().map(|b| {
-        let (opt, batch, fused) = (&b.optimizer, b.batch, b.fused);
-        let mut max = proc_macro2::Literal::usize_unsuffixed(b.max);
-        max.set_span(b.span);
-        let batch = proc_macro2::Literal::usize_unsuffixed(batch);
-        let doc = format!(
-            "The bytes of this model and a train step of its `optimizer` for batches of {batch}{}, \
-             which the build checks against `max_bytes = {max}`.",
-            if fused { ", with each layer updated as soon as its gradient is known" } else { "" }
-        );
-        // Every token of the call at the `max_bytes` value, so that the error points there.
-        let model = syn::LitStr::new(&name.to_string(), b.span);
-        let budget_path = private_at(b.span);
-        let check = quote_spanned! {b.span=>
-            const _: () = #budget_path::check_budget(#model, #max, <#name>::BUDGET_BYTES);
-        };
-        quote! {
-            impl #name {
-                #[doc = #doc]
+        } else {
+            quote! {
+                /// A model with parameters drawn from each layer's initializer, reproducibly from
+                /// `seed`. Allocates the parameter and state buffers once, on the heap.
                 #[allow(dead_code)]
-                #vis const BUDGET_BYTES: #p::Bytes = #p::Bytes::of::<#name, #opt>(#batch, #fused);
+                #vis fn init(seed: #p::Seed) -> Self {
+                    let mut __model = #name {
+                        __params: #p::zeros(#o_end),
+                        __state: #p::zeros(#st_end),
+                    };
+                    __model.init_in_place(seed);
+                    __model
+                }
             }
-            #check
         }
-    });
+    }
 
-    quote! {
-        #head
+    /// One method per field: a view of its layer's parameters.
+    fn views(&self) -> Vec<TokenStream> {
+        let (p, o) = (&self.p, &self.o);
+        let fields = self.def.fields.iter().enumerate();
+        fields
+            .map(|(i, f)| {
+                let (fname, ty, vis, attrs, oi, oi1) =
+                    (&f.name, &f.ty, &f.vis, &f.attrs, &o[i], &o[i + 1]);
+                let doc = format!("The parameters of layer `{fname}`.");
+                quote! {
+                    #(#attrs)*
+                    #[doc = #doc]
+                    #[allow(dead_code)]
+                    #vis fn #fname(&self) -> #p::View<'_, #ty> {
+                        #p::View::new(&self.__params[#oi..#oi1])
+                    }
+                }
+            })
+            .collect()
+    }
 
-        const _: () = {
-            #(#layer_checks)*
-            #(#assertions)*
-
-            const #o0: usize = 0;
-            const #st0: usize = 0;
-            #(#offsets)*
-            const __ACTS: [usize; 2 * #node_count] = [#(#acts_layout),*];
-            const __GRADS: [usize; #node_count] = [#(#grads_layout),*];
-            #tensor_table
-            #product_table
-            #state_table
-            const __COUNTER_COUNT: usize = #counter_count;
-            const __COUNTERS: [&'static str; __COUNTER_COUNT] = {
-                #[allow(unused_mut)]
-                let mut __out = [""; __COUNTER_COUNT];
-                #[allow(unused_mut)]
-                let mut __at = 0usize;
-                #(#counter_pushes)*
-                let _ = __at;
-                __out
-            };
-
+    /// The inherent methods: constructors, `init_in_place`, the parameter buffer and the
+    /// per-layer views.
+    fn inherent(&self) -> TokenStream {
+        let (p, l, name, vis) = (&self.p, &self.l, &self.def.name, &self.def.vis);
+        let construct = self.constructors();
+        let init_state = self.tys.iter().enumerate().map(|(i, ty)| {
+            let (s0, s1) = (&self.st[i], &self.st[i + 1]);
+            quote!(<#ty as #l>::init_state(&mut self.__state[#s0..#s1]);)
+        });
+        let views = self.views();
+        quote! {
             impl #name {
                 #construct
 
@@ -470,7 +604,25 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
 
                 #(#views)*
             }
+        }
+    }
 
+    /// The implementation of the runtime's `Model`.
+    fn model_impl(&self) -> TokenStream {
+        let (p, name) = (&self.p, &self.def.name);
+        let last = self.net.nodes.len() - 1;
+        let (w_last, s_last) = (self.width(last), self.saved(last));
+        let (input_width, loss) = (
+            &self.net.input.tokens,
+            self.def.loss.as_ref().expect("checked"),
+        );
+        let (o_end, st_end) = self.ends();
+        let (scratch, max_layer_params) = (
+            self.max_of(quote!(SCRATCH_PER_SAMPLE)),
+            self.max_of(quote!(PARAMS)),
+        );
+        let passes = self.passes();
+        quote! {
             #[allow(clippy::all)]
             impl #p::Model for #name {
                 const IN: usize = #input_width;
@@ -506,32 +658,61 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
                     (&self.__params[..], &mut self.__state[..])
                 }
 
-                fn forward(
-                    ctx: &mut #p::Ctx<'_>,
-                    params: &[f32],
-                    state: &mut [f32],
-                    x: &[f32],
-                    acts: &mut [f32],
-                    batch: usize,
-                ) {
-                    let [#(#act_parts),*] = #p::split_mut(acts, &__ACTS, batch);
-                    #(#forward)*
-                }
-
-                fn backward(
-                    ctx: &mut #p::Ctx<'_>,
-                    sink: &mut dyn #p::GradSink,
-                    x: &[f32],
-                    acts: &[f32],
-                    node_grads: &mut [f32],
-                    mut dx: #p::Grad<'_>,
-                    batch: usize,
-                ) {
-                    let [#(#act_parts),*] = #p::split(acts, &__ACTS, batch);
-                    let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
-                    #(#backward)*
-                }
+                #passes
             }
+        }
+    }
+
+    /// `BUDGET_BYTES` and the constant that checks it against `max_bytes`, when there is a
+    /// budget.
+    fn budget(&self) -> Option<TokenStream> {
+        let (p, name, vis) = (&self.p, &self.def.name, &self.def.vis);
+        self.net.budget.as_ref().map(|b| {
+            let (opt, batch, fused) = (&b.optimizer, b.batch, b.fused);
+            let mut max = proc_macro2::Literal::usize_unsuffixed(b.max);
+            max.set_span(b.span);
+            let batch = proc_macro2::Literal::usize_unsuffixed(batch);
+            let doc = format!(
+                "The bytes of this model and a train step of its `optimizer` for batches of {batch}{}, \
+                 which the build checks against `max_bytes = {max}`.",
+                if fused { ", with each layer updated as soon as its gradient is known" } else { "" }
+            );
+            // Every token of the call at the `max_bytes` value, so that the error points there.
+            let model = syn::LitStr::new(&name.to_string(), b.span);
+            let budget_path = private_at(b.span);
+            let check = quote_spanned! {b.span=>
+                const _: () = #budget_path::check_budget(#model, #max, <#name>::BUDGET_BYTES);
+            };
+            quote! {
+                impl #name {
+                    #[doc = #doc]
+                    #[allow(dead_code)]
+                    #vis const BUDGET_BYTES: #p::Bytes = #p::Bytes::of::<#name, #opt>(#batch, #fused);
+                }
+                #check
+            }
+        })
+    }
+}
+
+pub fn model(def: &Def, net: &Net) -> TokenStream {
+    let e = Expansion::new(def, net);
+    let (head, checks, offsets, layouts) = (e.header(), e.checks(), e.offsets(), e.layouts());
+    let (tables, inherent, model_impl, budget) =
+        (e.tables(), e.inherent(), e.model_impl(), e.budget());
+    quote! {
+        #head
+
+        const _: () = {
+            #checks
+
+            #offsets
+            #layouts
+            #tables
+
+            #inherent
+
+            #model_impl
 
             #budget
         };

@@ -23,9 +23,6 @@ pub use kernel::{apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHO
 pub use mode::{AllGradientsFirst, Full, Fused, UpdateMode};
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]
-#[doc(hidden)]
-pub use owned::__doc_rule;
-#[cfg(feature = "alloc")]
 pub use owned::StateError;
 pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};

@@ -95,7 +95,6 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod optim;
 pub mod prelude;
 
 #[cfg(feature = "checkpoint")]
@@ -109,6 +108,7 @@ pub use fusegraph_runtime::fs;
 pub use fusegraph_runtime::kernels;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;
+pub use fusegraph_runtime::optim;
 pub use fusegraph_runtime::rng::{Rng, Seed};
 pub use fusegraph_runtime::train;
 pub use fusegraph_runtime::train::{Bytes, Model, NamedTensor, View};

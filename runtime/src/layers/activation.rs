@@ -6,6 +6,16 @@
 //! over its output; [`Softmax`] works on whole rows. Sub-gradients at kinks are PyTorch's:
 //! `ReLU'(0) = 0`, `LeakyReLU'(0) = slope`.
 //!
+//! [`Sigmoid`], [`Tanh`] and [`Swish`] are written with `activation!`, as a user's activation
+//! is (their derivatives read `y` where they can, so that sigmoid and tanh do not save `z`);
+//! the others are written by hand, because the macro would not give the same layer:
+//! - [`Identity`]: Keras names it `linear`, not after the type, and its backward does nothing.
+//! - [`Relu`]: the macro's derivative reads `z > 0`, so layers would save `z`; this one reads `y`.
+//! - [`LeakyRelu`]: generic over its slope `NUM / DEN`, which the macro's constants cannot be.
+//! - [`Elu`]: the macro's derivative reads `z` (`e^z`), so layers would save it; this reads `y`.
+//! - [`Gelu`]: the macro's derivative of the `erf` form is some ulps off PyTorch's `Φ(z) + z φ(z)`.
+//! - [`Softmax`]: it normalizes whole rows and is not element-wise.
+//!
 //! ```
 //! use fusegraph_runtime::layers::{Activation, Relu, Softmax};
 //! let z = [-1.0, 0.5, 2.0];
@@ -19,6 +29,7 @@
 use super::{Backward, Ctx, Forward, Layer, Tensor};
 use crate::kernels::simd::{add_assign, load_padded, pieces, store_partial};
 use core::marker::PhantomData;
+use fusegraph_macros::activation;
 use wide::f32x8;
 
 /// An activation function over rows of `row` values (the features of one sample).
@@ -223,38 +234,13 @@ impl Elementwise for Elu {
     }
 }
 
-/// The logistic function `1 / (1 + e^-z)`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sigmoid;
-
-impl Elementwise for Sigmoid {
-    const NAME: &'static str = "sigmoid";
-    const NEEDS_Z: bool = false;
-    #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        crate::lane::sigmoid(z)
-    }
-    #[inline(always)]
-    fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
-        y * (f32x8::ONE - y)
-    }
-}
-
-/// The hyperbolic tangent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tanh;
-
-impl Elementwise for Tanh {
-    const NAME: &'static str = "tanh";
-    const NEEDS_Z: bool = false;
-    #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        z.tanh()
-    }
-    #[inline(always)]
-    fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
-        f32x8::ONE - y * y
-    }
+activation! {
+    /// The logistic function `1 / (1 + e^-z)`.
+    pub Sigmoid(z) = sigmoid(z);
+    /// The hyperbolic tangent.
+    pub Tanh(z) = tanh(z);
+    /// `z * sigmoid(z)` (Keras' `swish` / `silu`, PyTorch's `SiLU`).
+    pub Swish(z) = z * sigmoid(z);
 }
 
 /// GELU in its exact form, `z/2 * (1 + erf(z/√2))`: the Keras (`approximate=False`) and
@@ -282,25 +268,6 @@ impl Elementwise for Gelu {
         let cdf = f32x8::splat(0.5) * (f32x8::ONE + f32x8::from(e));
         let pdf = (f32x8::splat(-0.5) * z * z).exp() * f32x8::splat(INV_SQRT_2PI);
         cdf + z * pdf
-    }
-}
-
-/// `z * sigmoid(z)` (Keras' `swish` / `silu`, PyTorch's `SiLU`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Swish;
-
-impl Elementwise for Swish {
-    const NAME: &'static str = "swish";
-    const NEEDS_Z: bool = true;
-    #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        z * crate::lane::sigmoid(z)
-    }
-    #[inline(always)]
-    fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
-        // s + z s (1 - s) = s + y (1 - s).
-        let s = crate::lane::sigmoid(z);
-        s + y * (f32x8::ONE - s)
     }
 }
 

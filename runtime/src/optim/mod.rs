@@ -1,9 +1,11 @@
 //! Optimizers: the [`Rule`] trait that `optimizer!` implements, the fused pass that applies a
 //! rule to a flat parameter buffer, what goes around the rule (clipping, weight decay, EMA,
 //! learning-rate schedules), the one plan every step makes, and the [`Optimizer`] that holds a
-//! rule's state in buffers it allocates or in an arena.
+//! rule's state in buffers it allocates or in an arena; and the built-in rules of Keras 3
+//! ([`keras`]) and PyTorch ([`torch`]), each written with `optimizer!`, as a user's rule is.
 
 mod config;
+pub mod keras;
 mod kernel;
 mod mode;
 mod optimizer;
@@ -14,14 +16,12 @@ mod reduce;
 mod rule;
 mod schedule;
 mod storage;
+pub mod torch;
 
 pub use config::{Config, Ema, NormClip, WeightDecay};
 pub use kernel::{apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD};
 pub use mode::{AllGradientsFirst, Full, Fused, UpdateMode};
 pub use optimizer::Optimizer;
-#[cfg(feature = "alloc")]
-#[doc(hidden)]
-pub use owned::__doc_rule;
 #[cfg(feature = "alloc")]
 pub use owned::StateError;
 pub(crate) use plan::Plan;

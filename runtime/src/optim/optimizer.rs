@@ -21,10 +21,10 @@ use super::storage::DefaultStorage;
 /// allocator keeps it in its [`Arena`](super::Arena). [`step`](Self::step) allocates nothing.
 ///
 /// ```
-/// use fusegraph_runtime::optim::{Config, NormClip, Optimizer, Rule};
-/// # fusegraph_runtime::optim::__doc_rule!();
+/// use fusegraph_runtime::optim::keras::Sgd;
+/// use fusegraph_runtime::optim::{Config, NormClip, Optimizer};
 /// let mut opt = Optimizer::with_config(
-///     Sgd { lr: 0.1 },
+///     Sgd::default().with_lr(0.1),
 ///     &[3, 2],
 ///     Config::default().clip_norm(NormClip::Global(1.0)),
 /// );

@@ -9,7 +9,7 @@
 //! pass. The per-parameter `step` counter of PyTorch is the optimizer's
 //! [`iterations`](super::Optimizer::iterations).
 
-use crate::optimizer;
+use fusegraph_macros::optimizer;
 
 optimizer! {
     /// `torch.optim.SGD` without momentum: `p -= lr * g`.

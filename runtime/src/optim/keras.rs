@@ -14,7 +14,7 @@
 //! the SGD momentum slot is `velocity` and the RMSprop momentum slot `momentum_buffer` (Keras:
 //! `momentum` for both).
 
-use crate::optimizer;
+use fusegraph_macros::optimizer;
 
 optimizer! {
     /// `keras.optimizers.SGD` without momentum: `p -= lr * g`.

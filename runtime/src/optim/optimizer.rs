@@ -2,7 +2,7 @@
 //! once or in an arena the caller owns; each step plans once ([`Plan`]) and runs the fused
 //! pass over any run of tensors.
 
-use super::config::Config;
+use super::config::{Config, NormClip};
 use super::kernel::{apply, Buffers, Segment};
 use super::mode::{Full, UpdateMode};
 use super::plan::{Plan, MAX_SEGMENTS};
@@ -193,6 +193,19 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         params: &mut [f32],
         grads: &[f32],
     ) {
+        if at.is_empty() {
+            return;
+        }
+        if !self.per_tensor_values() {
+            // Every tensor shares the per-step values: one segment over the whole range.
+            let (segment, _) = plan.segment(&self.config, Override::NONE, &[]);
+            let whole = Segment {
+                end: at.len(),
+                ..segment
+            };
+            self.pass(plan, &[whole], at.clone(), &at, params, grads);
+            return;
+        }
         let mut segments = [plan.empty_segment(); MAX_SEGMENTS];
         let (mut count, mut last_shared, mut start) = (0, false, at.start);
         for i in 0..self.layout.tensor_count() {
@@ -225,6 +238,15 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             let end = start + segments[count - 1].end;
             self.pass(plan, &segments[..count], start..end, &at, params, grads);
         }
+    }
+
+    /// Whether some tensor has per-step values of its own: per-tensor clipping, or an override.
+    fn per_tensor_values(&self) -> bool {
+        matches!(self.config.clip_norm, Some(NormClip::PerTensor(_)))
+            || self
+                .overrides
+                .iter()
+                .any(|o| o.rule.is_some() || o.decay.is_some())
     }
 
     /// One fused pass over `piece` of the flat buffer (inside `at`, the range of `params` and

@@ -288,22 +288,22 @@ fn lane_at<
     k: &Consts,
     p: &mut [f32],
     g: &[f32],
-    s: &mut [&mut [f32]],
+    s: &mut [&mut [f32]; MAX_SLOTS],
     e: &mut [f32],
     i: usize,
 ) {
+    let ns = R::SLOTS.len();
     let mut sl = [f32x8::ZERO; MAX_SLOTS];
-    let sl = &mut sl[..s.len()];
     let mut pl = A::get(&p[i..]);
     let gl = A::get(&g[i..]);
-    for (l, sj) in sl.iter_mut().zip(s.iter()) {
-        *l = A::get(&sj[i..]);
+    for j in 0..ns {
+        sl[j] = A::get(&s[j][i..]);
     }
     let mut el = if EMA { A::get(&e[i..]) } else { f32x8::ZERO };
-    lane::<R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, sl, &mut el);
+    lane::<R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
     A::put(&mut p[i..], pl);
-    for (l, sj) in sl.iter().zip(s.iter_mut()) {
-        A::put(&mut sj[i..], *l);
+    for j in 0..ns {
+        A::put(&mut s[j][i..], sl[j]);
     }
     if EMA {
         A::put(&mut e[i..], el);
@@ -337,13 +337,12 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
         *sj = &mut taken[..n];
     }
     let e: &mut [f32] = if EMA { &mut e[..n] } else { e };
-    let s = &mut s[..ns];
     let mut i = 0;
     while i < full {
-        lane_at::<R, GT, L2, DWD, EMA, Whole>(&seg.step, &k, p, g, s, e, i);
+        lane_at::<R, GT, L2, DWD, EMA, Whole>(&seg.step, &k, p, g, &mut s, e, i);
         i += LANES;
     }
     if full < n {
-        lane_at::<R, GT, L2, DWD, EMA, Tail>(&seg.step, &k, p, g, s, e, full);
+        lane_at::<R, GT, L2, DWD, EMA, Tail>(&seg.step, &k, p, g, &mut s, e, full);
     }
 }

@@ -7,10 +7,13 @@ pub use crate::fit::{
     EarlyStopping, FitOptions, History, Metric, Metrics, Monitor, Trainer, Verbose,
 };
 pub use crate::layers::{
-    Act, Activation, AvgPool2d, BatchNorm, Conv2d, Dense, Dropout, Elu, Flatten, Gelu, Identity,
-    Layer, LayerNorm, LeakyRelu, MaxPool2d, Relu, Same, Sigmoid, Softmax, Swish, Tanh, Valid,
+    Act, Activation, AvgPool2d, Backward, BatchNorm, Conv2d, Ctx, Dense, Dropout, Elu, Flatten,
+    Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm, LeakyRelu, MaxPool2d, Mode, Relu, Same,
+    Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
 };
-pub use crate::loss::{BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, SoftmaxCrossEntropy};
+pub use crate::loss::{
+    BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SoftmaxCrossEntropy,
+};
 #[cfg(feature = "alloc")]
 pub use crate::optim::Optimizer;
 pub use crate::optim::{Config, Rule};

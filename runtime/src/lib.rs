@@ -4,7 +4,7 @@
 //! ```text
 //! macros          fusegraph-macros: parse -> check -> expand
 //! generated code  names only ::fusegraph::__private_0_1 (doc-hidden, versioned)
-//! core (no_std)   layers, kernels, optim (one Plan per step), train (one Step engine)
+//! core (no_std)   layers, kernels, optim (one plan per step), train (one Step engine)
 //! checkpoint      safetensors state of any step (feature `checkpoint`)
 //! fit             the std training loop: Trainer, callbacks, History (feature `std`)
 //! ```

@@ -42,7 +42,8 @@ pub struct Ema {
 
 /// Everything around the rule, evaluated once per step and folded into the fused pass, for
 /// update mode `U` ([`Full`] by default; with [`Fused`](super::Fused), options that need every
-/// gradient before the first update do not compile).
+/// gradient before the first update do not compile through the builders, and a step refuses
+/// them, with a panic, when the field is set by hand).
 ///
 /// ```
 /// use fusegraph_runtime::optim::{Config, Fused, NormClip, Schedule};

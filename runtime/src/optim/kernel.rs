@@ -22,7 +22,8 @@ pub const PARALLEL_CHUNK: usize = 1 << 16;
 
 /// One parameter tensor's part of the flat buffer, with its per-step values.
 pub struct Segment<R: Rule> {
-    /// Exclusive end of the tensor in the flat buffer (the start is the previous end, or 0).
+    /// Exclusive end of the segment in the pass's buffers (the start is the previous end, or
+    /// 0); a segment may cover several tensors that share their per-step values.
     pub end: usize,
     /// The rule's per-step scalars for this tensor (they differ when its hyper-parameters are
     /// overridden).

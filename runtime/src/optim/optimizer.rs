@@ -57,6 +57,16 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         mut slots: S::Floats,
         ema: S::Floats,
     ) -> Self {
+        // The builders refuse global clipping layer by layer at compile time; a field set by
+        // hand is refused here rather than ignored.
+        assert!(
+            !U::FUSED
+                || !matches!(
+                    config.clip_norm,
+                    Some(NormClip::Global(_) | NormClip::GlobalTorch(_))
+                ),
+            "global-norm clipping needs every gradient before the first update: use the Full mode"
+        );
         let n = layout.len();
         debug_assert_eq!(slots.len(), n * R::SLOTS.len());
         for (j, s) in slots.chunks_mut(n.max(1)).enumerate().take(R::SLOTS.len()) {

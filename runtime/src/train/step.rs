@@ -123,7 +123,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The gradient buffer: after [`run`](Self::run) or [`gradients`](Self::gradients) in
-    /// the [`Full`](crate::optim::Full) mode, the gradients in the model's parameter layout.
+    /// the [`Full`](crate::optim::Full) mode, the gradients in the model's parameter layout
+    /// (an input gradient overwrites its first values with each layer's gradient in turn).
     pub fn grads(&self) -> &[f32] {
         &self.bufs.grads
     }

@@ -220,9 +220,13 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         let (mut count, mut last_shared, mut start) = (0, false, at.start);
         for i in 0..self.layout.tensor_count() {
             let r = self.layout.tensor_range(i);
-            if r.start < at.start || r.end > at.end || r.is_empty() {
+            if r.start >= at.end {
+                break;
+            }
+            if r.start < at.start || r.is_empty() {
                 continue;
             }
+            debug_assert!(r.end <= at.end, "an update covers whole tensors");
             let over = self.overrides.get(i).copied().unwrap_or(Override::NONE);
             let local = r.start - at.start..r.end - at.start;
             let (segment, shared) = plan.segment(&self.config, over, &grads[local]);

@@ -94,10 +94,9 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
             vec![0.0; ema].into_boxed_slice(),
         )
     }
-}
 
-impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
-    /// Uses other hyper-parameters for tensor `i` (PyTorch parameter groups). With a schedule,
+    /// Uses other hyper-parameters for tensor `i` (PyTorch parameter groups; an arena has no
+    /// room for overrides). With a schedule,
     /// the override's `lr` is scaled by the same factor as the main one.
     pub fn set_tensor_rule(&mut self, i: usize, rule: R) -> Result<(), StateError> {
         self.overrides
@@ -115,7 +114,9 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             .decay = Some(wd);
         Ok(())
     }
+}
 
+impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     /// Sets carried scalar `name`.
     pub fn set_carried(&mut self, name: &str, v: f32) -> Result<(), StateError> {
         let i = R::CARRIED

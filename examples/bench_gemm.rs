@@ -6,11 +6,12 @@
 //!     cargo run --release --example bench_gemm
 //! ```
 //!
-//! `-C target-cpu=native` matters: `wide` picks its instructions when it is compiled, so
-//! without it `f32x8` runs as two SSE2 halves on x86_64 and the kernel uses 4x8 tiles; with it,
-//! AVX2 + FMA and 6x16 tiles. `matrixmultiply` and `gemm` detect the CPU at run time, so they
-//! are fast either way. A separate `CARGO_TARGET_DIR` keeps the flag from invalidating the
-//! ordinary build.
+//! Our kernel runs on the instruction set [`Kernel::active`] picks when the program starts
+//! (AVX-512F, AVX2+FMA, or `wide`'s `f32x8` as compiled), as `matrixmultiply` and `gemm`
+//! detect the CPU at run time: the default build is as fast as a native one. The column
+//! "portable" runs our kernel on `f32x8` as this build compiled it (two SSE2 halves on x86_64
+//! without `-C target-cpu`, 4x8 tiles): what the default build ran before run-time dispatch.
+//! A separate `CARGO_TARGET_DIR` keeps a `RUSTFLAGS` build from invalidating the ordinary one.
 //!
 //! Shapes: the products of one train step of an MLP 784-128(ReLU)-10 at batch 32 and 256
 //! (forward `X·W1`, `H·W2`; backward `Xᵀ·dH`, `Hᵀ·dY` for the weight gradients and `dY·W2ᵀ`,
@@ -31,6 +32,7 @@
 //!
 //! The whole run takes about 20 seconds.
 
+use fusegraph_runtime::kernels::cpu::Kernel;
 use fusegraph_runtime::kernels::gemm::{self as fg, MatMut, MatRef, PARALLEL_FLOPS};
 use std::hint::black_box;
 use std::time::Instant;
@@ -105,6 +107,16 @@ fn run_fusegraph(s: &Shape, bf: &mut Bufs) {
     let a = MatRef::new(a, s.m, s.k, ars, acs);
     let b = MatRef::new(b, s.k, s.n, brs, bcs);
     fg::gemm(1.0, a, b, 0.0, MatMut::row_major(c, s.m, s.n), ws);
+}
+
+/// Our kernel on `wide`'s `f32x8` as this build compiled it.
+fn run_portable(s: &Shape, bf: &mut Bufs) {
+    let Bufs { a, b, c, ws } = bf;
+    let ((ars, acs), (brs, bcs)) = s.strides();
+    let a = MatRef::new(a, s.m, s.k, ars, acs);
+    let b = MatRef::new(b, s.k, s.n, brs, bcs);
+    let c = MatMut::row_major(c, s.m, s.n);
+    fg::gemm_on(Kernel::Portable, 1.0, a, b, 0.0, c, ws);
 }
 
 /// `matrixmultiply::sgemm` (allocates its packing buffers on every call).
@@ -348,8 +360,15 @@ fn single_threaded() {
         "One thread. GFLOP/s, median (best) of {REPS}; ratio = median / matrixmultiply's median."
     );
     println!(
-        "{:<8} {:>5} {:>13} {:>20} {:>15} {:>20} {:>20}",
-        "product", "batch", "m x k x n", "fusegraph", "matrixmultiply", "gemm", "triple loop"
+        "{:<8} {:>5} {:>13} {:>20} {:>15} {:>20} {:>20} {:>20}",
+        "product",
+        "batch",
+        "m x k x n",
+        "fusegraph",
+        "matrixmultiply",
+        "gemm",
+        "triple loop",
+        "portable"
     );
     let mut all: Vec<Shape> = shapes();
     all.extend(tiny_shapes().iter().take(4));
@@ -400,11 +419,12 @@ fn print_row(s: &Shape, t: &[(f64, f64)]) {
 }
 
 /// The single-threaded implementations.
-const ONE_THREAD: [Run; 4] = [
+const ONE_THREAD: [Run; 5] = [
     ("fusegraph", run_fusegraph),
     ("matrixmultiply", run_matrixmultiply),
     ("gemm", run_gemm_serial),
     ("triple loop", run_naive),
+    ("portable", run_portable),
 ];
 
 /// One train step's worth of the tiny model's products, in nanoseconds.
@@ -517,6 +537,11 @@ fn main() {
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         println!("load average: {}", load.trim());
     }
+    println!(
+        "fusegraph kernel: {} (compiled: {})",
+        Kernel::active(),
+        Kernel::compiled()
+    );
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()

@@ -40,34 +40,39 @@
 //!
 //! # How it computes
 //!
-//! BLIS-style: for each block of [`NC`] columns of `C` and each block of at most [`KC`] of the
-//! `k` dimension, `B` is packed into `NR`-column micro-panels; for each block of [`MC`] rows,
-//! `A` is packed into `MR`-row micro-panels; a register-blocked microkernel then computes each
-//! `MR`x`NR` tile of `C` in `MR * NR / 8` [`f32x8`](wide::f32x8) accumulators with `mul_add`,
-//! and writes it back (rows as vectors, or columns through an 8x8 transpose in registers when
-//! `C` is column-major). Panels are zero-padded to full tiles, so edge tiles run the same
-//! microkernel and only their valid part is written back. Two shortcuts skip packing where it does not pay:
-//! when `B` spans fewer than [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it
-//! is; and products of at most [`SMALL_MACS`] multiply-adds with at most `NR` columns (the
-//! tiny models) skip the blocking loops and run [`SMALL_MR`] rows at a time against one packed
-//! `B` panel. Each product is computed either as is or transposed (`Cᵀ = Bᵀ·Aᵀ`), whichever a
-//! cost estimate of padded tiles, packing and write-back finds cheaper: `X (256x128) ·
-//! W (128x10)`, say, becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide
-//! panel that is 6/16 padding.
+//! BLIS-style: for each block of `NC` columns of `C` and each block of at most [`KC`] of the
+//! `k` dimension, `B` is packed into `nr`-column micro-panels; for each block of `MC` rows,
+//! `A` is packed into `mr`-row micro-panels; a register-blocked microkernel then computes each
+//! `mr`x`nr` tile of `C` in `mr * nr / lanes` vector accumulators with `mul_add`, and writes it
+//! back (rows as vectors, or columns gathered into vectors when `C` is column-major). Panels
+//! are zero-padded to full tiles, so edge tiles run the same microkernel and only their valid
+//! part is written back. The tile and the vectors are the [`Kernel`]'s ([`tile`]): the
+//! microkernel is compiled for `wide`'s `f32x8`, for AVX2 with FMA and for AVX-512F, and
+//! [`Kernel::active`] picks one per process from what the CPU has (see [`cpu`](super::cpu)).
+//! Two shortcuts skip packing where it does not pay: when `B` spans fewer than
+//! [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it is; and products of at
+//! most [`SMALL_MACS`] multiply-adds with at most `nr` columns (the tiny models) skip the
+//! blocking loops and run [`SMALL_MR`] rows at a time against one packed `B` panel. Each
+//! product is computed either as is or transposed (`Cᵀ = Bᵀ·Aᵀ`), whichever a cost estimate
+//! of padded tiles, packing and write-back finds cheaper: `X (256x128) · W (128x10)`, say,
+//! becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide panel that is 6/16
+//! padding.
 //!
 //! # Determinism
 //!
-//! Every element of `C` is computed by the same sequence of lane operations, whatever its
-//! position, the path, the orientation, the blocking of `m` and `n` or the number of threads:
-//! the `k` dimension is cut into blocks by a rule that depends on `k` alone ([`KC`]); in each
-//! block the element's accumulator starts at zero and takes one `mul_add(a[i][p], b[p][j],
-//! acc)` per `p` in increasing order (the product of two floats does not depend on their
-//! order, so the transposed orientation gives the same bits); then `C` becomes
-//! `alpha * acc + beta * C` for the first block (`alpha * acc` if `beta == 0`) and
+//! On one kernel, every element of `C` is computed by the same sequence of lane operations,
+//! whatever its position, the path, the orientation, the blocking of `m` and `n` or the number
+//! of threads: the `k` dimension is cut into blocks by a rule that depends on `k` alone
+//! ([`KC`]); in each block the element's accumulator starts at zero and takes one
+//! `mul_add(a[i][p], b[p][j], acc)` per `p` in increasing order (the product of two floats
+//! does not depend on their order, so the transposed orientation gives the same bits); then
+//! `C` becomes `alpha * acc + beta * C` for the first block (`alpha * acc` if `beta == 0`) and
 //! `alpha * acc + C` for the following ones. `k` is never split across threads. So results are
-//! bit-identical for 1 and N threads, and the choices above, which depend only on the shape and
-//! the strides of `C`, change speed, never bits. They do depend on the build: without FMA
-//! enabled (`-C target-cpu`), `f32x8::mul_add` rounds twice.
+//! bit-identical for 1 and N threads, and the choices above, which depend only on the kernel,
+//! the shape and the strides of `C`, change speed, never bits. Kernels whose `mul_add` rounds
+//! once (AVX2+FMA, AVX-512F, and `f32x8` where the build enables FMA) give the same bits as
+//! each other; `f32x8` without FMA (the default x86_64 build on a CPU without AVX2, or with
+//! `FUSEGRAPH_CPU_CAPABILITY=portable`) rounds twice.
 //!
 //! # Parallelism
 //!
@@ -79,16 +84,18 @@
 //!
 //! # Performance
 //!
-//! `wide` picks its instructions when it is compiled: build with `-C target-cpu=native`. The
-//! tile is 6x16 (12 accumulators) with AVX, AVX2 and AVX-512 alike (8x16, 12x16, 4x24, 8x24
-//! and 6x32 measured no faster on Zen 4), 4x8 without AVX. On one Zen 4 core the 6x16
-//! microkernel runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of
-//! the MLP 784-128-10 train step reach 90-105 GFLOP/s whole, packing included.
-//! `examples/bench_gemm.rs` compares them with `matrixmultiply`, `gemm` and a triple loop.
+//! The tile is 6x16 (12 accumulators) on AVX2, and on `f32x8` when the build enables AVX
+//! (8x16, 12x16, 4x24, 8x24 and 6x32 measured no faster on Zen 4); 4x8 on `f32x8` without
+//! AVX; 12x32 (24 of the 32 registers) on AVX-512F. On one Zen 4 core the 6x16 microkernel
+//! runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of the MLP
+//! 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in a default build as
+//! in a native one. `examples/bench_gemm.rs` compares the kernels with each other and with
+//! `matrixmultiply`, `gemm` and a triple loop.
 
 mod micro;
 #[cfg(test)]
 mod tests;
+mod vector;
 mod view;
 
 pub use micro::KC;
@@ -96,34 +103,74 @@ pub use view::{MatMut, MatRef};
 
 use view::Terms;
 
+use super::cpu::Kernel;
 use super::parallel::join;
 use micro::{kc_max, Blocking};
+use vector::{Portable, Vector};
 
-/// Rows of a microkernel tile (the height of a packed `A` micro-panel).
-#[cfg(target_feature = "avx")]
-pub const MR: usize = 6;
-/// Rows of a microkernel tile (the height of a packed `A` micro-panel).
-#[cfg(not(target_feature = "avx"))]
-pub const MR: usize = 4;
+/// The register tile of a kernel's microkernel and its cache blocking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// Rows of a tile (the height of a packed `A` micro-panel).
+    pub mr: usize,
+    /// Columns of a tile (the width of a packed `B` micro-panel): `lanes * vectors`.
+    pub nr: usize,
+    /// `f32` lanes of the kernel's vector.
+    pub lanes: usize,
+}
 
-/// [`f32x8`](wide::f32x8) vectors across a microkernel tile.
-#[cfg(target_feature = "avx")]
-const NV: usize = 2;
-/// [`f32x8`](wide::f32x8) vectors across a microkernel tile.
-#[cfg(not(target_feature = "avx"))]
-const NV: usize = 1;
+impl Tile {
+    /// The cache blocking of the packed path: `32 * mr` rows of `A` and `64 * nr` columns of
+    /// `B` at once, so that an `MC`x[`KC`] block of `A` stays in L2 and a `KC`x`NC` block of
+    /// `B` in L2/L3.
+    const fn blocking(self) -> Blocking {
+        Blocking {
+            mc: self.mr * 32,
+            nc: self.nr * 64,
+        }
+    }
+}
 
-/// Columns of a microkernel tile (the width of a packed `B` micro-panel).
-pub const NR: usize = 8 * NV;
+/// Rows of a [`Kernel::Portable`] tile: 6 where `f32x8` is one AVX register, 4 otherwise.
+const PORTABLE_MR: usize = if cfg!(target_feature = "avx") { 6 } else { 4 };
+/// `f32x8` vectors across a [`Kernel::Portable`] tile.
+const PORTABLE_NV: usize = if cfg!(target_feature = "avx") { 2 } else { 1 };
+/// Rows of a [`Kernel::Avx2Fma`] tile (12 `__m256` accumulators of the 16 registers).
+const AVX2_MR: usize = 6;
+/// Rows of a [`Kernel::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
+const AVX512_MR: usize = 12;
 
-/// Rows of `A` packed at once (a multiple of [`MR`]): `MC`x`KC` floats stay in L2.
-pub const MC: usize = MR * 32;
+/// The tile of `kernel`'s microkernel.
+pub const fn tile(kernel: Kernel) -> Tile {
+    match kernel {
+        Kernel::Portable => Tile {
+            mr: PORTABLE_MR,
+            nr: 8 * PORTABLE_NV,
+            lanes: 8,
+        },
+        Kernel::Avx2Fma => Tile {
+            mr: AVX2_MR,
+            nr: 16,
+            lanes: 8,
+        },
+        Kernel::Avx512 => Tile {
+            mr: AVX512_MR,
+            nr: 32,
+            lanes: 16,
+        },
+    }
+}
 
-/// Columns of `B` packed at once (a multiple of [`NR`]): `KC`x`NC` floats stay in L2/L3.
-pub const NC: usize = NR * 64;
-
-/// The blocking of every product: [`MC`] rows and [`NC`] columns.
-const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
+/// The kernels a product of this build may run on, which the workspace is sized for: every
+/// kernel where the CPU is asked at run time (x86 with `std`), the compiled one elsewhere.
+const CANDIDATES: &[Kernel] = if cfg!(all(
+    feature = "std",
+    any(target_arch = "x86", target_arch = "x86_64")
+)) {
+    &Kernel::ALL
+} else {
+    &[Kernel::compiled()]
+};
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
 /// the rayon pool (feature `parallel`); smaller ones never touch it. Set from `bench_train`'s
@@ -135,21 +182,21 @@ const DEFAULT_BLOCKING: Blocking = Blocking { mc: MC, nc: NC };
 /// one (180 against 187 us), while the step at batch 256 is still split and faster on two.
 pub const PARALLEL_FLOPS: usize = 1 << 24;
 
-/// Rows of `C` per tile on the small path ([`NR`] or fewer columns, `k <= KC`).
+/// Rows of `C` per tile on the small path (a tile's `nr` or fewer columns, `k <= KC`).
 pub const SMALL_MR: usize = 4;
 
-/// Products of at most this many multiply-adds (`m * k * n`) with at most [`NR`] columns (in
-/// the orientation computed) and `k <= KC` take the small path: no blocking, one packed `B`
-/// panel, `A` read where it is.
+/// Products of at most this many multiply-adds (`m * k * n`) with at most a tile's `nr`
+/// columns (in the orientation computed) and `k <= KC` take the small path: no blocking, one
+/// packed `B` panel, `A` read where it is.
 pub const SMALL_MACS: usize = 4096;
 
 /// `A` is packed only when `B` (in the orientation computed) spans at least this many
-/// `NR`-column panels, each of which reuses every packed `A` panel; below, the microkernel
+/// `nr`-column panels, each of which reuses every packed `A` panel; below, the microkernel
 /// reads `A` where it is, which skips the packing cost of skinny and tiny products.
 pub const PACK_A_MIN_PANELS: usize = 3;
 
-/// How a product is computed. The choice depends on the shape and the strides of `C` only
-/// (never on threads or values), and changes no bits.
+/// How a product is computed. The choice depends on the kernel, the shape and the strides of
+/// `C` only (never on threads or values), and changes no bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Plan {
     /// Compute `Cᵀ = Bᵀ·Aᵀ` instead.
@@ -161,7 +208,7 @@ struct Plan {
 /// How a product runs, in the orientation computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Path {
-    /// At most [`SMALL_MACS`] multiply-adds, `n <= NR`, `k <= KC`: one packed `B` panel, `A`
+    /// At most [`SMALL_MACS`] multiply-adds, `n <= nr`, `k <= KC`: one packed `B` panel, `A`
     /// read where it is, [`SMALL_MR`] rows at a time ([`micro::small`]).
     Small,
     /// The blocked product ([`micro::packed`]); `A` is packed or read where it is.
@@ -171,28 +218,29 @@ enum Path {
     },
 }
 
-/// The path of an `m`x`k`x`n` product computed as is.
-const fn path(m: usize, k: usize, n: usize) -> Path {
-    if n <= NR && k <= KC && m.saturating_mul(k).saturating_mul(n) <= SMALL_MACS {
+/// The path of an `m`x`k`x`n` product computed as is with tile `t`.
+const fn path(m: usize, k: usize, n: usize, t: Tile) -> Path {
+    if n <= t.nr && k <= KC && m.saturating_mul(k).saturating_mul(n) <= SMALL_MACS {
         Path::Small
     } else {
         Path::Packed {
-            pack_a: n.div_ceil(NR) >= PACK_A_MIN_PANELS,
+            pack_a: n.div_ceil(t.nr) >= PACK_A_MIN_PANELS,
         }
     }
 }
 
-/// Estimated cost of an `m`x`k`x`n` product computed as is, whose `C` has `c_strides`, in
-/// sixteenths of a cycle of one Zen 4 core (as `bench_gemm` measures it): multiply-adds over
-/// padded tiles (16 per cycle, but at least 4 cycles of `mul_add` latency per step of `k`; 60%
-/// more with an unpacked `A`), half a cycle per packed float, and per element of `C` and block
-/// of `k` a write-back that costs 1/8 of a cycle along rows, 0.7 through the in-register
-/// transpose when `C` is column-major, and a cycle otherwise. Only comparisons matter.
-fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize)) -> usize {
-    let path = path(m, k, n);
+/// Estimated cost of an `m`x`k`x`n` product computed as is with tile `t`, whose `C` has
+/// `c_strides`, in sixteenths of a cycle of one Zen 4 core (as `bench_gemm` measures it):
+/// multiply-adds over padded tiles (16 per cycle, but at least 4 cycles of `mul_add` latency
+/// per step of `k`; 60% more with an unpacked `A`), half a cycle per packed float, and per
+/// element of `C` and block of `k` a write-back that costs 1/8 of a cycle along rows, 0.7
+/// through the transpose when `C` is column-major, and a cycle otherwise. Only comparisons
+/// matter.
+fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize), t: Tile) -> usize {
+    let path = path(m, k, n, t);
     let (rows, cols, pack_a) = match path {
-        Path::Small => (SMALL_MR, if n <= 8 { 8 } else { NR }, false),
-        Path::Packed { pack_a } => (MR, NR, pack_a),
+        Path::Small => (SMALL_MR, small_width(n, t), false),
+        Path::Packed { pack_a } => (t.mr, t.nr, pack_a),
     };
     // A tile takes `rows * cols / 8 / 2` cycles per step of `k`, at least the 4 cycles of
     // latency of the chain of `mul_add`s.
@@ -215,30 +263,40 @@ fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize)) -> usize {
     compute + pack + write
 }
 
+/// Columns of a small-path tile for `n` columns: one vector when it holds them, else `nr`.
+const fn small_width(n: usize, t: Tile) -> usize {
+    if n <= t.lanes {
+        t.lanes
+    } else {
+        t.nr
+    }
+}
+
 impl Plan {
     /// Computes `Cᵀ = Bᵀ·Aᵀ` when [`cost`] estimates it cheaper, for an `m`x`k`x`n` product
-    /// whose `C` has strides `(c_rs, c_cs)`.
-    fn new(m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
-        let transpose = cost(n, k, m, (c_cs, c_rs)) < cost(m, k, n, (c_rs, c_cs));
+    /// whose `C` has strides `(c_rs, c_cs)`, with tile `t`.
+    fn new(m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize), t: Tile) -> Plan {
+        let transpose = cost(n, k, m, (c_cs, c_rs), t) < cost(m, k, n, (c_rs, c_cs), t);
         let (m, n) = if transpose { (n, m) } else { (m, n) };
         Plan {
             transpose,
-            path: path(m, k, n),
+            path: path(m, k, n, t),
         }
     }
 }
 
-/// Workspace of one piece of an `m`x`k`x`n` product computed as is, along `path`.
-const fn piece_len(m: usize, k: usize, n: usize, path: Path, blk: Blocking) -> usize {
-    match path {
-        Path::Small => k * NR,
+/// Workspace of one piece of an `m`x`k`x`n` product computed as is with tile `t`.
+const fn piece_len(m: usize, k: usize, n: usize, t: Tile) -> usize {
+    let blk = t.blocking();
+    match path(m, k, n, t) {
+        Path::Small => k * t.nr,
         Path::Packed { pack_a } => {
             let a = if pack_a {
-                min(m, blk.mc).div_ceil(MR) * MR
+                min(m, blk.mc).div_ceil(t.mr) * t.mr
             } else {
                 0
             };
-            (a + min(n, blk.nc).div_ceil(NR) * NR) * kc_max(k)
+            (a + min(n, blk.nc).div_ceil(t.nr) * t.nr) * kc_max(k)
         }
     }
 }
@@ -259,13 +317,17 @@ const fn max(a: usize, b: usize) -> usize {
     }
 }
 
-/// Workspace of one piece, whichever way the product is computed.
+/// Workspace of one piece, whichever way the product is computed, on any of the
+/// [`CANDIDATES`].
 const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
-    let blk = DEFAULT_BLOCKING;
-    max(
-        piece_len(m, k, n, path(m, k, n), blk),
-        piece_len(n, k, m, path(n, k, m), blk),
-    )
+    let mut most = 0;
+    let mut i = 0;
+    while i < CANDIDATES.len() {
+        let t = tile(CANDIDATES[i]);
+        most = max(most, max(piece_len(m, k, n, t), piece_len(n, k, m, t)));
+        i += 1;
+    }
+    most
 }
 
 /// Whether a product is large enough to split across threads.
@@ -378,7 +440,7 @@ pub fn workspace_len(m: usize, k: usize, n: usize) -> usize {
 /// result is bit-identical for any number of threads (see the [module docs](self)).
 ///
 /// `workspace` holds the packed panels: [`workspace_len`]`(m, k, n)` is enough; a longer one
-/// is fine. The call does not allocate.
+/// is fine. The call does not allocate. It runs on [`Kernel::active`].
 ///
 /// # Panics
 /// If the shapes disagree (`A.cols != B.rows`, or `C` is not `A.rows`x`B.cols`) or the
@@ -392,6 +454,27 @@ pub fn gemm(
     c: MatMut<'_>,
     workspace: &mut [f32],
 ) {
+    gemm_on(Kernel::active(), alpha, a, b, beta, c, workspace);
+}
+
+/// [`gemm`] on the given kernel: for benchmarks that compare kernels in one run, and for
+/// tests. Each kernel gives its own bits (see [`cpu`](super::cpu)).
+///
+/// # Panics
+/// As [`gemm`], and if the kernel is not [`available`](Kernel::available).
+pub fn gemm_on(
+    kernel: Kernel,
+    alpha: f32,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    beta: f32,
+    c: MatMut<'_>,
+    workspace: &mut [f32],
+) {
+    assert!(
+        kernel.available(),
+        "gemm_on: the {kernel} kernel does not run on this CPU or build"
+    );
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(b.rows, k, "gemm: A is {m}x{k} but B has {} rows", b.rows);
     assert!(
@@ -414,7 +497,8 @@ pub fn gemm(
         micro::scale(beta, c);
         return;
     }
-    let plan = Plan::new(m, k, n, (c.rs, c.cs));
+    let t = tile(kernel);
+    let plan = Plan::new(m, k, n, (c.rs, c.cs), t);
     let (a, b, c) = if plan.transpose {
         (b.t(), a.t(), c.t())
     } else {
@@ -425,22 +509,25 @@ pub fn gemm(
     // Without room for a second piece, the pool is not even asked for its size.
     let fit = workspace.len() / need.max(1);
     let pieces = if fit >= 2 && wants_threads(m, k, n) {
-        pool_threads().min(fit).min(outer.div_ceil(NR)).max(1)
+        pool_threads().min(fit).min(outer.div_ceil(t.nr)).max(1)
     } else {
         1
     };
     let run = Run {
+        kernel,
         piece_len: need,
         par: true,
-        blk: DEFAULT_BLOCKING,
+        blk: t.blocking(),
         path: plan.path,
     };
-    split::<MR, NV>(Terms { alpha, a, b, beta }, c, workspace, pieces, run);
+    split(Terms { alpha, a, b, beta }, c, workspace, pieces, run);
 }
 
 /// How the pieces of a product run.
 #[derive(Clone, Copy, Debug)]
 struct Run {
+    /// The kernel every piece runs on.
+    kernel: Kernel,
     /// Workspace of one piece.
     piece_len: usize,
     /// Run the halves of each split under `rayon::join`.
@@ -453,22 +540,21 @@ struct Run {
 
 /// Runs `pieces` products, each on its own part of `C` (split along the outer dimension of `C`
 /// between tiles) and its own `run.piece_len` floats of workspace.
-fn split<const R: usize, const V: usize>(
-    t: Terms<'_>,
-    c: MatMut<'_>,
-    workspace: &mut [f32],
-    pieces: usize,
-    run: Run,
-) {
+fn split(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], pieces: usize, run: Run) {
     let (m, k, n) = (t.a.rows, t.a.cols, t.b.cols);
     let left = pieces / 2;
     let rows = c.rows_outer();
     let extent = if rows { m } else { n };
-    // Split between tiles: rows at a multiple of both row counts in use, columns of `8V`.
-    let step = if rows { lcm(R, SMALL_MR) } else { 8 * V };
+    // Split between tiles: rows at a multiple of both row counts in use, columns of `nr`.
+    let shape = tile(run.kernel);
+    let step = if rows {
+        lcm(shape.mr, SMALL_MR)
+    } else {
+        shape.nr
+    };
     let mid = (extent.div_ceil(step) * left / pieces.max(1)) * step;
     if pieces <= 1 || mid == 0 || mid >= extent {
-        leaf::<R, V>(t, c, workspace, run);
+        leaf(t, c, workspace, run);
         return;
     }
     let (w0, w1) = workspace.split_at_mut(run.piece_len * left);
@@ -478,16 +564,16 @@ fn split<const R: usize, const V: usize>(
         let (a0, a1) = (t.a.sub(0, 0, mid, k), t.a.sub(mid, 0, m - mid, k));
         join(
             run.par,
-            || split::<R, V>(Terms { a: a0, ..t }, c0, w0, left, run),
-            || split::<R, V>(Terms { a: a1, ..t }, c1, w1, right, run),
+            || split(Terms { a: a0, ..t }, c0, w0, left, run),
+            || split(Terms { a: a1, ..t }, c1, w1, right, run),
         );
     } else {
         let (c0, c1) = c.split_cols(mid);
         let (b0, b1) = (t.b.sub(0, 0, k, mid), t.b.sub(0, mid, k, n - mid));
         join(
             run.par,
-            || split::<R, V>(Terms { b: b0, ..t }, c0, w0, left, run),
-            || split::<R, V>(Terms { b: b1, ..t }, c1, w1, right, run),
+            || split(Terms { b: b0, ..t }, c0, w0, left, run),
+            || split(Terms { b: b1, ..t }, c1, w1, right, run),
         );
     }
 }
@@ -501,16 +587,52 @@ fn lcm(x: usize, y: usize) -> usize {
     x / a * y
 }
 
-/// Runs one piece on one thread.
-fn leaf<const R: usize, const V: usize>(
+/// Runs one piece on one thread, on `run.kernel`.
+fn leaf(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
+    match run.kernel {
+        Kernel::Portable => leaf_on::<Portable, PORTABLE_MR, PORTABLE_NV>(t, c, workspace, run),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `gemm_on` checked that the CPU has AVX2 and FMA.
+        Kernel::Avx2Fma => unsafe { x86::leaf_avx2(t, c, workspace, run) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `gemm_on` checked that the CPU has AVX-512F.
+        Kernel::Avx512 => unsafe { x86::leaf_avx512(t, c, workspace, run) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        Kernel::Avx2Fma | Kernel::Avx512 => unreachable!("x86 kernels are never available here"),
+    }
+}
+
+/// One piece on the vector `S` with `R`x`LV` tiles on the packed path; compiled into each
+/// kernel's entry point.
+#[inline(always)]
+fn leaf_on<S: Vector, const R: usize, const V: usize>(
     t: Terms<'_>,
     c: MatMut<'_>,
     workspace: &mut [f32],
     run: Run,
 ) {
     match run.path {
-        Path::Small if t.b.cols <= 8 => micro::small::<SMALL_MR, 1>(t, c, workspace),
-        Path::Small => micro::small::<SMALL_MR, V>(t, c, workspace),
-        Path::Packed { pack_a } => micro::packed::<R, V>(t, c, workspace, run.blk, pack_a),
+        Path::Small if t.b.cols <= S::LANES => micro::small::<S, SMALL_MR, 1>(t, c, workspace),
+        Path::Small => micro::small::<S, SMALL_MR, V>(t, c, workspace),
+        Path::Packed { pack_a } => micro::packed::<S, R, V>(t, c, workspace, run.blk, pack_a),
+    }
+}
+
+/// The entry points of the x86 kernels: [`leaf_on`] compiled with their target features.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod x86 {
+    use super::vector::{Avx2, Avx512};
+    use super::{leaf_on, MatMut, Run, Terms, AVX2_MR, AVX512_MR};
+
+    /// A piece on AVX2 with FMA, 6x16 tiles.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn leaf_avx2(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
+        leaf_on::<Avx2, AVX2_MR, 2>(t, c, workspace, run);
+    }
+
+    /// A piece on AVX-512F, 12x32 tiles.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn leaf_avx512(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
+        leaf_on::<Avx512, AVX512_MR, 2>(t, c, workspace, run);
     }
 }

@@ -2,12 +2,15 @@
 //! allocate nothing and give the same bits for any number of threads.
 //!
 //! - [`gemm`]: strided single-precision matrix multiply `C = alpha * A·B + beta * C`, with a
-//!   packed, register-blocked `f32x8` microkernel and caller-provided packing workspace.
+//!   packed, register-blocked microkernel and caller-provided packing workspace.
+//! - [`cpu`]: which instruction set the microkernel runs on ([`cpu::Kernel`]), chosen once per
+//!   process from what the CPU has.
 //!
 //! Under them (crate-internal): `simd`, loading and storing `f32x8` lanes from slices (full,
 //! zero-padded tails, partial stores) and the element-wise slice sums built on them; and
 //! `parallel`, the fork-join that runs on the rayon pool with the `parallel` feature.
 
+pub mod cpu;
 pub mod gemm;
 pub(crate) mod parallel;
 pub(crate) mod simd;

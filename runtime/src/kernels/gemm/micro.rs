@@ -1,11 +1,14 @@
 //! The pieces of [`gemm`](super::gemm): the blocks of `k`, packing, the microkernel, the
-//! write-back of a tile, the blocked driver and the small path.
+//! write-back of a tile, the blocked driver and the small path, generic over the [`Vector`]
+//! of a kernel.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
-//! write-back), shared by every path.
+//! write-back), shared by every path. Every function a kernel's entry point calls is
+//! `#[inline(always)]`, so it is compiled with that entry point's target features.
 
+use super::vector::{Vector, MAX_LANES};
 use super::view::{MatMut, MatRef, Terms};
-use crate::kernels::simd::{load, store};
+use crate::kernels::simd::load;
 use wide::f32x8;
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
@@ -62,17 +65,17 @@ impl Beta {
 
 /// One step of the `k` loop: `acc + a * b`.
 #[inline(always)]
-fn acc_step(a: f32x8, b: f32x8, acc: f32x8) -> f32x8 {
+fn acc_step<S: Vector>(a: S, b: S, acc: S) -> S {
     a.mul_add(b, acc)
 }
 
 /// The new value of `C` from the accumulator and the old value.
 #[inline(always)]
-fn update(acc: f32x8, alpha: f32x8, beta: Beta, old: f32x8) -> f32x8 {
-    let v = acc * alpha;
+fn update<S: Vector>(acc: S, alpha: S, beta: Beta, old: S) -> S {
+    let v = acc.mul(alpha);
     match beta {
         Beta::Zero => v,
-        Beta::Scale(b) => old.mul_add(f32x8::splat(b), v),
+        Beta::Scale(b) => old.mul_add(S::splat(b), v),
     }
 }
 
@@ -180,31 +183,37 @@ fn pack_panels(
     }
 }
 
-/// Packs the `rows`x`kc` matrix `a` into `ceil(rows / R)` micro-panels of `kc * R` floats:
-/// element `(r * R + i, p)` goes to `dst[r * kc * R + p * R + i]`, rows past the end are zero.
-fn pack_a_panels<const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
-    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
-}
-
-/// Packs the `kc`x`cols` matrix `b` into `ceil(cols / (8 * V))` micro-panels of `kc * 8 * V`
-/// floats: element `(p, r * 8V + j)` goes to `dst[r * kc * 8V + p * 8V + j]`, columns past the
-/// end are zero.
-fn pack_b_panels<const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
-    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), 8 * V, dst);
-}
-
-/// The microkernel: the `R`x`8V` tile `Σ_p a[p] ⊗ b[p]` of one packed `A` micro-panel (`R`
-/// floats per step) and one packed `B` micro-panel (`8V` floats per step), in registers.
+/// Packs the `rows`x`kc` matrix `a` into `ceil(rows / r)` micro-panels of `kc * r` floats:
+/// element `(q * r + i, p)` goes to `dst[q * kc * r + p * r + i]`, rows past the end are zero.
 #[inline(always)]
-fn tile<const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[f32x8; V]; R] {
-    let mut acc = [[f32x8::ZERO; V]; R];
-    for (ap, bp) in a.chunks_exact(R).zip(b.chunks_exact(8 * V)) {
-        let mut bv = [f32x8::ZERO; V];
-        for (v, x) in bv.iter_mut().enumerate() {
-            *x = load(&bp[8 * v..]);
-        }
+fn pack_a_panels(a: MatRef<'_>, r: usize, dst: &mut [f32]) {
+    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), r, dst);
+}
+
+/// Packs the `kc`x`cols` matrix `b` into `ceil(cols / w)` micro-panels of `kc * w` floats:
+/// element `(p, q * w + j)` goes to `dst[q * kc * w + p * w + j]`, columns past the end are
+/// zero.
+#[inline(always)]
+fn pack_b_panels(b: MatRef<'_>, w: usize, dst: &mut [f32]) {
+    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), w, dst);
+}
+
+/// The `V` vectors of one step of a packed `B` micro-panel.
+#[inline(always)]
+fn load_b<S: Vector, const V: usize>(bp: &[f32]) -> [S; V] {
+    core::array::from_fn(|v| S::load(&bp[S::LANES * v..]))
+}
+
+/// The microkernel: the `R`x`LV` tile `Σ_p a[p] ⊗ b[p]` (`L` lanes of `S`) of one packed `A`
+/// micro-panel (`R` floats per step) and one packed `B` micro-panel (`LV` floats per step), in
+/// registers.
+#[inline(always)]
+fn tile<S: Vector, const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[S; V]; R] {
+    let mut acc = [[S::zero(); V]; R];
+    for (ap, bp) in a.chunks_exact(R).zip(b.chunks_exact(S::LANES * V)) {
+        let bv = load_b::<S, V>(bp);
         for (row, &x) in acc.iter_mut().zip(ap) {
-            let ai = f32x8::splat(x);
+            let ai = S::splat(x);
             for (r, &y) in row.iter_mut().zip(&bv) {
                 *r = acc_step(ai, y, *r);
             }
@@ -216,27 +225,20 @@ fn tile<const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[f32x8; V]; R]
 /// The microkernel on an unpacked `A`: the `mr`x`kc` block `a` (`1 <= mr <= R`) is read where
 /// it is; rows past `mr` repeat the last row, and their results are not written back.
 #[inline(always)]
-fn tile_unpacked<const R: usize, const V: usize>(
+fn tile_unpacked<S: Vector, const R: usize, const V: usize>(
     a: MatRef<'_>,
     mr: usize,
     b: &[f32],
-) -> [[f32x8; V]; R] {
+) -> [[S; V]; R] {
     let kc = a.cols;
-    let mut acc = [[f32x8::ZERO; V]; R];
+    let mut acc = [[S::zero(); V]; R];
     let row = |i: usize| i.min(mr - 1) * a.rs;
-    let load_b = |bp: &[f32]| {
-        let mut bv = [f32x8::ZERO; V];
-        for (v, x) in bv.iter_mut().enumerate() {
-            *x = load(&bp[8 * v..]);
-        }
-        bv
-    };
     if a.cs == 1 {
         let rows: [&[f32]; R] = core::array::from_fn(|i| &a.data[row(i)..row(i) + kc]);
-        for (p, bp) in b.chunks_exact(8 * V).enumerate().take(kc) {
-            let bv = load_b(bp);
+        for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
+            let bv = load_b::<S, V>(bp);
             for (acc_row, r) in acc.iter_mut().zip(&rows) {
-                let ai = f32x8::splat(r[p]);
+                let ai = S::splat(r[p]);
                 for (x, &y) in acc_row.iter_mut().zip(&bv) {
                     *x = acc_step(ai, y, *x);
                 }
@@ -244,11 +246,11 @@ fn tile_unpacked<const R: usize, const V: usize>(
         }
     } else {
         let rows: [usize; R] = core::array::from_fn(row);
-        for (p, bp) in b.chunks_exact(8 * V).enumerate().take(kc) {
-            let bv = load_b(bp);
+        for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
+            let bv = load_b::<S, V>(bp);
             let off = p * a.cs;
             for (acc_row, &r) in acc.iter_mut().zip(&rows) {
-                let ai = f32x8::splat(a.data[r + off]);
+                let ai = S::splat(a.data[r + off]);
                 for (x, &y) in acc_row.iter_mut().zip(&bv) {
                     *x = acc_step(ai, y, *x);
                 }
@@ -260,79 +262,118 @@ fn tile_unpacked<const R: usize, const V: usize>(
 
 /// Writes the `mr`x`nr` valid part of a tile to `C` at `(i0, j0)`.
 #[inline(always)]
-fn write_tile<const R: usize, const V: usize>(
-    acc: [[f32x8; V]; R],
-    alpha: f32x8,
+fn write_tile<S: Vector, const R: usize, const V: usize>(
+    acc: [[S; V]; R],
+    alpha: S,
     beta: Beta,
     c: &mut MatMut<'_>,
     (i0, j0): (usize, usize),
     (mr, nr): (usize, usize),
 ) {
-    let full = mr == R && nr == 8 * V;
+    let full = mr == R && nr == S::LANES * V;
     if full && c.cs == 1 {
-        // Rows of the tile are contiguous in `C`.
+        write_rows(acc, alpha, beta, c, (i0, j0));
+    } else if full && c.rs == 1 && R <= S::LANES {
+        write_columns(acc, alpha, beta, c, (i0, j0));
+    } else {
+        write_edge(acc, alpha, beta, c, (i0, j0), (mr, nr));
+    }
+}
+
+/// A full tile whose rows are contiguous in `C`.
+#[inline(always)]
+fn write_rows<S: Vector, const R: usize, const V: usize>(
+    acc: [[S; V]; R],
+    alpha: S,
+    beta: Beta,
+    c: &mut MatMut<'_>,
+    (i0, j0): (usize, usize),
+) {
+    for (i, row_acc) in acc.iter().enumerate() {
+        let base = (i0 + i) * c.rs + j0;
+        let row = &mut c.data[base..base + S::LANES * V];
+        for (seg, &x) in row.chunks_exact_mut(S::LANES).zip(row_acc) {
+            let old = match beta {
+                Beta::Zero => S::zero(),
+                Beta::Scale(_) => S::load(seg),
+            };
+            update(x, alpha, beta, old).store(seg);
+        }
+    }
+}
+
+/// A full tile whose columns are contiguous in `C` (`R` at most the lanes): each column of the
+/// tile is gathered into one vector and updated as a whole (the update is element-wise, so
+/// the bits are those of the row-wise update).
+#[inline(always)]
+fn write_columns<S: Vector, const R: usize, const V: usize>(
+    acc: [[S; V]; R],
+    alpha: S,
+    beta: Beta,
+    c: &mut MatMut<'_>,
+    (i0, j0): (usize, usize),
+) {
+    for v in 0..V {
+        // `cols[q][i]`: row `i`, lane `q` of the tile's `v`-th vectors.
+        let mut cols = [[0.0; MAX_LANES]; MAX_LANES];
         for (i, row_acc) in acc.iter().enumerate() {
-            let base = (i0 + i) * c.rs + j0;
-            let row = &mut c.data[base..base + 8 * V];
-            for (seg, &x) in row.chunks_exact_mut(8).zip(row_acc) {
-                let old = match beta {
-                    Beta::Zero => f32x8::ZERO,
-                    Beta::Scale(_) => load(seg),
-                };
-                store(seg, update(x, alpha, beta, old));
+            let mut row = [0.0; MAX_LANES];
+            row_acc[v].store(&mut row);
+            for (col, &x) in cols.iter_mut().zip(&row).take(S::LANES) {
+                col[i] = x;
             }
         }
-        return;
-    }
-    if full && c.rs == 1 && R <= 8 {
-        // Columns of the tile are contiguous in `C`: transpose each 8-column block in
-        // registers and update column by column (the update is element-wise, so the bits are
-        // the same).
-        for v in 0..V {
-            let mut block = [f32x8::ZERO; 8];
-            for (b, row_acc) in block.iter_mut().zip(&acc) {
-                *b = row_acc[v];
-            }
-            for (q, &col) in f32x8::transpose(block).iter().enumerate() {
-                let base = i0 + (j0 + 8 * v + q) * c.cs;
-                let dst = &mut c.data[base..base + R];
-                let mut old = [0.0; 8];
-                if let Beta::Scale(_) = beta {
-                    old[..R].copy_from_slice(dst);
-                }
-                let new = update(col, alpha, beta, f32x8::from(old));
-                dst.copy_from_slice(&new.as_array()[..R]);
-            }
+        for (q, col) in cols.iter().enumerate().take(S::LANES) {
+            let base = i0 + (j0 + S::LANES * v + q) * c.cs;
+            let dst = &mut c.data[base..base + R];
+            let old = match beta {
+                Beta::Zero => S::zero(),
+                Beta::Scale(_) => S::load_padded(dst),
+            };
+            update(S::load(col), alpha, beta, old).store_partial(dst);
         }
-        return;
     }
-    // An edge tile or a strided `C`: the same update on a copy, then the valid part back.
+}
+
+/// An edge tile or a strided `C`: the same update on a copy, then the valid part back.
+#[inline(always)]
+fn write_edge<S: Vector, const R: usize, const V: usize>(
+    acc: [[S; V]; R],
+    alpha: S,
+    beta: Beta,
+    c: &mut MatMut<'_>,
+    (i0, j0): (usize, usize),
+    (mr, nr): (usize, usize),
+) {
     for (i, row_acc) in acc.iter().enumerate().take(mr) {
         for (v, &x) in row_acc.iter().enumerate() {
-            let j = v * 8;
+            let j = v * S::LANES;
             if j >= nr {
                 break;
             }
-            let lanes = (nr - j).min(8);
-            let mut old = [0.0; 8];
+            let lanes = (nr - j).min(S::LANES);
+            let mut old = [0.0; MAX_LANES];
             let base = (i0 + i) * c.rs + (j0 + j) * c.cs;
             if let Beta::Scale(_) = beta {
                 for (l, o) in old.iter_mut().enumerate().take(lanes) {
                     *o = c.data[base + l * c.cs];
                 }
             }
-            let new = update(x, alpha, beta, f32x8::from(old));
-            for (l, &y) in new.as_array().iter().enumerate().take(lanes) {
+            let mut new = [0.0; MAX_LANES];
+            update(x, alpha, beta, S::load(&old)).store(&mut new);
+            for (l, &y) in new.iter().enumerate().take(lanes) {
                 c.data[base + l * c.cs] = y;
             }
         }
     }
 }
 
-/// The product `C = alpha * A·B + beta * C` on one thread (`k > 0`), with `R`x`8V` tiles and
-/// the given cache blocking; `workspace` holds the packed panels. `B` is always packed; `A` is
-/// packed with `pack_a`, else read where it is (cheaper when few `B` panels reuse it).
-pub(super) fn packed<const R: usize, const V: usize>(
+/// The product `C = alpha * A·B + beta * C` on one thread (`k > 0`), with `R`x`LV` tiles (`L`
+/// lanes of `S`) and the given cache blocking; `workspace` holds the packed panels. `B` is
+/// always packed; `A` is packed with `pack_a`, else read where it is (cheaper when few `B`
+/// panels reuse it).
+#[inline(always)]
+pub(super) fn packed<S: Vector, const R: usize, const V: usize>(
     t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
@@ -340,9 +381,9 @@ pub(super) fn packed<const R: usize, const V: usize>(
     pack_a: bool,
 ) {
     let Terms { alpha, a, b, beta } = t;
-    let w = 8 * V;
+    let w = S::LANES * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let alpha_v = f32x8::splat(alpha);
+    let alpha_v = S::splat(alpha);
     let kc_max = kc_max(k);
     let a_len = if pack_a {
         m.min(blk.mc).div_ceil(R) * R * kc_max
@@ -353,13 +394,13 @@ pub(super) fn packed<const R: usize, const V: usize>(
     for jc in (0..n).step_by(blk.nc) {
         let nc = blk.nc.min(n - jc);
         for (bi, (pc, kc)) in k_blocks(k).enumerate() {
-            pack_b_panels::<V>(b.sub(pc, jc, kc, nc), b_buf);
+            pack_b_panels(b.sub(pc, jc, kc, nc), w, b_buf);
             let beta_k = Beta::for_block(beta, bi);
             for ic in (0..m).step_by(blk.mc) {
                 let mc = blk.mc.min(m - ic);
                 let a_blk = a.sub(ic, pc, mc, kc);
                 if pack_a {
-                    pack_a_panels::<R>(a_blk, a_buf);
+                    pack_a_panels(a_blk, R, a_buf);
                 }
                 let mut c_blk = c.sub(ic, jc, mc, nc);
                 let b_panels = b_buf[..nc.div_ceil(w) * w * kc].chunks_exact(w * kc);
@@ -369,11 +410,11 @@ pub(super) fn packed<const R: usize, const V: usize>(
                     for i0 in (0..mc).step_by(R) {
                         let mr = R.min(mc - i0);
                         let acc = if pack_a {
-                            tile::<R, V>(&a_buf[i0 * kc..(i0 + R) * kc], b_panel)
+                            tile::<S, R, V>(&a_buf[i0 * kc..(i0 + R) * kc], b_panel)
                         } else {
-                            tile_unpacked::<R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
+                            tile_unpacked::<S, R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
                         };
-                        write_tile::<R, V>(acc, alpha_v, beta_k, &mut c_blk, (i0, j0), (mr, nr));
+                        write_tile(acc, alpha_v, beta_k, &mut c_blk, (i0, j0), (mr, nr));
                     }
                 }
             }
@@ -381,25 +422,26 @@ pub(super) fn packed<const R: usize, const V: usize>(
     }
 }
 
-/// The product for small shapes (`0 < k <= KC`, `n <= 8V`): `B` packed into one panel in
-/// `workspace` (`k * 8V` floats), then `R` rows of `C` at a time with `A` read where it is;
+/// The product for small shapes (`0 < k <= KC`, `n <= LV`): `B` packed into one panel in
+/// `workspace` (`k * LV` floats), then `R` rows of `C` at a time with `A` read where it is;
 /// the same per-element arithmetic as [`packed`].
-pub(super) fn small<const R: usize, const V: usize>(
+#[inline(always)]
+pub(super) fn small<S: Vector, const R: usize, const V: usize>(
     t: Terms<'_>,
     mut c: MatMut<'_>,
     workspace: &mut [f32],
 ) {
     let Terms { alpha, a, b, beta } = t;
-    let w = 8 * V;
+    let w = S::LANES * V;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert!(0 < k && k <= KC && n <= w);
     let panel = &mut workspace[..k * w];
-    pack_b_panels::<V>(b, panel);
-    let alpha_v = f32x8::splat(alpha);
+    pack_b_panels(b, w, panel);
+    let alpha_v = S::splat(alpha);
     let beta = Beta::for_block(beta, 0);
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
-        let acc = tile_unpacked::<R, V>(a.sub(i0, 0, mr, k), mr, panel);
-        write_tile::<R, V>(acc, alpha_v, beta, &mut c, (i0, 0), (mr, n));
+        let acc = tile_unpacked::<S, R, V>(a.sub(i0, 0, mr, k), mr, panel);
+        write_tile(acc, alpha_v, beta, &mut c, (i0, 0), (mr, n));
     }
 }

@@ -1,11 +1,17 @@
-//! `gemm` against a naive `f64` reference, and bit-identity across paths, tile shapes, cache
-//! blockings, orientations and thread counts.
+//! `gemm` on every kernel the CPU has: against a naive `f64` reference, bit for bit against a
+//! scalar reference that runs the documented sequence of roundings, and bit-identity across
+//! paths, tile shapes, cache blockings, orientations and thread counts.
 //!
 //! The sweeps over small shapes use fixed-size buffers, so they run without `alloc`; the large
 //! shapes need `alloc`, the thread pools `parallel`.
 
 use super::micro::{k_blocks, packed, small};
 use super::*;
+
+/// The kernels this CPU runs (the x86 ones are skipped where it lacks them).
+fn kernels() -> impl Iterator<Item = Kernel> {
+    Kernel::ALL.into_iter().filter(|k| k.available())
+}
 
 /// A deterministic value in `±[0.1, 1.1)`.
 fn value(i: usize, salt: u64) -> f32 {
@@ -118,6 +124,7 @@ const SMALL_WS: usize = 4096;
 /// One product of small shape with the given layouts and scalars, checked against the
 /// reference; `c_init` is what `C` holds before (NaN tests that `beta == 0` does not read it).
 fn run_small(
+    kernel: Kernel,
     (m, k, n): (usize, usize, usize),
     (la, lb, lc): (Layout, Layout, Layout),
     s: usize,
@@ -144,7 +151,8 @@ fn run_small(
     let mut ws = [f32::NAN; SMALL_WS];
     let need = workspace_len_threads(m, k, n, 1);
     assert!(need <= SMALL_WS, "{m}x{k}x{n} needs {need}");
-    gemm(
+    gemm_on(
+        kernel,
         alpha,
         a,
         b,
@@ -157,22 +165,24 @@ fn run_small(
         MatRef::new(&c0_buf, m, n, crs, ccs),
         MatRef::new(&c_buf, m, n, crs, ccs),
         &c_buf,
-        &(m, k, n, la, lb, lc, alpha, beta),
+        &(kernel, m, k, n, la, lb, lc, alpha, beta),
     );
 }
 
 #[test]
 fn every_small_shape_matches_reference() {
-    let mut s = 0;
-    for m in 0..=17 {
-        for k in 0..=17 {
-            for n in 0..=17 {
-                // Three layout combinations per shape, rotating so the sweep covers all 27.
-                for t in 0..3 {
-                    let idx = (m * 7 + k * 3 + n + t * 9) % 27;
-                    let (la, lb, lc) = (LAYOUTS[idx % 3], LAYOUTS[idx / 3 % 3], LAYOUTS[idx / 9]);
-                    run_small((m, k, n), (la, lb, lc), s, s % 2 == 0);
-                    s += 1;
+    for kernel in kernels() {
+        let mut s = 0;
+        for m in 0..=17 {
+            for k in 0..=17 {
+                for n in 0..=17 {
+                    // Three layout combinations per shape, rotating so the sweep covers all 27.
+                    for t in 0..3 {
+                        let idx = (m * 7 + k * 3 + n + t * 9) % 27;
+                        let layouts = (LAYOUTS[idx % 3], LAYOUTS[idx / 3 % 3], LAYOUTS[idx / 9]);
+                        run_small(kernel, (m, k, n), layouts, s, s % 2 == 0);
+                        s += 1;
+                    }
                 }
             }
         }
@@ -189,11 +199,13 @@ fn every_layout_and_scalar_on_edge_shapes() {
         (13, 1, 9),
         (17, 3, 16),
     ] {
-        for la in LAYOUTS {
-            for lb in LAYOUTS {
-                for lc in LAYOUTS {
-                    for s in 0..SCALARS.len() {
-                        run_small((m, k, n), (la, lb, lc), s, true);
+        for kernel in kernels() {
+            for la in LAYOUTS {
+                for lb in LAYOUTS {
+                    for lc in LAYOUTS {
+                        for s in 0..SCALARS.len() {
+                            run_small(kernel, (m, k, n), (la, lb, lc), s, true);
+                        }
                     }
                 }
             }
@@ -303,46 +315,109 @@ fn assert_same_bits(x: &[f32; BIT_LEN], y: &[f32; BIT_LEN], what: &dyn core::fmt
 /// A packed product with some tile shape.
 type Tiles = fn(Terms<'_>, MatMut<'_>, &mut [f32], Blocking);
 
+/// The product on `kernel` along its own path with blocking `blk` (and `A` packed or not).
+fn leaf_with(
+    kernel: Kernel,
+    t: Terms<'_>,
+    c: MatMut<'_>,
+    ws: &mut [f32],
+    blk: Blocking,
+    path: Path,
+) {
+    let run = Run {
+        kernel,
+        piece_len: ws.len(),
+        par: false,
+        blk,
+        path,
+    };
+    leaf(t, c, ws, run);
+}
+
 #[test]
 fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
-    for (m, k, n) in BIT_SHAPES {
-        for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
-            let want = result(m, k, n, |a, b, c, ws| gemm(alpha, a, b, beta, c, ws));
-            let what = (m, k, n, alpha, beta);
-            let blockings = [
-                Blocking { mc: MR, nc: NR },
-                Blocking {
-                    mc: 2 * MR,
-                    nc: 3 * NR,
-                },
-                Blocking { mc: 5 * MR, nc: NR },
-                DEFAULT_BLOCKING,
-            ];
-            for blk in blockings {
-                for pack_a in [false, true] {
+    for kernel in kernels() {
+        let t = tile(kernel);
+        for (m, k, n) in BIT_SHAPES {
+            for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
+                let want = result(m, k, n, |a, b, c, ws| {
+                    gemm_on(kernel, alpha, a, b, beta, c, ws)
+                });
+                let what = (kernel, m, k, n, alpha, beta);
+                let blockings = [
+                    Blocking { mc: t.mr, nc: t.nr },
+                    Blocking {
+                        mc: 2 * t.mr,
+                        nc: 3 * t.nr,
+                    },
+                    Blocking {
+                        mc: 5 * t.mr,
+                        nc: t.nr,
+                    },
+                    t.blocking(),
+                ];
+                for blk in blockings {
+                    for pack_a in [false, true] {
+                        let path = Path::Packed { pack_a };
+                        let got = result(m, k, n, |a, b, c, ws| {
+                            leaf_with(kernel, Terms { alpha, a, b, beta }, c, ws, blk, path);
+                        });
+                        assert_same_bits(&want, &got, &(what, blk, pack_a));
+                        let got = result(m, k, n, |a, b, c, ws| {
+                            let t = Terms {
+                                alpha,
+                                a: b.t(),
+                                b: a.t(),
+                                beta,
+                            };
+                            leaf_with(kernel, t, c.t(), ws, blk, path);
+                        });
+                        assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
+                    }
+                }
+                // The small path, where it applies (one `k` block, at most `nr` columns).
+                if k <= KC && n <= t.nr {
                     let got = result(m, k, n, |a, b, c, ws| {
-                        packed::<MR, NV>(Terms { alpha, a, b, beta }, c, ws, blk, pack_a);
+                        let path = Path::Small;
+                        leaf_with(
+                            kernel,
+                            Terms { alpha, a, b, beta },
+                            c,
+                            ws,
+                            t.blocking(),
+                            path,
+                        );
                     });
-                    assert_same_bits(&want, &got, &(what, blk, pack_a));
-                    let got = result(m, k, n, |a, b, c, ws| {
-                        let t = Terms {
-                            alpha,
-                            a: b.t(),
-                            b: a.t(),
-                            beta,
-                        };
-                        packed::<MR, NV>(t, c.t(), ws, blk, pack_a);
-                    });
-                    assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
+                    assert_same_bits(&want, &got, &(what, "small"));
                 }
             }
-            // Other tile shapes give the same bits too.
+        }
+    }
+}
+
+#[test]
+fn bits_do_not_depend_on_the_tile_shape() {
+    let kernel = Kernel::Portable;
+    for (m, k, n) in BIT_SHAPES {
+        for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
+            let want = result(m, k, n, |a, b, c, ws| {
+                gemm_on(kernel, alpha, a, b, beta, c, ws)
+            });
+            let what = (m, k, n, alpha, beta);
             let blk = Blocking { mc: 24, nc: 48 };
             let tiles: [(&str, Tiles); 4] = [
-                ("4x8", |t, c, w, blk| packed::<4, 1>(t, c, w, blk, true)),
-                ("8x16", |t, c, w, blk| packed::<8, 2>(t, c, w, blk, true)),
-                ("3x24", |t, c, w, blk| packed::<3, 3>(t, c, w, blk, false)),
-                ("12x8", |t, c, w, blk| packed::<12, 1>(t, c, w, blk, true)),
+                ("4x8", |t, c, w, blk| {
+                    packed::<Portable, 4, 1>(t, c, w, blk, true)
+                }),
+                ("8x16", |t, c, w, blk| {
+                    packed::<Portable, 8, 2>(t, c, w, blk, true)
+                }),
+                ("3x24", |t, c, w, blk| {
+                    packed::<Portable, 3, 3>(t, c, w, blk, false)
+                }),
+                ("12x8", |t, c, w, blk| {
+                    packed::<Portable, 12, 1>(t, c, w, blk, true)
+                }),
             ];
             for (name, f) in tiles {
                 let got = result(m, k, n, |a, b, c, ws| {
@@ -350,14 +425,13 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
                 });
                 assert_same_bits(&want, &got, &(what, name));
             }
-            // The small path, where it applies (one `k` block, at most 16 columns).
             if k <= KC && n <= 16 {
                 let got = result(m, k, n, |a, b, c, ws| {
-                    small::<SMALL_MR, 2>(Terms { alpha, a, b, beta }, c, ws);
+                    small::<Portable, SMALL_MR, 2>(Terms { alpha, a, b, beta }, c, ws);
                 });
                 assert_same_bits(&want, &got, &(what, "small"));
                 let got = result(m, k, n, |a, b, c, ws| {
-                    small::<3, 2>(Terms { alpha, a, b, beta }, c, ws);
+                    small::<Portable, 3, 2>(Terms { alpha, a, b, beta }, c, ws);
                 });
                 assert_same_bits(&want, &got, &(what, "small, 3 rows"));
             }
@@ -365,18 +439,109 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
     }
 }
 
-/// The product split into `pieces`, the halves run one after the other (`par == false`) or
-/// under `rayon::join`.
-fn run_split(m: usize, k: usize, n: usize, pieces: usize, par: bool) -> [f32; BIT_LEN] {
+/// Whether `kernel`'s `mul_add` rounds once, probed on `[-1, x]·[1, x]ᵀ` with `x = 1 + 2^-12`:
+/// the accumulator becomes `-1`, then `mul_add(x, x, -1)`, which is `2^-11 + 2^-24` rounded
+/// once and `2^-11` rounded twice.
+fn fused(kernel: Kernel) -> bool {
+    let x = 1.0 + f32::EPSILON * 2048.0;
+    let (a, b, mut c, mut ws) = ([-1.0, x], [1.0, x], [0.0f32], [0.0; 64]);
+    gemm_on(
+        kernel,
+        1.0,
+        MatRef::row_major(&a, 1, 2),
+        MatRef::row_major(&b, 2, 1),
+        0.0,
+        MatMut::row_major(&mut c, 1, 1),
+        &mut ws,
+    );
+    let once = libm::fmaf(x, x, -1.0);
+    assert_ne!(once, x * x - 1.0, "the probe tells the roundings apart");
+    assert!(c[0] == once || c[0] == x * x - 1.0, "{kernel:?}: {}", c[0]);
+    c[0] == once
+}
+
+/// `alpha * A·B + beta * C0` element by element in scalar `f32`, with the roundings the module
+/// docs promise: per block of `k` an accumulator from zero, one `mul_add` per step (rounded
+/// once when `fused`), then `alpha * acc + beta * C` for the first block and `alpha * acc + C`
+/// for the others (`alpha * acc` alone when `beta == 0`).
+fn scalar_reference(t: Terms<'_>, c0: MatRef<'_>, fused: bool, out: &mut [f32]) {
+    let mul_add = |x: f32, y: f32, z: f32| {
+        if fused {
+            libm::fmaf(x, y, z)
+        } else {
+            x * y + z
+        }
+    };
+    let (m, k, n) = (t.a.rows(), t.a.cols(), t.b.cols());
+    for i in 0..m {
+        for j in 0..n {
+            let mut c = c0.at(i, j);
+            for (bi, (p0, len)) in k_blocks(k).enumerate() {
+                let mut acc = 0.0;
+                for p in p0..p0 + len {
+                    acc = mul_add(t.a.at(i, p), t.b.at(p, j), acc);
+                }
+                let v = acc * t.alpha;
+                c = match (bi, t.beta == 0.0) {
+                    (0, true) => v,
+                    (0, false) => mul_add(c, t.beta, v),
+                    _ => mul_add(c, 1.0, v),
+                };
+            }
+            out[i * n + j] = c;
+        }
+    }
+}
+
+#[test]
+fn every_kernel_rounds_as_documented() {
+    for kernel in kernels() {
+        let fused = fused(kernel);
+        if kernel != Kernel::Portable || cfg!(target_feature = "fma") {
+            assert!(fused, "{kernel:?} rounds mul_add once");
+        }
+        for (m, k, n) in BIT_SHAPES.into_iter().chain([(3, 700, 5), (20, 257, 9)]) {
+            for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25), (-2.0, 1.0)] {
+                let mut want = [0.0; BIT_LEN];
+                let got = result(m, k, n, |a, b, c, ws| {
+                    let c0 = MatRef::new(&*c.data, m, n, c.rs, c.cs);
+                    scalar_reference(Terms { alpha, a, b, beta }, c0, fused, &mut want);
+                    gemm_on(kernel, alpha, a, b, beta, c, ws);
+                });
+                let (crs, _) = strides(Layout::Row, m, n);
+                for i in 0..m {
+                    for j in 0..n {
+                        let (g, w) = (got[i * crs + j], want[i * n + j]);
+                        assert_eq!(
+                            g.to_bits(),
+                            w.to_bits(),
+                            "{kernel:?} {m}x{k}x{n} ({i}, {j}): {g} against {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The product split into `pieces` on `kernel`, the halves run one after the other (`par ==
+/// false`) or under `rayon::join`.
+fn run_split(
+    kernel: Kernel,
+    (m, k, n): (usize, usize, usize),
+    pieces: usize,
+    par: bool,
+) -> [f32; BIT_LEN] {
     result(m, k, n, |a, b, c, ws| {
-        let path = path(m, k, n);
-        let piece_len = piece_len(m, k, n, path, DEFAULT_BLOCKING);
+        let t = tile(kernel);
+        let piece_len = piece_len(m, k, n, t);
         assert!(piece_len * pieces <= ws.len());
         let run = Run {
+            kernel,
             piece_len,
             par,
-            blk: DEFAULT_BLOCKING,
-            path,
+            blk: t.blocking(),
+            path: path(m, k, n, t),
         };
         let t = Terms {
             alpha: 0.5,
@@ -384,7 +549,7 @@ fn run_split(m: usize, k: usize, n: usize, pieces: usize, par: bool) -> [f32; BI
             b,
             beta: 2.0,
         };
-        split::<MR, NV>(t, c, ws, pieces, run);
+        split(t, c, ws, pieces, run);
     })
 }
 
@@ -394,14 +559,13 @@ const SPLIT_SHAPES: [(usize, usize, usize); 4] =
 
 #[test]
 fn bits_do_not_depend_on_the_split() {
-    for (m, k, n) in SPLIT_SHAPES {
-        let want = run_split(m, k, n, 1, false);
-        for pieces in [2, 3] {
-            assert_same_bits(
-                &want,
-                &run_split(m, k, n, pieces, false),
-                &(m, k, n, pieces),
-            );
+    for kernel in kernels() {
+        for shape in SPLIT_SHAPES {
+            let want = run_split(kernel, shape, 1, false);
+            for pieces in [2, 3] {
+                let got = run_split(kernel, shape, pieces, false);
+                assert_same_bits(&want, &got, &(kernel, shape, pieces));
+            }
         }
     }
 }
@@ -416,13 +580,15 @@ fn bits_do_not_depend_on_threads() {
             .expect("pool")
     };
     let (one, two) = (pool(1), pool(2));
-    for (m, k, n) in SPLIT_SHAPES {
-        let want = run_split(m, k, n, 1, false);
-        for pieces in [2, 3] {
-            let got1 = one.install(|| run_split(m, k, n, pieces, true));
-            let got2 = two.install(|| run_split(m, k, n, pieces, true));
-            assert_same_bits(&want, &got1, &(m, k, n, pieces, 1));
-            assert_same_bits(&want, &got2, &(m, k, n, pieces, 2));
+    for kernel in kernels() {
+        for shape in SPLIT_SHAPES {
+            let want = run_split(kernel, shape, 1, false);
+            for pieces in [2, 3] {
+                let got1 = one.install(|| run_split(kernel, shape, pieces, true));
+                let got2 = two.install(|| run_split(kernel, shape, pieces, true));
+                assert_same_bits(&want, &got1, &(kernel, shape, pieces, 1));
+                assert_same_bits(&want, &got2, &(kernel, shape, pieces, 2));
+            }
         }
     }
 }
@@ -499,20 +665,22 @@ fn large_and_odd_shapes_match_reference() {
         } else {
             MatRef::row_major(&b_buf, k, n)
         };
-        let mut c = c0.clone();
-        let mut ws = vec![0.0; workspace_len(m, k, n)];
-        gemm(alpha, a, b, beta, MatMut::row_major(&mut c, m, n), &mut ws);
-        let c0_view = MatRef::row_major(&c0, m, n);
-        // No sentinel around C here: every element is inside.
-        let mut marked = c.clone();
-        marked.iter_mut().for_each(|x| *x = SENTINEL);
-        check(
-            Terms { alpha, a, b, beta },
-            c0_view,
-            MatRef::row_major(&c, m, n),
-            &marked,
-            &(m, k, n, ta, tb),
-        );
+        for kernel in kernels() {
+            let mut c = c0.clone();
+            let mut ws = vec![0.0; workspace_len(m, k, n)];
+            let c_view = MatMut::row_major(&mut c, m, n);
+            gemm_on(kernel, alpha, a, b, beta, c_view, &mut ws);
+            let c0_view = MatRef::row_major(&c0, m, n);
+            // No sentinel around C here: every element is inside.
+            let marked = vec![SENTINEL; c.len()];
+            check(
+                Terms { alpha, a, b, beta },
+                c0_view,
+                MatRef::row_major(&c, m, n),
+                &marked,
+                &(kernel, m, k, n, ta, tb),
+            );
+        }
     }
 }
 

@@ -1,0 +1,229 @@
+//! The vectors the microkernel computes on, one type per [`Kernel`](crate::kernels::cpu::Kernel):
+//! [`Portable`] (`wide`'s `f32x8`, whose instructions are chosen when the crate is compiled),
+//! and on x86 [`Avx2`] (256-bit AVX2 with FMA) and [`Avx512`] (512-bit AVX-512F), whose
+//! instructions are fixed whatever the build's target features.
+//!
+//! The GEMM is generic over [`Vector`]; every function between a kernel's entry point and
+//! these methods is `#[inline(always)]`, so the whole microkernel is compiled inside that
+//! entry point, which carries `#[target_feature]` for the x86 kernels.
+//!
+//! # Safety of the x86 types
+//!
+//! [`Avx2`] and [`Avx512`] call `core::arch` intrinsics that need their instruction set. Their
+//! methods may only run on a CPU that has it: they are reached only through the kernel entry
+//! points of [`gemm`](super), which run a kernel after
+//! [`Kernel::available`](crate::kernels::cpu::Kernel::available) said the CPU has it. The
+//! types are private to the GEMM, so no other code can reach them.
+
+use crate::kernels::simd;
+use wide::f32x8;
+
+/// The most lanes of any [`Vector`]: the length of the arrays that hold one vector's values.
+pub(super) const MAX_LANES: usize = 16;
+
+/// An `f32` vector of [`LANES`](Vector::LANES) lanes and the operations the microkernel needs.
+pub(super) trait Vector: Copy {
+    /// `f32` lanes, at most [`MAX_LANES`].
+    const LANES: usize;
+
+    /// All lanes zero.
+    fn zero() -> Self;
+
+    /// All lanes `x`.
+    fn splat(x: f32) -> Self;
+
+    /// The first [`LANES`](Vector::LANES) values of `s`.
+    ///
+    /// # Panics
+    /// If `s` is shorter.
+    fn load(s: &[f32]) -> Self;
+
+    /// Stores the lanes into the first [`LANES`](Vector::LANES) values of `s`.
+    ///
+    /// # Panics
+    /// If `s` is shorter.
+    fn store(self, s: &mut [f32]);
+
+    /// `self * b + c`: rounded once where the instruction set has FMA, as the kernel's
+    /// documentation says.
+    fn mul_add(self, b: Self, c: Self) -> Self;
+
+    /// `self * b`, lane by lane.
+    fn mul(self, b: Self) -> Self;
+
+    /// The first `min(s.len(), LANES)` values of `s`, zero in the other lanes.
+    #[inline(always)]
+    fn load_padded(s: &[f32]) -> Self {
+        if s.len() >= Self::LANES {
+            return Self::load(s);
+        }
+        let mut a = [0.0; MAX_LANES];
+        for (j, d) in a.iter_mut().enumerate() {
+            if j < s.len() {
+                *d = s[j];
+            }
+        }
+        Self::load(&a)
+    }
+
+    /// Stores the first `min(s.len(), LANES)` lanes into `s`.
+    #[inline(always)]
+    fn store_partial(self, s: &mut [f32]) {
+        if s.len() >= Self::LANES {
+            return self.store(s);
+        }
+        let mut a = [0.0; MAX_LANES];
+        self.store(&mut a);
+        for (j, d) in s.iter_mut().enumerate() {
+            *d = a[j];
+        }
+    }
+}
+
+/// `wide`'s [`f32x8`]: SSE2 on x86_64 by default, AVX (with FMA) under `-C target-cpu` that
+/// enables them, NEON on aarch64, scalar code elsewhere. `mul_add` rounds once where the build
+/// enables FMA (or NEON), twice otherwise.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Portable(f32x8);
+
+impl Vector for Portable {
+    const LANES: usize = 8;
+
+    #[inline(always)]
+    fn zero() -> Self {
+        Portable(f32x8::ZERO)
+    }
+
+    #[inline(always)]
+    fn splat(x: f32) -> Self {
+        Portable(f32x8::splat(x))
+    }
+
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        Portable(simd::load(s))
+    }
+
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        simd::store(s, self.0);
+    }
+
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        Portable(self.0.mul_add(b.0, c.0))
+    }
+
+    #[inline(always)]
+    fn mul(self, b: Self) -> Self {
+        Portable(self.0 * b.0)
+    }
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+pub(super) use x86::{Avx2, Avx512};
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod x86 {
+    //! The x86 vectors. Every `unsafe` block below calls an intrinsic of the type's instruction
+    //! set, which the module docs of `vector` show the CPU has whenever these methods run; the
+    //! loads and stores check the slice's length first.
+
+    use super::Vector;
+    #[cfg(target_arch = "x86")]
+    use core::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use core::arch::x86_64::*;
+
+    /// Eight lanes of 256-bit AVX2, `mul_add` fused (FMA3: one rounding).
+    #[derive(Clone, Copy, Debug)]
+    pub(in crate::kernels::gemm) struct Avx2(__m256);
+
+    impl Vector for Avx2 {
+        const LANES: usize = 8;
+
+        #[inline(always)]
+        fn zero() -> Self {
+            // SAFETY: AVX, which this type's kernel checked for.
+            Avx2(unsafe { _mm256_setzero_ps() })
+        }
+
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            // SAFETY: AVX, which this type's kernel checked for.
+            Avx2(unsafe { _mm256_set1_ps(x) })
+        }
+
+        #[inline(always)]
+        fn load(s: &[f32]) -> Self {
+            let s = &s[..8];
+            // SAFETY: AVX, which this type's kernel checked for; `s` holds eight floats.
+            Avx2(unsafe { _mm256_loadu_ps(s.as_ptr()) })
+        }
+
+        #[inline(always)]
+        fn store(self, s: &mut [f32]) {
+            let s = &mut s[..8];
+            // SAFETY: AVX, which this type's kernel checked for; `s` holds eight floats.
+            unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
+        }
+
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            // SAFETY: FMA, which this type's kernel checked for.
+            Avx2(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
+        }
+
+        #[inline(always)]
+        fn mul(self, b: Self) -> Self {
+            // SAFETY: AVX, which this type's kernel checked for.
+            Avx2(unsafe { _mm256_mul_ps(self.0, b.0) })
+        }
+    }
+
+    /// Sixteen lanes of 512-bit AVX-512F, `mul_add` fused (one rounding).
+    #[derive(Clone, Copy, Debug)]
+    pub(in crate::kernels::gemm) struct Avx512(__m512);
+
+    impl Vector for Avx512 {
+        const LANES: usize = 16;
+
+        #[inline(always)]
+        fn zero() -> Self {
+            // SAFETY: AVX-512F, which this type's kernel checked for.
+            Avx512(unsafe { _mm512_setzero_ps() })
+        }
+
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            // SAFETY: AVX-512F, which this type's kernel checked for.
+            Avx512(unsafe { _mm512_set1_ps(x) })
+        }
+
+        #[inline(always)]
+        fn load(s: &[f32]) -> Self {
+            let s = &s[..16];
+            // SAFETY: AVX-512F, which this type's kernel checked for; `s` holds 16 floats.
+            Avx512(unsafe { _mm512_loadu_ps(s.as_ptr()) })
+        }
+
+        #[inline(always)]
+        fn store(self, s: &mut [f32]) {
+            let s = &mut s[..16];
+            // SAFETY: AVX-512F, which this type's kernel checked for; `s` holds 16 floats.
+            unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) }
+        }
+
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            // SAFETY: AVX-512F, which this type's kernel checked for.
+            Avx512(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+        }
+
+        #[inline(always)]
+        fn mul(self, b: Self) -> Self {
+            // SAFETY: AVX-512F, which this type's kernel checked for.
+            Avx512(unsafe { _mm512_mul_ps(self.0, b.0) })
+        }
+    }
+}

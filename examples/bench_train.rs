@@ -16,9 +16,22 @@
 //!   allocation-free `EmbeddedStep` in both update modes: `Full` (all gradients, then one
 //!   update) and `Fused` (each layer updated during the backward pass, no full gradient
 //!   buffer).
+//! - W4, a LeNet-like network on 28x28x1 images: conv 5x5, 16 filters, valid, ReLU; max pool
+//!   2; conv 5x5, 32 filters, valid, ReLU; max pool 2; flatten (4·4·32 = 512); dense 128 ReLU;
+//!   dense 10; softmax cross-entropy, Adam (Keras, lr 1e-3), batch 8 and 64, one thread then
+//!   two: microseconds per step, the step's matrix-product FLOPs (`w4_flops`: forward,
+//!   weight-gradient and input-gradient products from the layer shapes, no input gradient for
+//!   the first layer; 399 MFLOP at batch 64), GFLOP/s, and, against a variant that makes the
+//!   step's `gemm` calls alone (same shapes and layouts, timed in the same round-robin), the
+//!   fraction of their rate the step reaches ("of gemm") and the share of the step spent
+//!   outside the products (im2col/col2im, pooling, activations, biases, loss, update).
 //!
-//! Variants of one table are timed round-robin, `REPS` samples each; the table gives the
-//! median and the best sample, so that a noisy neighbour shows as a gap between the two.
+//! Variants of one table are timed round-robin, `REPS` samples each (`support/timing.rs`); the
+//! table gives the median and the best sample, so that a noisy neighbour shows as a gap
+//! between the two.
+
+#[path = "support/timing.rs"]
+mod timing;
 
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::keras::{Adam, SgdMomentum};
@@ -27,10 +40,7 @@ use fusegraph::optim::{Full, Fused, UpdateMode};
 use fusegraph::prelude::*;
 use fusegraph::train::{Bytes, EmbeddedStep};
 use std::hint::black_box;
-use std::time::Instant;
-
-/// Timed samples per variant.
-const REPS: usize = 21;
+use timing::{measure, stats, value, Variant, REPS};
 
 /// The MLP of the benchmark suite.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -46,46 +56,16 @@ struct Tiny {
     fc2: Dense<16, 4>,
 }
 
-/// A deterministic value in `[-1, 1)`.
-fn value(i: usize) -> f32 {
-    let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-    x as f32 / (1u64 << 23) as f32 - 1.0
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// A variant: runs `iters` units of work per call.
-struct Variant<'a> {
-    name: String,
-    run: Box<dyn FnMut() + 'a>,
-    samples: Vec<f64>,
-}
-
-/// Times every variant round-robin; a sample is the time of `iters` calls, in seconds per call.
-fn measure(variants: &mut [Variant<'_>], iters: usize) {
-    for v in variants.iter_mut() {
-        (v.run)();
-    }
-    for round in 0..REPS {
-        let n = variants.len();
-        for k in 0..n {
-            let v = &mut variants[(k + round) % n];
-            let t = Instant::now();
-            for _ in 0..iters {
-                (v.run)();
-            }
-            v.samples.push(t.elapsed().as_secs_f64() / iters as f64);
-        }
-    }
-}
-
-fn stats(v: &Variant<'_>) -> (f64, f64) {
-    let mut s = v.samples.clone();
-    let best = s.iter().copied().fold(f64::INFINITY, f64::min);
-    (median(&mut s), best)
+/// Workload W4: a LeNet-like convolutional network on 28x28x1 images.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct W4 {
+    conv1: Conv2d<28, 28, 1, 16, 5, 5, 1, Valid, Relu>,
+    pool1: MaxPool2d<24, 24, 16, 2>,
+    conv2: Conv2d<12, 12, 16, 32, 5, 5, 1, Valid, Relu>,
+    pool2: MaxPool2d<8, 8, 32, 2>,
+    flat: Flatten<512>,
+    fc1: Dense<512, 128, Relu>,
+    fc2: Dense<128, 10>,
 }
 
 /// The matrix-product FLOPs of one MLP train step (layer 1's input gradient is not computed).
@@ -100,13 +80,9 @@ fn mnist_variant<'a, R: Rule + 'a, const B: usize>(name: &str, rule: R) -> Varia
     let mut step = TrainStep::<Mnist, R, B>::new(&model, rule);
     let x: Vec<f32> = (0..B * 784).map(value).collect();
     let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
-    Variant {
-        name: name.into(),
-        run: Box::new(move || {
-            black_box(step.run(&mut model, &x, &y));
-        }),
-        samples: Vec::new(),
-    }
+    Variant::new(name, move || {
+        black_box(step.run(&mut model, &x, &y));
+    })
 }
 
 fn gemm_variant<'a>(batch: usize) -> Variant<'a> {
@@ -114,21 +90,17 @@ fn gemm_variant<'a>(batch: usize) -> Variant<'a> {
     let w: Vec<f32> = (0..784 * 128).map(|i| value(i + 7)).collect();
     let mut y = vec![0.0f32; batch * 128];
     let mut ws = vec![0.0f32; workspace_len(batch, 784, 128)];
-    Variant {
-        name: format!("gemm {batch}x784 · 784x128"),
-        run: Box::new(move || {
-            gemm(
-                1.0,
-                MatRef::row_major(&x, batch, 784),
-                MatRef::row_major(&w, 784, 128),
-                0.0,
-                MatMut::row_major(&mut y, batch, 128),
-                &mut ws,
-            );
-            black_box(&y);
-        }),
-        samples: Vec::new(),
-    }
+    Variant::new(format!("gemm {batch}x784 · 784x128"), move || {
+        gemm(
+            1.0,
+            MatRef::row_major(&x, batch, 784),
+            MatRef::row_major(&w, 784, 128),
+            0.0,
+            MatMut::row_major(&mut y, batch, 128),
+            &mut ws,
+        );
+        black_box(&y);
+    })
 }
 
 fn mnist_table(threads: usize) -> Vec<(String, f64)> {
@@ -191,6 +163,138 @@ fn mnist_table(threads: usize) -> Vec<(String, f64)> {
     met
 }
 
+/// One `gemm` call of a train step: `C = A·B`, `m`x`k` by `k`x`n` into a fresh `C` (beta 0),
+/// with `A` stored as its `k`x`m` transpose when `at` and `B` as its `n`x`k` transpose when
+/// `bt`, as the layers pass them.
+#[derive(Clone, Copy)]
+struct Mm {
+    m: usize,
+    k: usize,
+    n: usize,
+    at: bool,
+    bt: bool,
+}
+
+/// The `gemm` calls of one W4 train step over `batch` samples, in the order the step makes
+/// them. Each layer with parameters is a product of `rows` x `k` by `k` x `n` per sample: a
+/// convolution's rows are its output positions and `k` its patch (5 * 5 * channels in), a
+/// dense layer has one row. Forward `P·W` for every layer; backward, from the last layer,
+/// `Pᵀ·dz` (weight gradient, `A` transposed) and `dz·Wᵀ` (input gradient, `B` transposed),
+/// which the first layer does not compute (`TrainStep::run` passes it `Grad::Skip`). Pooling,
+/// flattening, activations, biases, the loss, im2col/col2im and the update are not products.
+fn w4_products(batch: usize) -> Vec<Mm> {
+    let layers = [
+        (24 * 24, 5 * 5, 16),
+        (8 * 8, 5 * 5 * 16, 32),
+        (1, 512, 128),
+        (1, 128, 10),
+    ];
+    let mm = |m, k, n, at, bt| Mm { m, k, n, at, bt };
+    let mut calls: Vec<Mm> = layers
+        .iter()
+        .map(|&(r, k, n)| mm(r * batch, k, n, false, false))
+        .collect();
+    for (i, &(r, k, n)) in layers.iter().enumerate().rev() {
+        calls.push(mm(k, r * batch, n, true, false));
+        if i > 0 {
+            calls.push(mm(r * batch, n, k, false, true));
+        }
+    }
+    calls
+}
+
+/// The matrix-product FLOPs of one W4 train step, `2·m·k·n` summed over [`w4_products`]: per
+/// sample 2·576·25·16 twice (conv1: forward, weight gradient), 2·64·400·32 three times (conv2),
+/// 2·512·128 and 2·128·10 three times each (fc1, fc2), 6,237,696 in all; 399,212,544 at
+/// batch 64.
+fn w4_flops(batch: usize) -> f64 {
+    w4_products(batch)
+        .iter()
+        .map(|p| 2.0 * (p.m * p.k * p.n) as f64)
+        .sum()
+}
+
+fn w4_variant<'a, const B: usize>() -> Variant<'a> {
+    let mut model = W4::init(Seed(4));
+    let mut step = TrainStep::<W4, Adam, B>::new(&model, Adam::default());
+    let x: Vec<f32> = (0..B * 784).map(value).collect();
+    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    Variant::new(format!("train step, batch {B}, adam"), move || {
+        black_box(step.run(&mut model, &x, &y));
+    })
+}
+
+/// The step's [`w4_products`] alone, each into its own buffers, with one workspace long enough
+/// for all of them.
+fn products_variant<'a>(batch: usize) -> Variant<'a> {
+    let calls = w4_products(batch);
+    let mut bufs: Vec<_> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let a: Vec<f32> = (0..p.m * p.k).map(|j| value(j + i)).collect();
+            let b: Vec<f32> = (0..p.k * p.n).map(|j| value(j + 7 * i + 3)).collect();
+            (a, b, vec![0.0f32; p.m * p.n])
+        })
+        .collect();
+    let ws_len = calls.iter().map(|p| workspace_len(p.m, p.k, p.n)).max();
+    let mut ws = vec![0.0f32; ws_len.unwrap_or(0)];
+    Variant::new(format!("products alone, batch {batch}"), move || {
+        for (p, (a, b, c)) in calls.iter().zip(&mut bufs) {
+            let a = match p.at {
+                true => MatRef::row_major(a, p.k, p.m).t(),
+                false => MatRef::row_major(a, p.m, p.k),
+            };
+            let b = match p.bt {
+                true => MatRef::row_major(b, p.n, p.k).t(),
+                false => MatRef::row_major(b, p.k, p.n),
+            };
+            gemm(1.0, a, b, 0.0, MatMut::row_major(c, p.m, p.n), &mut ws);
+            black_box(&c);
+        }
+    })
+}
+
+fn w4_table(threads: usize) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        println!(
+            "\nW4 conv 5x5x16 - pool - conv 5x5x32 - pool - 512-128(ReLU)-10, softmax \
+             cross-entropy, Adam, {threads} thread(s)"
+        );
+        println!(
+            "  {:<28} {:>18} {:>8} {:>12} {:>9} {:>9}",
+            "variant", "us/step med (best)", "MFLOP", "GFLOP/s med", "of gemm", "outside"
+        );
+        for batch in [8usize, 64] {
+            let mut vs = vec![products_variant(batch)];
+            vs.push(match batch {
+                8 => w4_variant::<8>(),
+                _ => w4_variant::<64>(),
+            });
+            measure(&mut vs, if batch == 8 { 16 } else { 2 });
+            let flops = w4_flops(batch);
+            let (p_med, _) = stats(&vs[0]);
+            for v in &vs {
+                let (med, best) = stats(v);
+                println!(
+                    "  {:<28} {:>8.0} ({:>7.0}) {:>8.1} {:>12.1} {:>8.0}% {:>8.0}%",
+                    v.name,
+                    med * 1e6,
+                    best * 1e6,
+                    flops / 1e6,
+                    flops / med / 1e9,
+                    p_med / med * 100.0,
+                    (1.0 - p_med / med) * 100.0
+                );
+            }
+        }
+    });
+}
+
 fn tiny_batch<const B: usize>() -> (Vec<f32>, Vec<u32>) {
     let x = (0..B * 8).map(value).collect();
     let y = (0..B as u32).map(|i| i % 4).collect();
@@ -201,13 +305,9 @@ fn tiny_variant<'a, R: Rule + 'a, const B: usize>(name: &str, rule: R) -> (Varia
     let mut model = Tiny::init(Seed(3));
     let mut step = TrainStep::<Tiny, R, B>::new(&model, rule);
     let (x, y) = tiny_batch::<B>();
-    let v = Variant {
-        name: format!("batch {B}, {name}, TrainStep"),
-        run: Box::new(move || {
-            black_box(step.run(&mut model, &x, &y));
-        }),
-        samples: Vec::new(),
-    };
+    let v = Variant::new(format!("batch {B}, {name}, TrainStep"), move || {
+        black_box(step.run(&mut model, &x, &y));
+    });
     (v, TrainStep::<Tiny, R, B>::BYTES)
 }
 
@@ -220,13 +320,9 @@ fn embedded_variant<'a, R: Rule + 'a, const B: usize, U: UpdateMode + 'a>(
     let mut step = EmbeddedStep::<Tiny, R, B, U>::new(&model, rule, arena).unwrap();
     let (x, y) = tiny_batch::<B>();
     let mode = if U::FUSED { "Fused" } else { "Full" };
-    let v = Variant {
-        name: format!("batch {B}, {name}, {mode}"),
-        run: Box::new(move || {
-            black_box(step.run(&mut model, &x, &y));
-        }),
-        samples: Vec::new(),
-    };
+    let v = Variant::new(format!("batch {B}, {name}, {mode}"), move || {
+        black_box(step.run(&mut model, &x, &y));
+    });
     (v, EmbeddedStep::<Tiny, R, B, U>::BYTES)
 }
 
@@ -293,6 +389,8 @@ fn main() {
     );
     let fractions = mnist_table(1);
     mnist_table(2);
+    w4_table(1);
+    w4_table(2);
     let tiny = tiny_table();
     println!("\ntargets (medians, one thread):");
     for (name, frac) in fractions {

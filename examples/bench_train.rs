@@ -33,6 +33,7 @@
 #[path = "support/timing.rs"]
 mod timing;
 
+use fusegraph::kernels::cpu::Kernel;
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::keras::{Adam, SgdMomentum};
 use fusegraph::optim::Rule;
@@ -381,16 +382,36 @@ fn tiny_table() -> f64 {
     })
 }
 
+/// Whether the table `name` was asked for: every table without arguments, else the ones
+/// named (`mlp`, `w4`, `tiny`).
+fn wanted(name: &str) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.is_empty() || args.iter().any(|a| a == name)
+}
+
 fn main() {
     println!(
-        "bench_train: compiled with avx2 {}, fma {}; {REPS} interleaved samples per variant",
+        "bench_train: compiled with avx2 {}, fma {}; GEMM kernel {} (compiled: {}); {REPS} \
+         interleaved samples per variant",
         cfg!(target_feature = "avx2"),
         cfg!(target_feature = "fma"),
+        Kernel::active(),
+        Kernel::compiled(),
     );
-    let fractions = mnist_table(1);
-    mnist_table(2);
-    w4_table(1);
-    w4_table(2);
+    let fractions = if wanted("mlp") {
+        let f = mnist_table(1);
+        mnist_table(2);
+        f
+    } else {
+        Vec::new()
+    };
+    if wanted("w4") {
+        w4_table(1);
+        w4_table(2);
+    }
+    if !wanted("tiny") {
+        return;
+    }
     let tiny = tiny_table();
     println!("\ntargets (medians, one thread):");
     for (name, frac) in fractions {

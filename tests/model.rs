@@ -203,6 +203,49 @@ fn training_gives_the_same_bits_on_one_and_two_threads() {
     assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
 }
 
+/// A convolutional net whose passes over a batch of 64 (im2col and its scatter, both
+/// poolings, the activation passes) are large enough to be split across the pool.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SplitCnn {
+    conv: Conv2d<24, 24, 3, 16, 3, 3, 1, Same, Relu>,
+    avg: AvgPool2d<24, 24, 16, 2>,
+    pool: MaxPool2d<12, 12, 16, 2>,
+    flat: Flatten<576>,
+    fc: Dense<576, 10, Tanh>,
+}
+
+#[test]
+fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
+    use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
+    assert!(64 * 24 * 24 * 27 >= PASS_PARALLEL_MIN, "im2col splits");
+    assert!(
+        64 * (12 * 12 * 16 + 2 * 6 * 6 * 16) >= PASS_PARALLEL_MIN,
+        "max pool splits"
+    );
+    let mut rng = Rng::new(16);
+    let x = data(&mut rng, 64 * 24 * 24 * 3);
+    let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
+    let run = |threads: usize| {
+        common::on_threads(threads, || {
+            let mut model = SplitCnn::init(Seed(9));
+            let mut step =
+                TrainStep::<SplitCnn, keras::Adam, 64>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..2)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            let dx = common::bits(&step.input_gradient(&model, &x));
+            (losses, common::bits(model.params()), dx)
+        })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "losses");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+    assert!(
+        one.2 == two.2,
+        "input gradients differ between 1 and 2 threads"
+    );
+}
+
 #[test]
 fn loss_input_gradients_match_finite_differences() {
     let mut rng = Rng::new(7);

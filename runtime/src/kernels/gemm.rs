@@ -105,6 +105,7 @@ use view::Terms;
 
 use super::cpu::Kernel;
 use super::parallel::join;
+pub use super::parallel::pool_threads;
 use micro::{kc_max, Blocking};
 use vector::{Portable, Vector};
 
@@ -333,19 +334,6 @@ const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
 /// Whether a product is large enough to split across threads.
 const fn wants_threads(m: usize, k: usize, n: usize) -> bool {
     2usize.saturating_mul(m).saturating_mul(k).saturating_mul(n) >= PARALLEL_FLOPS
-}
-
-/// Threads of the current rayon pool (1 without the `parallel` feature): what
-/// [`workspace_len`] sizes the workspace for.
-pub fn pool_threads() -> usize {
-    #[cfg(feature = "parallel")]
-    {
-        rayon::current_num_threads()
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        1
-    }
 }
 
 /// Length of the workspace [`gemm`] needs for an `m`x`k` by `k`x`n` product, using up to

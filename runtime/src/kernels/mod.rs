@@ -6,11 +6,13 @@
 //! - [`cpu`]: which instruction set the microkernel runs on ([`cpu::Kernel`]), chosen once per
 //!   process from what the CPU has.
 //!
+//! - [`parallel`]: the fork-join on the rayon pool (feature `parallel`), and the threshold above
+//!   which the layers' passes over a batch are split into runs of whole samples.
+//!
 //! Under them (crate-internal): `simd`, loading and storing `f32x8` lanes from slices (full,
-//! zero-padded tails, partial stores) and the element-wise slice sums built on them; and
-//! `parallel`, the fork-join that runs on the rayon pool with the `parallel` feature.
+//! zero-padded tails, partial stores) and the element-wise slice sums built on them.
 
 pub mod cpu;
 pub mod gemm;
-pub(crate) mod parallel;
+pub mod parallel;
 pub(crate) mod simd;

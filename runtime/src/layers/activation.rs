@@ -27,6 +27,7 @@
 //! ```
 
 use super::{Backward, Ctx, Forward, Layer, Tensor};
+use crate::kernels::parallel::{for_sample_runs, PerSample};
 use crate::kernels::simd::{add_assign, load_padded, pieces, store_partial};
 use core::marker::PhantomData;
 use fusegraph_macros::activation;
@@ -51,6 +52,44 @@ pub trait Activation {
     /// given what `forward` saw and wrote: `z` (when [`NEEDS_Z`](Self::NEEDS_Z); otherwise it
     /// is not read and may be empty) and `y`.
     fn backward(z: &[f32], y: &[f32], dy: &mut [f32], row: usize);
+}
+
+/// [`Activation::forward_bias`] over the rows of `y` (`row` values each): runs of whole rows
+/// on the threads of the pool when the pass is large
+/// ([`PASS_PARALLEL_MIN`](crate::kernels::parallel::PASS_PARALLEL_MIN)), with the bits of one
+/// call over all of them.
+pub(crate) fn forward_bias_rows<A: Activation>(
+    y: &mut [f32],
+    bias: &[f32],
+    z: &mut [f32],
+    row: usize,
+) {
+    let rows = y.len().checked_div(row).unwrap_or(0);
+    let z_row = if A::NEEDS_Z { row } else { 0 };
+    let work = y.len() * if A::NEEDS_Z { 3 } else { 2 };
+    let out = (
+        PerSample { data: y, per: row },
+        PerSample {
+            data: z,
+            per: z_row,
+        },
+    );
+    for_sample_runs(rows, work, out, &|_, (y, z)| {
+        A::forward_bias(y.data, bias, z.data, row);
+    });
+}
+
+/// [`Activation::backward`] over the rows of `dy` (`row` values each), split as
+/// [`forward_bias_rows`] splits its pass.
+pub(crate) fn backward_rows<A: Activation>(z: &[f32], y: &[f32], dy: &mut [f32], row: usize) {
+    let rows = dy.len().checked_div(row).unwrap_or(0);
+    let z_row = if A::NEEDS_Z { row } else { 0 };
+    let work = dy.len() * if A::NEEDS_Z { 4 } else { 3 };
+    let out = PerSample { data: dy, per: row };
+    for_sample_runs(rows, work, out, &|r, dy| {
+        let z = &z[(r.start * z_row).min(z.len())..(r.end * z_row).min(z.len())];
+        A::backward(z, &y[r.start * row..r.end * row], dy.data, row);
+    });
 }
 
 /// An element-wise activation, written as a lane function: implementing it gives

@@ -2,15 +2,18 @@
 //! are constants, over [`conv_forward`] and [`conv_backward`], which take them at run time
 //! ([`ConvDims`]).
 
+use super::activation::{backward_rows, forward_bias_rows};
 use super::{
     buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
 };
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
+use crate::kernels::parallel::{for_sample_runs, PerSample};
 use crate::kernels::simd::add_rows;
 use crate::LANES;
 use core::marker::PhantomData;
+use core::ops::Range;
 
 /// How a convolution pads its input: [`Valid`] or [`Same`].
 pub trait Padding {
@@ -208,13 +211,19 @@ pub fn conv_gemm_len(dims: ConvDims, batch: usize) -> usize {
     products_workspace_len(&conv_products(dims), batch, pool_threads())
 }
 
-/// Runs `$body` for every receptive field of `$batch` images, in order, with `$k` the offset of
-/// its `c` values in the patch matrix and `$i` the offset of the `c` values they come from in
-/// the images (`None` in the padding). A macro rather than a function taking a closure: the
-/// slices the body touches stay the caller's own arguments, so that the compiler keeps
-/// knowing they do not overlap.
-macro_rules! for_each_field {
-    ($dims:expr, $batch:expr, |$k:ident, $i:ident| $body:expr) => {{
+/// Runs `$run` for every row of every receptive field of `$batch` images, in order: `$k` is
+/// the offset of the row's values in the patch matrix, `$i` the offset in the images of the
+/// `$len` values (whole pixels of `c` channels, along the image's row) that lie inside the
+/// image; `$pad` runs with `$k` and `$len` for the parts of the row in the padding. A macro
+/// rather than a function taking closures: the slices the bodies touch stay the caller's own
+/// arguments, so that the compiler keeps knowing they do not overlap.
+macro_rules! for_each_field_row {
+    (
+        $dims:expr,
+        $batch:expr,
+        |$k:ident, $i:ident, $len:ident| $run:expr,
+        |$kp:ident, $lenp:ident| $pad:expr
+    ) => {{
         let ConvDims {
             h,
             w,
@@ -226,19 +235,38 @@ macro_rules! for_each_field {
         } = $dims;
         let (oh_n, ow_n) = ($dims.out_h(), $dims.out_w());
         let (top, left) = ($dims.pad_top(), $dims.pad_left());
-        let mut $k = 0;
+        let mut row = 0;
         for n in 0..$batch {
             let image = n * h * w * c;
             for oh in 0..oh_n {
                 for ow in 0..ow_n {
+                    // The kernel columns `dw0..dw1` fall inside the image.
+                    let first = ow * stride;
+                    let dw0 = left.saturating_sub(first).min(kw);
+                    let dw1 = (w + left).saturating_sub(first).clamp(dw0, kw);
                     for dh in 0..kh {
                         let ih = (oh * stride + dh).checked_sub(top).filter(|&v| v < h);
-                        for dw in 0..kw {
-                            let iw = (ow * stride + dw).checked_sub(left).filter(|&v| v < w);
-                            let $i = ih.zip(iw).map(|(ih, iw)| image + (ih * w + iw) * c);
-                            $body;
-                            $k += c;
+                        match ih {
+                            Some(ih) if dw1 > dw0 => {
+                                if dw0 > 0 {
+                                    let ($kp, $lenp) = (row, dw0 * c);
+                                    $pad;
+                                }
+                                let $k = row + dw0 * c;
+                                let $i = image + (ih * w + first + dw0 - left) * c;
+                                let $len = (dw1 - dw0) * c;
+                                $run;
+                                if dw1 < kw {
+                                    let ($kp, $lenp) = (row + dw1 * c, (kw - dw1) * c);
+                                    $pad;
+                                }
+                            }
+                            _ => {
+                                let ($kp, $lenp) = (row, kw * c);
+                                $pad;
+                            }
                         }
+                        row += kw * c;
                     }
                 }
             }
@@ -246,22 +274,61 @@ macro_rules! for_each_field {
     }};
 }
 
-/// The patch matrix of `x` into `cols`.
+/// The patch matrix of `batch` images `x` into `cols`.
+#[inline(always)]
+fn im2col_images(dims: ConvDims, x: &[f32], cols: &mut [f32], batch: usize) {
+    for_each_field_row!(
+        dims,
+        batch,
+        |k, i, len| cols[k..k + len].copy_from_slice(&x[i..i + len]),
+        |k, len| cols[k..k + len].fill(0.0)
+    );
+}
+
+/// Adds each patch value of `dcols` (of `batch` images) to the image value it was copied
+/// from, in order.
+#[inline(always)]
+fn col2im_images(dims: ConvDims, dcols: &[f32], dx: &mut [f32], batch: usize) {
+    for_each_field_row!(
+        dims,
+        batch,
+        |k, i, len| add_to(&mut dx[i..i + len], &dcols[k..k + len]),
+        |k, len| {
+            let _ = (k, len);
+        }
+    );
+}
+
+/// Values of the patch matrix per image.
+#[inline(always)]
+const fn patches_per_image(dims: ConvDims) -> usize {
+    dims.positions(1) * dims.patch()
+}
+
+/// The patch matrix of `x` into `cols`: runs of whole images on the threads of the pool when
+/// it is large ([`PASS_PARALLEL_MIN`](crate::kernels::parallel::PASS_PARALLEL_MIN)).
 #[inline(always)]
 fn im2col(dims: ConvDims, x: &[f32], cols: &mut [f32], batch: usize) {
-    let c = dims.c;
-    for_each_field!(dims, batch, |k, i| match i {
-        Some(i) => cols[k..k + c].copy_from_slice(&x[i..i + c]),
-        None => cols[k..k + c].fill(0.0),
+    let per = patches_per_image(dims);
+    let out = PerSample { data: cols, per };
+    for_sample_runs(batch, batch * per, out, &|images: Range<usize>, cols| {
+        let x = &x[images.start * dims.inputs()..images.end * dims.inputs()];
+        im2col_images(dims, x, cols.data, images.len());
     });
 }
 
-/// Adds each patch value of `dcols` to the image value it was copied from, in order.
+/// Adds each patch value of `dcols` to the image value it was copied from, each image's in
+/// order: runs of whole images on the threads of the pool when it is large.
 #[inline(always)]
 fn col2im(dims: ConvDims, dcols: &[f32], dx: &mut [f32], batch: usize) {
-    let c = dims.c;
-    for_each_field!(dims, batch, |k, i| if let Some(i) = i {
-        add_to(&mut dx[i..i + c], &dcols[k..k + c]);
+    let per = patches_per_image(dims);
+    let out = PerSample {
+        data: dx,
+        per: dims.inputs(),
+    };
+    for_sample_runs(batch, batch * per, out, &|images: Range<usize>, dx| {
+        let dcols = &dcols[images.start * per..images.end * per];
+        col2im_images(dims, dcols, dx.data, images.len());
     });
 }
 
@@ -332,7 +399,7 @@ pub fn conv_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Forwar
         MatMut::row_major(y, r, f),
         ctx.gemm,
     );
-    A::forward_bias(y, b, saved, f);
+    forward_bias_rows::<A>(y, b, saved, f);
 }
 
 /// The backward pass of [`conv_forward`]: given `io.dy` (d loss / d y, overwritten with
@@ -360,7 +427,7 @@ pub fn conv_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Backw
         buffers::expect(name, "dx", d.len(), batch * dims.inputs());
     }
     let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
-    A::backward(io.saved, io.y, io.dy, f);
+    backward_rows::<A>(io.saved, io.y, io.dy, f);
     let dz = &*io.dy;
     let (dw, db) = io.dparams.split_at_mut(k * f);
     db.fill(0.0);

@@ -1,6 +1,7 @@
 //! The fully connected layer, `y = f(x·W + b)`: [`Dense`], whose sizes are constants, over
 //! [`dense_forward`] and [`dense_backward`], which take them at run time ([`DenseDims`]).
 
+use super::activation::{backward_rows, forward_bias_rows};
 use super::{
     buffers, Activation, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch,
 };
@@ -114,7 +115,7 @@ pub fn dense_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Forw
         MatMut::row_major(y, batch, outputs),
         ctx.gemm,
     );
-    A::forward_bias(y, b, saved, outputs);
+    forward_bias_rows::<A>(y, b, saved, outputs);
 }
 
 /// The backward pass of [`dense_forward`]: given `io.dy` (d loss / d y, overwritten with
@@ -143,7 +144,7 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
     if let Grad::Set(d) | Grad::Add(d) = &io.dx {
         buffers::expect(name, "dx", d.len(), batch * inputs);
     }
-    A::backward(io.saved, io.y, io.dy, outputs);
+    backward_rows::<A>(io.saved, io.y, io.dy, outputs);
     let dz = &*io.dy;
     let (dw, db) = io.dparams.split_at_mut(inputs * outputs);
     db.fill(0.0);

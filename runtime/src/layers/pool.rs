@@ -1,6 +1,9 @@
 //! Max and average pooling over NHWC images, with valid padding.
 
 use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
+use crate::kernels::parallel::{for_sample_runs, PerSample};
+use crate::kernels::simd::{load_padded, pieces, store_partial};
+use wide::f32x8;
 
 /// Output length along one dimension of a `pool`-wide window moving by `stride`.
 const fn pool_out(input: usize, pool: usize, stride: usize) -> usize {
@@ -110,27 +113,80 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
         let Forward {
             x, y, saved, batch, ..
         } = io;
-        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
-            let (mut best, mut arg) = (f32::NEG_INFINITY, first);
-            for off in window::<W, C, POOL>() {
-                let v = x[first + off];
-                if v > best || v.is_nan() {
-                    (best, arg) = (v, first + off);
-                }
-            }
-            y[o] = best;
-            saved[o] = (arg % Self::IN) as f32;
+        let per = |data| PerSample {
+            data,
+            per: Self::OUT,
+        };
+        let work = batch * (Self::IN + 2 * Self::OUT);
+        for_sample_runs(batch, work, (per(y), per(saved)), &|n, (y, saved)| {
+            let x = &x[n.start * Self::IN..n.end * Self::IN];
+            max_pool::<H, W, C, POOL, STRIDE>(x, y.data, saved.data, n.len());
         });
     }
 
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
-        let Backward { saved, dy, dx, .. } = io;
+        let Backward {
+            saved,
+            dy,
+            dx,
+            batch,
+            ..
+        } = io;
         let Some(dx) = dx.accumulator() else {
             return;
         };
-        for (o, (&d, &arg)) in dy.iter().zip(saved).enumerate() {
-            dx[o / Self::OUT * Self::IN + arg as usize] += d;
+        let out = PerSample {
+            data: dx,
+            per: Self::IN,
+        };
+        let work = batch * (Self::IN + 2 * Self::OUT);
+        for_sample_runs(batch, work, out, &|n, dx| {
+            let range = n.start * Self::OUT..n.end * Self::OUT;
+            for (o, (&d, &arg)) in dy[range.clone()].iter().zip(&saved[range]).enumerate() {
+                dx.data[o / Self::OUT * Self::IN + arg as usize] += d;
+            }
+        });
+    }
+}
+
+/// Max pooling of `batch` images `x` into `y`, the arg-max of each output (its index within
+/// the image, as an `f32`) into `saved`: eight channels at a time, each window's values
+/// compared in row-major order, so that the first maximum wins, or the last NaN.
+fn max_pool<
+    const H: usize,
+    const W: usize,
+    const C: usize,
+    const POOL: usize,
+    const STRIDE: usize,
+>(
+    x: &[f32],
+    y: &mut [f32],
+    saved: &mut [f32],
+    batch: usize,
+) {
+    let (oh_n, ow_n) = (pool_out(H, POOL, STRIDE), pool_out(W, POOL, STRIDE));
+    let lane = f32x8::from([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+    let mut o = 0;
+    for n in 0..batch {
+        for oh in 0..oh_n {
+            for ow in 0..ow_n {
+                let corner = ((oh * STRIDE) * W + ow * STRIDE) * C;
+                let image = &x[n * H * W * C..(n + 1) * H * W * C];
+                for (c0, len) in pieces(C) {
+                    let (mut best, mut arg) = (f32x8::splat(f32::NEG_INFINITY), f32x8::ZERO);
+                    for off in window::<W, C, POOL>() {
+                        let at = corner + off + c0;
+                        let v = load_padded(&image[at..at + len], 0.0);
+                        let take = v.simd_gt(best) | v.is_nan();
+                        best = take.select(v, best);
+                        arg = take.select(lane + f32x8::splat(at as f32), arg);
+                    }
+                    store_partial(&mut y[o + c0..o + c0 + len], best);
+                    store_partial(&mut saved[o + c0..o + c0 + len], arg);
+                }
+                o += C;
+            }
         }
     }
 }
@@ -163,9 +219,17 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
         buffers::forward::<Self>(&io);
         let Forward { x, y, batch, .. } = io;
         let area = (POOL * POOL) as f32;
-        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
-            let sum: f32 = window::<W, C, POOL>().map(|off| x[first + off]).sum();
-            y[o] = sum / area;
+        let out = PerSample {
+            data: y,
+            per: Self::OUT,
+        };
+        let work = batch * (Self::IN + Self::OUT);
+        for_sample_runs(batch, work, out, &|n, y| {
+            let x = &x[n.start * Self::IN..n.end * Self::IN];
+            for_each_window::<H, W, C, POOL, STRIDE>(n.len(), |o, first| {
+                let sum: f32 = window::<W, C, POOL>().map(|off| x[first + off]).sum();
+                y.data[o] = sum / area;
+            });
         });
     }
 
@@ -176,11 +240,19 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
             return;
         };
         let area = (POOL * POOL) as f32;
-        for_each_window::<H, W, C, POOL, STRIDE>(batch, |o, first| {
-            let g = dy[o] / area;
-            for off in window::<W, C, POOL>() {
-                dx[first + off] += g;
-            }
+        let out = PerSample {
+            data: dx,
+            per: Self::IN,
+        };
+        let work = batch * (Self::IN + Self::OUT);
+        for_sample_runs(batch, work, out, &|n, dx| {
+            let dy = &dy[n.start * Self::OUT..n.end * Self::OUT];
+            for_each_window::<H, W, C, POOL, STRIDE>(n.len(), |o, first| {
+                let g = dy[o] / area;
+                for off in window::<W, C, POOL>() {
+                    dx.data[first + off] += g;
+                }
+            });
         });
     }
 }

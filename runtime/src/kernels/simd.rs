@@ -89,6 +89,26 @@ pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
     }
 }
 
+/// `dst.copy_from_slice(src)` a lane at a time, without a call to `memmove`: for the short
+/// copies of unknown length that a pass makes many of (a row of a receptive field is a few
+/// pixels), where the call costs more than the copy.
+///
+/// # Panics
+/// If the lengths differ.
+#[inline(always)]
+pub(crate) fn copy(dst: &mut [f32], src: &[f32]) {
+    assert_eq!(dst.len(), src.len(), "copy: lengths differ");
+    let mut d = dst.chunks_exact_mut(LANES);
+    let mut s = src.chunks_exact(LANES);
+    for (d, s) in (&mut d).zip(&mut s) {
+        store(d, load(s));
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    if !d.is_empty() {
+        store_partial(d, load_padded(s, 0.0));
+    }
+}
+
 /// `acc[j] += row[j]` for every `row` of `rows` (each `acc.len()` values long), row after
 /// row: the column sums of a row-major matrix, in a fixed order.
 pub(crate) fn add_rows(acc: &mut [f32], rows: &[f32]) {
@@ -117,6 +137,10 @@ mod tests {
         let mut y = [0.0; 3];
         add_assign(&mut y, &[1.0, 2.0, 3.0]);
         assert_eq!(y, [1.0, 2.0, 3.0]);
+        let mut z = [0.0; 19];
+        copy(&mut z[1..], &rows[3..21]);
+        assert_eq!(z[0], 0.0);
+        assert!(z[1..].iter().zip(3..).all(|(v, i)| *v == i as f32));
         assert!(pieces(17).eq([(0, 8), (8, 8), (16, 1)]));
         assert_eq!(pieces(0).count(), 0);
     }

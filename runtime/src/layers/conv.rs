@@ -10,7 +10,7 @@ use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
 use crate::kernels::parallel::{for_sample_runs, PerSample};
-use crate::kernels::simd::add_rows;
+use crate::kernels::simd::{add_rows, copy};
 use crate::LANES;
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -280,7 +280,7 @@ fn im2col_images(dims: ConvDims, x: &[f32], cols: &mut [f32], batch: usize) {
     for_each_field_row!(
         dims,
         batch,
-        |k, i, len| cols[k..k + len].copy_from_slice(&x[i..i + len]),
+        |k, i, len| copy(&mut cols[k..k + len], &x[i..i + len]),
         |k, len| cols[k..k + len].fill(0.0)
     );
 }

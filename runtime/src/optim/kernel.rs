@@ -251,6 +251,10 @@ struct LaneBufs<'a> {
 }
 
 /// Updates lane `c` of `b`: loads it from every buffer, runs [`lane`], stores it.
+///
+/// The slots are indexed by number: zipping an iterator over the slot array with the lanes
+/// loses the slices' known length and brings back a bounds check per lane.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn lane_at<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,

@@ -241,76 +241,93 @@ fn lane<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: boo
     }
 }
 
-/// How a lane is read from and written to the buffers at a position: a whole lane, or the
-/// last partial one padded with zeros (the same lane code runs on both).
-trait LaneAccess {
-    fn get(x: &[f32]) -> f32x8;
-    fn put(x: &mut [f32], v: f32x8);
+/// A piece's buffers as whole lanes of eight, all of one length (the slots past the rule's, and
+/// the EMA buffer without EMA, are empty).
+struct LaneBufs<'a> {
+    p: &'a mut [[f32; LANES]],
+    g: &'a [[f32; LANES]],
+    s: [&'a mut [[f32; LANES]]; MAX_SLOTS],
+    e: &'a mut [[f32; LANES]],
 }
 
-/// Eight values.
-struct Whole;
-/// The last values, fewer than eight, in a zero-padded lane.
-struct Tail;
-
-impl LaneAccess for Whole {
-    #[inline(always)]
-    fn get(x: &[f32]) -> f32x8 {
-        simd::load(x)
-    }
-    #[inline(always)]
-    fn put(x: &mut [f32], v: f32x8) {
-        simd::store(x, v);
-    }
-}
-
-impl LaneAccess for Tail {
-    #[inline(always)]
-    fn get(x: &[f32]) -> f32x8 {
-        simd::load_padded(x, 0.0)
-    }
-    #[inline(always)]
-    fn put(x: &mut [f32], v: f32x8) {
-        simd::store_partial(x, v);
-    }
-}
-
-/// Updates the lane at `i` of a piece: loads it from every buffer, runs [`lane`], stores it.
+/// Updates lane `c` of `b`: loads it from every buffer, runs [`lane`], stores it.
+///
+/// The slots are indexed by number: zipping an iterator over the slot array with the lanes
+/// loses the slices' known length and brings back a bounds check per lane.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn lane_at<
-    R: Rule,
-    const GT: bool,
-    const L2: bool,
-    const DWD: bool,
-    const EMA: bool,
-    A: LaneAccess,
->(
+fn lane_at<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
     k: &Consts,
-    p: &mut [f32],
-    g: &[f32],
-    s: &mut [&mut [f32]; MAX_SLOTS],
-    e: &mut [f32],
-    i: usize,
+    b: &mut LaneBufs<'_>,
+    c: usize,
 ) {
     let ns = R::SLOTS.len();
     let mut sl = [f32x8::ZERO; MAX_SLOTS];
-    let mut pl = A::get(&p[i..]);
-    let gl = A::get(&g[i..]);
+    let mut pl = f32x8::from(b.p[c]);
+    let gl = f32x8::from(b.g[c]);
     for j in 0..ns {
-        sl[j] = A::get(&s[j][i..]);
+        sl[j] = f32x8::from(b.s[j][c]);
     }
-    let mut el = if EMA { A::get(&e[i..]) } else { f32x8::ZERO };
+    let mut el = if EMA {
+        f32x8::from(b.e[c])
+    } else {
+        f32x8::ZERO
+    };
     lane::<R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
-    A::put(&mut p[i..], pl);
+    b.p[c] = pl.to_array();
     for j in 0..ns {
-        A::put(&mut s[j][i..], sl[j]);
+        b.s[j][c] = sl[j].to_array();
     }
     if EMA {
-        A::put(&mut e[i..], el);
+        b.e[c] = el.to_array();
     }
 }
 
+/// `x` split into its first `lanes` whole lanes and the values left over. The lanes are cut to
+/// exactly `lanes` so that the compiler knows every buffer's length in the loop and drops the
+/// bounds checks from it.
+#[inline(always)]
+fn whole_mut(x: &mut [f32], lanes: usize) -> (&mut [[f32; LANES]], &mut [f32]) {
+    let (w, rest) = x.split_at_mut(lanes * LANES);
+    (&mut w.as_chunks_mut().0[..lanes], rest)
+}
+
+/// Updates the last values of a piece, fewer than eight, in zero-padded lanes: copied into a
+/// buffer of one lane each, run through [`lane_at`], and their valid values copied back.
+fn tail<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+    step: &R::Step,
+    k: &Consts,
+    rest: Lanes<'_>,
+) {
+    let ns = R::SLOTS.len();
+    let pad = |x: &[f32]| [simd::load_padded(x, 0.0).to_array()];
+    let mut p = pad(rest.p);
+    let g = pad(rest.g);
+    let mut s = [[[0.0; LANES]]; MAX_SLOTS];
+    for (d, x) in s.iter_mut().zip(&rest.s).take(ns) {
+        *d = pad(x);
+    }
+    let mut e = pad(rest.e);
+    let mut b = LaneBufs {
+        p: &mut p,
+        g: &g,
+        s: s.each_mut().map(|x| &mut x[..]),
+        e: &mut e,
+    };
+    lane_at::<R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
+    simd::store_partial(rest.p, f32x8::from(p[0]));
+    for (x, d) in rest.s.into_iter().zip(&s).take(ns) {
+        simd::store_partial(x, f32x8::from(d[0]));
+    }
+    if EMA {
+        simd::store_partial(rest.e, f32x8::from(e[0]));
+    }
+}
+
+/// Updates one segment's piece: its whole lanes in one loop (every buffer cut to the same
+/// number of lanes first, so that the loop indexes them without bounds checks), then its
+/// [`tail`].
 fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     seg: &Segment<R>,
     pass: &Pass,
@@ -329,21 +346,36 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
         ema_take: f32x8::splat(1.0 - mom),
         overwrite: pass.ema_overwrite,
     };
-    let Lanes { p, g, mut s, e } = lanes;
-    let n = p.len();
-    let full = n - n % LANES;
-    let g = &g[..n];
-    for sj in s.iter_mut().take(ns) {
-        let taken = core::mem::take(sj);
-        *sj = &mut taken[..n];
+    let Lanes { p, g, s, e } = lanes;
+    let nc = p.len() / LANES;
+    let (pw, pr) = whole_mut(p, nc);
+    let (gw, gr) = g.split_at(nc * LANES);
+    let mut sw: [&mut [[f32; LANES]]; MAX_SLOTS] = Default::default();
+    let mut sr: [&mut [f32]; MAX_SLOTS] = Default::default();
+    for (j, x) in s.into_iter().enumerate().take(ns) {
+        (sw[j], sr[j]) = whole_mut(x, nc);
     }
-    let e: &mut [f32] = if EMA { &mut e[..n] } else { e };
-    let mut i = 0;
-    while i < full {
-        lane_at::<R, GT, L2, DWD, EMA, Whole>(&seg.step, &k, p, g, &mut s, e, i);
-        i += LANES;
+    let (ew, er) = if EMA {
+        whole_mut(e, nc)
+    } else {
+        (&mut [][..], e)
+    };
+    let mut b = LaneBufs {
+        p: pw,
+        g: &gw.as_chunks().0[..nc],
+        s: sw,
+        e: ew,
+    };
+    for c in 0..nc {
+        lane_at::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
     }
-    if full < n {
-        lane_at::<R, GT, L2, DWD, EMA, Tail>(&seg.step, &k, p, g, &mut s, e, full);
+    if !pr.is_empty() {
+        let rest = Lanes {
+            p: pr,
+            g: gr,
+            s: sr,
+            e: er,
+        };
+        tail::<R, GT, L2, DWD, EMA>(&seg.step, &k, rest);
     }
 }

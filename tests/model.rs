@@ -217,11 +217,13 @@ pub struct SplitCnn {
 #[test]
 fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
-    assert!(64 * 24 * 24 * 27 >= PASS_PARALLEL_MIN, "im2col splits");
-    assert!(
-        64 * (12 * 12 * 16 + 2 * 6 * 6 * 16) >= PASS_PARALLEL_MIN,
-        "max pool splits"
-    );
+    const { assert!(64 * 24 * 24 * 27 >= PASS_PARALLEL_MIN, "im2col splits") };
+    const {
+        assert!(
+            64 * (12 * 12 * 16 + 2 * 6 * 6 * 16) >= PASS_PARALLEL_MIN,
+            "max pool splits"
+        )
+    };
     let mut rng = Rng::new(16);
     let x = data(&mut rng, 64 * 24 * 24 * 3);
     let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
@@ -233,7 +235,7 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
             let losses: Vec<u32> = (0..2)
                 .map(|_| step.run(&mut model, &x, &y).to_bits())
                 .collect();
-            let dx = common::bits(&step.input_gradient(&model, &x));
+            let dx = common::bits(step.input_gradient(&model, &x));
             (losses, common::bits(model.params()), dx)
         })
     };

@@ -8,7 +8,7 @@
 
 use super::vector::{Vector, MAX_LANES};
 use super::view::{MatMut, MatRef, Terms};
-use crate::kernels::simd::load;
+use crate::kernels::simd::{load, store_partial};
 use wide::f32x8;
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
@@ -106,8 +106,10 @@ fn pack_across(src: &[f32], ls: usize, lines: usize, kc: usize, w: usize, dst: &
             }
             let t = f32x8::transpose(v);
             let out = &mut dst[p * w..(p + 8) * w];
-            for (q, tq) in t.iter().enumerate() {
-                out[q * w + g..q * w + g + width].copy_from_slice(&tq.as_array()[..width]);
+            for (q, &tq) in t.iter().enumerate() {
+                // A store of a whole lane, or a guarded one for the last few columns: a copy
+                // of unknown length would be a call to `memmove`.
+                store_partial(&mut out[q * w + g..q * w + g + width], tq);
             }
         }
         for p in p8..kc {
@@ -185,15 +187,19 @@ fn pack_panels(
 
 /// Packs the `rows`x`kc` matrix `a` into `ceil(rows / r)` micro-panels of `kc * r` floats:
 /// element `(q * r + i, p)` goes to `dst[q * kc * r + p * r + i]`, rows past the end are zero.
-#[inline(always)]
+///
+/// Never inlined, unlike the rest of a kernel: packing moves values with `wide`'s `f32x8`,
+/// whose instructions the build chose, and inside an AVX2 entry point that code turns into
+/// scalar moves through the stack. Compiled once, it runs as the build compiled it.
+#[inline(never)]
 fn pack_a_panels(a: MatRef<'_>, r: usize, dst: &mut [f32]) {
     pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), r, dst);
 }
 
 /// Packs the `kc`x`cols` matrix `b` into `ceil(cols / w)` micro-panels of `kc * w` floats:
 /// element `(p, q * w + j)` goes to `dst[q * kc * w + p * w + j]`, columns past the end are
-/// zero.
-#[inline(always)]
+/// zero. Never inlined, as [`pack_a_panels`].
+#[inline(never)]
 fn pack_b_panels(b: MatRef<'_>, w: usize, dst: &mut [f32]) {
     pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), w, dst);
 }

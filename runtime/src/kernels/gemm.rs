@@ -118,16 +118,18 @@ pub struct Tile {
     pub nr: usize,
     /// `f32` lanes of the kernel's vector.
     pub lanes: usize,
+    /// Rows of `A` packed at once (a multiple of `mr`): an `mc`x[`KC`] block stays in L2.
+    pub mc: usize,
+    /// Columns of `B` packed at once (a multiple of `nr`): a [`KC`]x`nc` block stays in L2/L3.
+    pub nc: usize,
 }
 
 impl Tile {
-    /// The cache blocking of the packed path: `32 * mr` rows of `A` and `64 * nr` columns of
-    /// `B` at once, so that an `MC`x[`KC`] block of `A` stays in L2 and a `KC`x`NC` block of
-    /// `B` in L2/L3.
+    /// The cache blocking of the packed path.
     const fn blocking(self) -> Blocking {
         Blocking {
-            mc: self.mr * 32,
-            nc: self.nr * 64,
+            mc: self.mc,
+            nc: self.nc,
         }
     }
 }
@@ -148,16 +150,24 @@ pub const fn tile(kernel: Kernel) -> Tile {
             mr: PORTABLE_MR,
             nr: 8 * PORTABLE_NV,
             lanes: 8,
+            mc: PORTABLE_MR * 32,
+            nc: 8 * PORTABLE_NV * 64,
         },
         Kernel::Avx2Fma => Tile {
             mr: AVX2_MR,
             nr: 16,
             lanes: 8,
+            mc: AVX2_MR * 32,
+            nc: 16 * 64,
         },
+        // The caches do not grow with the registers: the blocks of the AVX2 tile, in whole
+        // tiles of this one.
         Kernel::Avx512 => Tile {
             mr: AVX512_MR,
             nr: 32,
             lanes: 16,
+            mc: AVX512_MR * 16,
+            nc: 32 * 32,
         },
     }
 }

@@ -13,7 +13,7 @@
 //! let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
 //! let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
 //! let mut y = [f32::NAN; 4]; // beta = 0 overwrites whatever C holds
-//! let mut ws = [0.0; 64];
+//! let mut ws = [0.0; 256];
 //! assert!(workspace_len(2, 3, 2) <= ws.len());
 //! gemm(
 //!     1.0,

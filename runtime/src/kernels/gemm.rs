@@ -86,7 +86,8 @@
 //!
 //! The tile is 6x16 (12 accumulators) on AVX2, and on `f32x8` when the build enables AVX
 //! (8x16, 12x16, 4x24, 8x24 and 6x32 measured no faster on Zen 4); 4x8 on `f32x8` without
-//! AVX; 12x32 (24 of the 32 registers) on AVX-512F. On one Zen 4 core the 6x16 microkernel
+//! AVX; 12x32 (24 of the 32 registers) on AVX-512F, chosen by register count and not yet
+//! measured. On one Zen 4 core the 6x16 microkernel
 //! runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of the MLP
 //! 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in a default build as
 //! in a native one. `examples/bench_gemm.rs` compares the kernels with each other and with

@@ -266,35 +266,45 @@ fn tile_unpacked<S: Vector, const R: usize, const V: usize>(
     acc
 }
 
-/// Writes the `mr`x`nr` valid part of a tile to `C` at `(i0, j0)`.
+/// Where and how a tile is written: into `c` with its first element at `at`, as `alpha * acc`
+/// plus `beta` times the old value.
+struct Dest<'a, 'c, S> {
+    /// The whole of `C` (of this block).
+    c: &'a mut MatMut<'c>,
+    /// Row and column of the tile's first element.
+    at: (usize, usize),
+    /// The factor of the product, in every lane.
+    alpha: S,
+    /// What the write-back does with the old value.
+    beta: Beta,
+}
+
+/// Writes the `mr`x`nr` valid part of a tile where `to` says.
 #[inline(always)]
 fn write_tile<S: Vector, const R: usize, const V: usize>(
     acc: [[S; V]; R],
-    alpha: S,
-    beta: Beta,
-    c: &mut MatMut<'_>,
-    (i0, j0): (usize, usize),
+    to: Dest<'_, '_, S>,
     (mr, nr): (usize, usize),
 ) {
     let full = mr == R && nr == S::LANES * V;
-    if full && c.cs == 1 {
-        write_rows(acc, alpha, beta, c, (i0, j0));
-    } else if full && c.rs == 1 && R <= S::LANES {
-        write_columns(acc, alpha, beta, c, (i0, j0));
+    if full && to.c.cs == 1 {
+        write_rows(acc, to);
+    } else if full && to.c.rs == 1 && R <= S::LANES {
+        write_columns(acc, to);
     } else {
-        write_edge(acc, alpha, beta, c, (i0, j0), (mr, nr));
+        write_edge(acc, to, (mr, nr));
     }
 }
 
 /// A full tile whose rows are contiguous in `C`.
 #[inline(always)]
-fn write_rows<S: Vector, const R: usize, const V: usize>(
-    acc: [[S; V]; R],
-    alpha: S,
-    beta: Beta,
-    c: &mut MatMut<'_>,
-    (i0, j0): (usize, usize),
-) {
+fn write_rows<S: Vector, const R: usize, const V: usize>(acc: [[S; V]; R], to: Dest<'_, '_, S>) {
+    let Dest {
+        c,
+        at: (i0, j0),
+        alpha,
+        beta,
+    } = to;
     for (i, row_acc) in acc.iter().enumerate() {
         let base = (i0 + i) * c.rs + j0;
         let row = &mut c.data[base..base + S::LANES * V];
@@ -312,13 +322,13 @@ fn write_rows<S: Vector, const R: usize, const V: usize>(
 /// tile is gathered into one vector and updated as a whole (the update is element-wise, so
 /// the bits are those of the row-wise update).
 #[inline(always)]
-fn write_columns<S: Vector, const R: usize, const V: usize>(
-    acc: [[S; V]; R],
-    alpha: S,
-    beta: Beta,
-    c: &mut MatMut<'_>,
-    (i0, j0): (usize, usize),
-) {
+fn write_columns<S: Vector, const R: usize, const V: usize>(acc: [[S; V]; R], to: Dest<'_, '_, S>) {
+    let Dest {
+        c,
+        at: (i0, j0),
+        alpha,
+        beta,
+    } = to;
     for v in 0..V {
         // `cols[q][i]`: row `i`, lane `q` of the tile's `v`-th vectors.
         let mut cols = [[0.0; MAX_LANES]; MAX_LANES];
@@ -345,12 +355,15 @@ fn write_columns<S: Vector, const R: usize, const V: usize>(
 #[inline(always)]
 fn write_edge<S: Vector, const R: usize, const V: usize>(
     acc: [[S; V]; R],
-    alpha: S,
-    beta: Beta,
-    c: &mut MatMut<'_>,
-    (i0, j0): (usize, usize),
+    to: Dest<'_, '_, S>,
     (mr, nr): (usize, usize),
 ) {
+    let Dest {
+        c,
+        at: (i0, j0),
+        alpha,
+        beta,
+    } = to;
     for (i, row_acc) in acc.iter().enumerate().take(mr) {
         for (v, &x) in row_acc.iter().enumerate() {
             let j = v * S::LANES;
@@ -420,7 +433,13 @@ pub(super) fn packed<S: Vector, const R: usize, const V: usize>(
                         } else {
                             tile_unpacked::<S, R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
                         };
-                        write_tile(acc, alpha_v, beta_k, &mut c_blk, (i0, j0), (mr, nr));
+                        let to = Dest {
+                            c: &mut c_blk,
+                            at: (i0, j0),
+                            alpha: alpha_v,
+                            beta: beta_k,
+                        };
+                        write_tile(acc, to, (mr, nr));
                     }
                 }
             }
@@ -448,6 +467,12 @@ pub(super) fn small<S: Vector, const R: usize, const V: usize>(
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
         let acc = tile_unpacked::<S, R, V>(a.sub(i0, 0, mr, k), mr, panel);
-        write_tile(acc, alpha_v, beta, &mut c, (i0, 0), (mr, n));
+        let to = Dest {
+            c: &mut c,
+            at: (i0, 0),
+            alpha: alpha_v,
+            beta,
+        };
+        write_tile(acc, to, (mr, n));
     }
 }

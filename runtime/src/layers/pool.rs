@@ -168,11 +168,10 @@ fn max_pool<
     let (oh_n, ow_n) = (pool_out(H, POOL, STRIDE), pool_out(W, POOL, STRIDE));
     let lane = f32x8::from([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
     let mut o = 0;
-    for n in 0..batch {
+    for image in x.chunks_exact(H * W * C).take(batch) {
         for oh in 0..oh_n {
             for ow in 0..ow_n {
                 let corner = ((oh * STRIDE) * W + ow * STRIDE) * C;
-                let image = &x[n * H * W * C..(n + 1) * H * W * C];
                 for (c0, len) in pieces(C) {
                     let (mut best, mut arg) = (f32x8::splat(f32::NEG_INFINITY), f32x8::ZERO);
                     for off in window::<W, C, POOL>() {

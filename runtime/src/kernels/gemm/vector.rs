@@ -135,95 +135,73 @@ mod x86 {
     #[cfg(target_arch = "x86_64")]
     use core::arch::x86_64::*;
 
-    /// Eight lanes of 256-bit AVX2, `mul_add` fused (FMA3: one rounding).
-    #[derive(Clone, Copy, Debug)]
-    pub(in crate::kernels::gemm) struct Avx2(__m256);
+    /// An x86 vector type over the register `$reg` of `$lanes` lanes, whose methods call the
+    /// intrinsics given for them.
+    macro_rules! x86_vector {
+        (
+            $(#[$doc:meta])*
+            $name:ident($reg:ty), $lanes:literal,
+            $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident
+        ) => {
+            $(#[$doc])*
+            #[derive(Clone, Copy, Debug)]
+            pub(in crate::kernels::gemm) struct $name($reg);
 
-    impl Vector for Avx2 {
-        const LANES: usize = 8;
+            impl Vector for $name {
+                const LANES: usize = $lanes;
 
-        #[inline(always)]
-        fn zero() -> Self {
-            // SAFETY: AVX, which this type's kernel checked for.
-            Avx2(unsafe { _mm256_setzero_ps() })
-        }
+                #[inline(always)]
+                fn zero() -> Self {
+                    // SAFETY: the instruction set this type's kernel checked for.
+                    $name(unsafe { $zero() })
+                }
 
-        #[inline(always)]
-        fn splat(x: f32) -> Self {
-            // SAFETY: AVX, which this type's kernel checked for.
-            Avx2(unsafe { _mm256_set1_ps(x) })
-        }
+                #[inline(always)]
+                fn splat(x: f32) -> Self {
+                    // SAFETY: the instruction set this type's kernel checked for.
+                    $name(unsafe { $splat(x) })
+                }
 
-        #[inline(always)]
-        fn load(s: &[f32]) -> Self {
-            let s = &s[..8];
-            // SAFETY: AVX, which this type's kernel checked for; `s` holds eight floats.
-            Avx2(unsafe { _mm256_loadu_ps(s.as_ptr()) })
-        }
+                #[inline(always)]
+                fn load(s: &[f32]) -> Self {
+                    let s = &s[..$lanes];
+                    // SAFETY: as above; `s` holds a whole vector.
+                    $name(unsafe { $load(s.as_ptr()) })
+                }
 
-        #[inline(always)]
-        fn store(self, s: &mut [f32]) {
-            let s = &mut s[..8];
-            // SAFETY: AVX, which this type's kernel checked for; `s` holds eight floats.
-            unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) }
-        }
+                #[inline(always)]
+                fn store(self, s: &mut [f32]) {
+                    let s = &mut s[..$lanes];
+                    // SAFETY: as above; `s` holds a whole vector.
+                    unsafe { $store(s.as_mut_ptr(), self.0) }
+                }
 
-        #[inline(always)]
-        fn mul_add(self, b: Self, c: Self) -> Self {
-            // SAFETY: FMA, which this type's kernel checked for.
-            Avx2(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
-        }
+                #[inline(always)]
+                fn mul_add(self, b: Self, c: Self) -> Self {
+                    // SAFETY: the instruction set this type's kernel checked for.
+                    $name(unsafe { $fmadd(self.0, b.0, c.0) })
+                }
 
-        #[inline(always)]
-        fn mul(self, b: Self) -> Self {
-            // SAFETY: AVX, which this type's kernel checked for.
-            Avx2(unsafe { _mm256_mul_ps(self.0, b.0) })
-        }
+                #[inline(always)]
+                fn mul(self, b: Self) -> Self {
+                    // SAFETY: the instruction set this type's kernel checked for.
+                    $name(unsafe { $mul(self.0, b.0) })
+                }
+            }
+        };
     }
 
-    /// Sixteen lanes of 512-bit AVX-512F, `mul_add` fused (one rounding).
-    #[derive(Clone, Copy, Debug)]
-    pub(in crate::kernels::gemm) struct Avx512(__m512);
+    x86_vector!(
+        /// Eight lanes of 256-bit AVX2, `mul_add` fused (FMA3: one rounding).
+        Avx2(__m256), 8,
+        _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+        _mm256_fmadd_ps, _mm256_mul_ps
+    );
 
-    impl Vector for Avx512 {
-        const LANES: usize = 16;
-
-        #[inline(always)]
-        fn zero() -> Self {
-            // SAFETY: AVX-512F, which this type's kernel checked for.
-            Avx512(unsafe { _mm512_setzero_ps() })
-        }
-
-        #[inline(always)]
-        fn splat(x: f32) -> Self {
-            // SAFETY: AVX-512F, which this type's kernel checked for.
-            Avx512(unsafe { _mm512_set1_ps(x) })
-        }
-
-        #[inline(always)]
-        fn load(s: &[f32]) -> Self {
-            let s = &s[..16];
-            // SAFETY: AVX-512F, which this type's kernel checked for; `s` holds 16 floats.
-            Avx512(unsafe { _mm512_loadu_ps(s.as_ptr()) })
-        }
-
-        #[inline(always)]
-        fn store(self, s: &mut [f32]) {
-            let s = &mut s[..16];
-            // SAFETY: AVX-512F, which this type's kernel checked for; `s` holds 16 floats.
-            unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) }
-        }
-
-        #[inline(always)]
-        fn mul_add(self, b: Self, c: Self) -> Self {
-            // SAFETY: AVX-512F, which this type's kernel checked for.
-            Avx512(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
-        }
-
-        #[inline(always)]
-        fn mul(self, b: Self) -> Self {
-            // SAFETY: AVX-512F, which this type's kernel checked for.
-            Avx512(unsafe { _mm512_mul_ps(self.0, b.0) })
-        }
-    }
+    x86_vector!(
+        /// Sixteen lanes of 512-bit AVX-512F, `mul_add` fused (one rounding).
+        Avx512(__m512), 16,
+        _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_fmadd_ps, _mm512_mul_ps
+    );
 }

@@ -24,7 +24,9 @@
 //!   the first layer; 399 MFLOP at batch 64), GFLOP/s, and, against a variant that makes the
 //!   step's `gemm` calls alone (same shapes and layouts, timed in the same round-robin), the
 //!   fraction of their rate the step reaches ("of gemm") and the share of the step spent
-//!   outside the products (im2col/col2im, pooling, activations, biases, loss, update).
+//!   outside the products (im2col/col2im, pooling, activations, biases, loss, update). With
+//!   the argument `products`, each of the step's products at batch 64 is also timed on its
+//!   own (shape, with `ᵀ` on an operand the layer passes transposed; GFLOP/s).
 //!
 //! Variants of one table are timed round-robin, `REPS` samples each (`support/timing.rs`); the
 //! table gives the median and the best sample, so that a noisy neighbour shows as a gap
@@ -225,6 +227,61 @@ fn w4_variant<'a, const B: usize>() -> Variant<'a> {
     })
 }
 
+/// Operands and result of one [`Mm`], filled from `seed`.
+struct MmBuffers {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+}
+
+impl Mm {
+    /// Buffers for this product, with values that depend on `seed`.
+    fn buffers(&self, seed: usize) -> MmBuffers {
+        MmBuffers {
+            a: (0..self.m * self.k).map(|j| value(j + seed)).collect(),
+            b: (0..self.k * self.n)
+                .map(|j| value(j + 7 * seed + 3))
+                .collect(),
+            c: vec![0.0; self.m * self.n],
+        }
+    }
+
+    /// `C = A·B` on `bufs`, with the layouts the layers pass.
+    fn run(&self, bufs: &mut MmBuffers, ws: &mut [f32]) {
+        let a = match self.at {
+            true => MatRef::row_major(&bufs.a, self.k, self.m).t(),
+            false => MatRef::row_major(&bufs.a, self.m, self.k),
+        };
+        let b = match self.bt {
+            true => MatRef::row_major(&bufs.b, self.n, self.k).t(),
+            false => MatRef::row_major(&bufs.b, self.k, self.n),
+        };
+        gemm(
+            1.0,
+            a,
+            b,
+            0.0,
+            MatMut::row_major(&mut bufs.c, self.m, self.n),
+            ws,
+        );
+        black_box(&bufs.c);
+    }
+
+    /// How the table names this product: its shape, with `ᵀ` on an operand stored transposed.
+    fn label(&self) -> String {
+        let t = |on: bool| if on { "ᵀ" } else { "" };
+        format!(
+            "{}x{}{} · {}x{}{}",
+            self.m,
+            self.k,
+            t(self.at),
+            self.k,
+            self.n,
+            t(self.bt)
+        )
+    }
+}
+
 /// The step's [`w4_products`] alone, each into its own buffers, with one workspace long enough
 /// for all of them.
 fn products_variant<'a>(batch: usize) -> Variant<'a> {
@@ -232,28 +289,46 @@ fn products_variant<'a>(batch: usize) -> Variant<'a> {
     let mut bufs: Vec<_> = calls
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let a: Vec<f32> = (0..p.m * p.k).map(|j| value(j + i)).collect();
-            let b: Vec<f32> = (0..p.k * p.n).map(|j| value(j + 7 * i + 3)).collect();
-            (a, b, vec![0.0f32; p.m * p.n])
-        })
+        .map(|(i, p)| p.buffers(i))
         .collect();
     let ws_len = calls.iter().map(|p| workspace_len(p.m, p.k, p.n)).max();
     let mut ws = vec![0.0f32; ws_len.unwrap_or(0)];
     Variant::new(format!("products alone, batch {batch}"), move || {
-        for (p, (a, b, c)) in calls.iter().zip(&mut bufs) {
-            let a = match p.at {
-                true => MatRef::row_major(a, p.k, p.m).t(),
-                false => MatRef::row_major(a, p.m, p.k),
-            };
-            let b = match p.bt {
-                true => MatRef::row_major(b, p.n, p.k).t(),
-                false => MatRef::row_major(b, p.k, p.n),
-            };
-            gemm(1.0, a, b, 0.0, MatMut::row_major(c, p.m, p.n), &mut ws);
-            black_box(&c);
+        for (p, bufs) in calls.iter().zip(&mut bufs) {
+            p.run(bufs, &mut ws);
         }
     })
+}
+
+/// Each of the W4 step's products at batch 64 on its own, interleaved: microseconds and
+/// GFLOP/s, on the current pool.
+fn w4_product_table() {
+    let calls = w4_products(64);
+    let mut vs: Vec<Variant<'_>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let mut bufs = p.buffers(i);
+            let mut ws = vec![0.0f32; workspace_len(p.m, p.k, p.n)];
+            Variant::new(p.label(), move || p.run(&mut bufs, &mut ws))
+        })
+        .collect();
+    measure(&mut vs, 4);
+    println!(
+        "  {:<28} {:>18} {:>12}",
+        "product, batch 64", "us med (best)", "GFLOP/s med"
+    );
+    for (p, v) in calls.iter().zip(&vs) {
+        let (med, best) = stats(v);
+        let flops = 2.0 * (p.m * p.k * p.n) as f64;
+        println!(
+            "  {:<28} {:>8.0} ({:>7.0}) {:>12.1}",
+            v.name,
+            med * 1e6,
+            best * 1e6,
+            flops / med / 1e9
+        );
+    }
 }
 
 fn w4_table(threads: usize) {
@@ -292,6 +367,9 @@ fn w4_table(threads: usize) {
                     (1.0 - p_med / med) * 100.0
                 );
             }
+        }
+        if wanted("products") {
+            w4_product_table();
         }
     });
 }

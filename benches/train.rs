@@ -31,7 +31,7 @@ fn value(i: usize) -> f32 {
     ((i * 7919) % 1000) as f32 / 500.0 - 1.0
 }
 
-fn bench_step<M: Model<Loss = SoftmaxCrossEntropy>, R: Rule, const B: usize>(
+fn bench_step<M: Model<Loss = SoftmaxCrossEntropy, Input = f32>, R: Rule, const B: usize>(
     c: &mut Criterion,
     group: &str,
     name: &str,

@@ -71,7 +71,7 @@ fn fit<M>(
     test: &Dataset<f32>,
 ) -> Result<f32, Box<dyn std::error::Error>>
 where
-    M: Model + Send,
+    M: Model<Input = f32> + Send,
     M::Loss: fusegraph::loss::Loss<Target = f32>,
 {
     let step = TrainStep::<M, Adam, BATCH>::new(&model, Adam::default().with_lr(3e-3));

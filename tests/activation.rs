@@ -329,7 +329,7 @@ fn a_model_with_macro_activations_has_the_gradients_of_finite_differences() {
 }
 
 /// The loss of `x`, `y` before and after 200 Adam steps (learning rate 0.01) on it.
-fn train<M: Model>(model: &mut M, x: &[f32], y: &[common::Target<M>]) -> (f32, f32) {
+fn train<M: Model<Input = f32>>(model: &mut M, x: &[f32], y: &[common::Target<M>]) -> (f32, f32) {
     let mut step =
         TrainStep::<M, keras::Adam, 16>::new(model, keras::Adam::default().with_lr(0.01));
     let before = step.evaluate(model, x, y).loss;
@@ -468,7 +468,7 @@ const ACT: usize = <Dense<4, 8> as Layer>::PARAMS;
 /// Every parameter's gradient and the loss's input gradient against f64 central differences
 /// of the loss; `act` is a distinct value per activation parameter (away from PReLU's slope 1,
 /// where it would be the identity).
-fn check_model<M: Model<Loss = Mse>>(mut model: M, act: &[f32]) {
+fn check_model<M: Model<Loss = Mse, Input = f32>>(mut model: M, act: &[f32]) {
     model.params_mut()[ACT..ACT + act.len()].copy_from_slice(act);
     let mut rng = Rng::new(31);
     let x = rng.vec(6 * 4, 1.5);

@@ -167,7 +167,7 @@ pub struct WideMlp {
 }
 
 fn allocations_during_train_steps<
-    M: fusegraph::Model<Loss = SoftmaxCrossEntropy>,
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
     const B: usize,
 >(
     mut model: M,
@@ -208,7 +208,7 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
 /// Allocations counted between the end of the first epoch and the end of the last, in a fit
 /// with validation, metrics and callbacks, in a pool of `threads` tracked workers.
 fn allocations_after_first_epoch<
-    M: fusegraph::Model<Loss = SoftmaxCrossEntropy> + Send,
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32> + Send,
     const B: usize,
 >(
     model: M,

@@ -186,7 +186,7 @@ fn snapshot<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
 /// Trains `n + m` steps without a stop, and `n` steps, a save, a load into a fresh model and
 /// train step (other initial weights, seed and hyper-parameters), `m` more steps: the two end
 /// bit for bit the same, in memory and through a file.
-fn resume_is_exact<M: Model<Loss = SoftmaxCrossEntropy>, R: Rule, const B: usize>(
+fn resume_is_exact<M: Model<Loss = SoftmaxCrossEntropy, Input = f32>, R: Rule, const B: usize>(
     name: &str,
     init: impl Fn(u64) -> M,
     step: impl Fn(&M, bool) -> TrainStep<M, R, B>,

@@ -55,7 +55,7 @@ fn same_bits<M, R, U>(
     step_config: Config<U>,
     steps: usize,
 ) where
-    M: Model<Loss = SoftmaxCrossEntropy>,
+    M: Model<Loss = SoftmaxCrossEntropy, Input = f32>,
     R: Rule,
     U: UpdateMode,
 {

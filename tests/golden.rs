@@ -156,7 +156,7 @@ fn same_bits(a: &Value, b: &Value, path: &str) -> Result<(), String> {
 /// (as [`check_result`]).
 fn typed<M, R, const B: usize>(doc: &Value, id: &str, model: M) -> Result<(), String>
 where
-    M: Model,
+    M: Model<Input = f32>,
     M::Loss: 'static,
     R: Rule + 'static,
 {

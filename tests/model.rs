@@ -319,7 +319,7 @@ struct Pass {
 }
 
 impl Pass {
-    fn new<M: Model>(model: &mut M, x: &[f32], seed: u64) -> Pass {
+    fn new<M: Model<Input = f32>>(model: &mut M, x: &[f32], seed: u64) -> Pass {
         let batch = x.len() / M::IN;
         let mut acts = vec![0.0; M::ACTIVATIONS * batch];
         let (params, state) = model.split_mut();
@@ -343,7 +343,7 @@ impl Pass {
     }
 
     /// `backward` into a full gradient buffer: the gradients and d loss / d x.
-    fn backward<M: Model>(&self, params: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    fn backward<M: Model<Input = f32>>(&self, params: &[f32], x: &[f32]) -> (Vec<f32>, Vec<f32>) {
         let mut sink = Store {
             params,
             grads: vec![f32::NAN; M::PARAMS],
@@ -354,7 +354,7 @@ impl Pass {
 
     /// `backward` into a sink that hands each layer's gradient, in a buffer the size of the
     /// largest layer, to `update` as soon as the layer is done; returns d loss / d x.
-    fn backward_layerwise<M: Model>(
+    fn backward_layerwise<M: Model<Input = f32>>(
         &self,
         params: &mut [f32],
         x: &[f32],
@@ -369,7 +369,7 @@ impl Pass {
     }
 
     /// `M::backward` into `sink`; returns d loss / d x.
-    fn run_backward<M: Model>(&self, sink: &mut dyn GradSink, x: &[f32]) -> Vec<f32> {
+    fn run_backward<M: Model<Input = f32>>(&self, sink: &mut dyn GradSink, x: &[f32]) -> Vec<f32> {
         let mut dx = vec![f32::NAN; x.len()];
         M::backward(
             &mut Work::new::<M>(self.batch).ctx(),
@@ -434,7 +434,7 @@ fn layer_spans<M: Model>() -> Vec<(usize, usize)> {
 /// A layer-wise sink with an `update` that only copies each layer's gradient into a full
 /// buffer gives `backward`'s gradients and input gradient, bit for bit, and reports each layer
 /// once, last layer first, at the offsets and lengths of `TENSORS`.
-fn check_layerwise_sink<M: Model>(mut model: M, x: &[f32]) {
+fn check_layerwise_sink<M: Model<Input = f32>>(mut model: M, x: &[f32]) {
     let pass = Pass::new(&mut model, x, 11);
     let (grads, dx) = pass.backward::<M>(model.params(), x);
     let mut params = model.params().to_vec();
@@ -478,7 +478,7 @@ fn a_layerwise_sink_gets_the_gradients_of_a_full_one_two_branch() {
 
 /// A layer updated by `update` has already passed its gradient down from its old weights: the
 /// layers below see the same gradients as with `backward`, however the update changes it.
-fn check_updates_do_not_reach_the_layers_below<M: Model>(mut model: M, x: &[f32]) {
+fn check_updates_do_not_reach_the_layers_below<M: Model<Input = f32>>(mut model: M, x: &[f32]) {
     let pass = Pass::new(&mut model, x, 15);
     let (grads, dx) = pass.backward::<M>(model.params(), x);
     let mut params = model.params().to_vec();

@@ -113,7 +113,7 @@ pub fn run_case(case: &Value) -> Result<Value, String> {
 /// from the case's, a batch exceeds `B`, or the case's optimizer maps to another rule.
 pub fn run_typed_case<M, R, const B: usize>(case: &Value, model: M) -> Result<Value, String>
 where
-    M: Model,
+    M: Model<Input = f32>,
     M::Loss: 'static,
     R: Rule + 'static,
 {

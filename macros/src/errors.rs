@@ -243,7 +243,7 @@ pub fn activation_statement() -> &'static str {
 
 pub fn unknown_model_option(name: &str) -> String {
     format!(
-        "unknown model option `{name}`; write `loss = LossType`, and optionally `graph(name = expr, ..)`, `inline`, and a memory budget `max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam` (with `fused`)"
+        "unknown model option `{name}`; write `loss = LossType`, and optionally `input = u32` (token ids), `graph(name = expr, ..)`, `inline`, and a memory budget `max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam` (with `fused`)"
     )
 }
 

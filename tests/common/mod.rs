@@ -47,7 +47,12 @@ pub type Target<M> = <<M as Model>::Loss as Loss>::Target;
 /// against f64 central differences of the loss with step `h`: each within a relative 2e-2
 /// (of at least 1e-2), and not all exactly equal (or the check would be vacuous). Returns the
 /// gradients.
-pub fn check_weights<M: Model>(model: &mut M, x: &[f32], y: &[Target<M>], h: f32) -> Vec<f32> {
+pub fn check_weights<M: Model<Input = f32>>(
+    model: &mut M,
+    x: &[f32],
+    y: &[Target<M>],
+    h: f32,
+) -> Vec<f32> {
     let mut step = TrainStep::<M, keras::Sgd, 8>::new(model, keras::Sgd::default());
     step.gradients(model, x, y);
     let analytic = step.grads().to_vec();
@@ -77,7 +82,7 @@ pub fn check_weights<M: Model>(model: &mut M, x: &[f32], y: &[Target<M>], h: f32
 /// The gradient of the loss by each input from `TrainStep::loss_input_gradient` against f64
 /// central differences of `evaluate`'s loss with step `h`: each within a relative 2e-2 (of at
 /// least `floor`).
-pub fn check_loss_input_gradient<M: Model>(
+pub fn check_loss_input_gradient<M: Model<Input = f32>>(
     model: &M,
     x: &[f32],
     y: &[Target<M>],

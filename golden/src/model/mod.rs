@@ -259,7 +259,7 @@ impl<R: Rule + 'static> WithRule for Exactly<R> {
 /// `TrainStep<M, R, B>`.
 pub(crate) fn run_typed<M, R, const B: usize>(case: &Value, mut model: M) -> Result<Value, String>
 where
-    M: Model,
+    M: Model<Input = f32>,
     M::Loss: 'static,
     R: Rule + 'static,
 {

@@ -137,7 +137,7 @@ impl<M: Model, R: Rule, const B: usize> Typed<M, R, B> {
     }
 }
 
-impl<M: Model, R: Rule, const B: usize> Trainee for Typed<M, R, B> {
+impl<M: Model<Input = f32>, R: Rule, const B: usize> Trainee for Typed<M, R, B> {
     type Rule = R;
 
     fn gradients(&mut self, batch: &Batch) -> f32 {

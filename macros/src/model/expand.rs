@@ -223,9 +223,39 @@ impl<'a> Expansion<'a> {
             let (left, right, msg) = (&a.left, &a.right, &a.message);
             quote_spanned!(a.span=> const _: () = ::core::assert!(#left == #right, #msg);)
         });
+        let input = self.input_checks();
         quote! {
             #(#layers)*
             #(#assertions)*
+            #input
+        }
+    }
+
+    /// `input = T`: `T` is an input type, checked at the user's token; with token ids, every
+    /// node that reads the input is a layer that reads ids (`TokenLayer`), checked at its type.
+    fn input_checks(&self) -> TokenStream {
+        let Some(ty) = &self.def.input else {
+            return TokenStream::new();
+        };
+        let span = syn::spanned::Spanned::span(ty);
+        let p = private_at(span);
+        let input = quote_spanned!(span=> const _: usize = <#ty as #p::InputValue>::CARRIED;);
+        let is_f32 = matches!(ty, syn::Type::Path(t) if t.path.is_ident("f32"));
+        let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
+        let tokens = readers.filter(|_| !is_f32).map(|n| match n.op {
+            Op::Layer(f) => {
+                let ty = self.tys[f];
+                let span = syn::spanned::Spanned::span(ty);
+                let p = private_at(span);
+                quote_spanned!(span=> const _: usize = <#ty as #p::TokenLayer>::VOCAB;)
+            }
+            _ => quote_spanned!(span=> ::core::compile_error!(
+                "token ids go to a layer that reads them (`Embedding<VOCAB, DIM, SEQ>`) before any other node"
+            );),
+        });
+        quote! {
+            #input
+            #(#tokens)*
         }
     }
 
@@ -247,15 +277,31 @@ impl<'a> Expansion<'a> {
         }
     }
 
-    /// The per-sample layouts: the activation buffer holds each node's output and what its
-    /// layer saves, node after node; the gradient buffer each node's output gradient.
+    /// The model's input type, `f32` unless `input = ...` says otherwise.
+    fn input_ty(&self) -> TokenStream {
+        match &self.def.input {
+            Some(ty) => quote!(#ty),
+            None => quote!(f32),
+        }
+    }
+
+    /// Values per sample that hold the input as `f32` when it is not `f32` itself.
+    fn carried(&self) -> TokenStream {
+        let (p, input, width) = (&self.p, self.input_ty(), &self.net.input.tokens);
+        quote!(#width * <#input as #p::InputValue>::CARRIED)
+    }
+
+    /// The per-sample layouts: the activation buffer holds the input as `f32` if it is not
+    /// (token ids), then each node's output and what its layer saves, node after node; the
+    /// gradient buffer each node's output gradient.
     fn layouts(&self) -> TokenStream {
         let nodes = 0..self.net.nodes.len();
+        let carried = self.carried();
         let acts = nodes.clone().flat_map(|k| [self.width(k), self.saved(k)]);
         let grads = nodes.clone().map(|k| self.width(k));
         let count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
         quote! {
-            const __ACTS: [usize; 2 * #count] = [#(#acts),*];
+            const __ACTS: [usize; 2 * #count + 1] = [#carried, #(#acts),*];
             const __GRADS: [usize; #count] = [#(#grads),*];
         }
     }
@@ -474,29 +520,32 @@ impl<'a> Expansion<'a> {
             .rev()
             .map(|k| self.backward_node(k, &mut given))
             .collect();
+        let input = self.input_ty();
         quote! {
             fn forward(
                 ctx: &mut #p::Ctx<'_>,
                 params: &[f32],
                 state: &mut [f32],
-                x: &[f32],
+                x: &[#input],
                 acts: &mut [f32],
                 batch: usize,
             ) {
-                let [#(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
+                let [__carried, #(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
+                let x = <#input as #p::InputValue>::to_f32(x, __carried);
                 #(#forward)*
             }
 
             fn backward(
                 ctx: &mut #p::Ctx<'_>,
                 sink: &mut dyn #p::GradSink,
-                x: &[f32],
+                x: &[#input],
                 acts: &[f32],
                 node_grads: &mut [f32],
                 mut dx: #p::Grad<'_>,
                 batch: usize,
             ) {
-                let [#(#acts),*] = #p::split(acts, &__ACTS, batch);
+                let [__carried, #(#acts),*] = #p::split(acts, &__ACTS, batch);
+                let x = <#input as #p::InputValue>::as_f32(x, __carried);
                 let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
                 #(#backward)*
             }
@@ -571,6 +620,10 @@ impl<'a> Expansion<'a> {
     fn inherent(&self) -> TokenStream {
         let (p, l, name, vis) = (&self.p, &self.l, &self.def.name, &self.def.vis);
         let construct = self.constructors();
+        let finish_init = self.tys.iter().enumerate().map(|(i, ty)| {
+            let (o0, o1) = (&self.o[i], &self.o[i + 1]);
+            quote!(<#ty as #l>::finish_init(&mut self.__params[#o0..#o1]);)
+        });
         let init_state = self.tys.iter().enumerate().map(|(i, ty)| {
             let (s0, s1) = (&self.st[i], &self.st[i + 1]);
             quote!(<#ty as #l>::init_state(&mut self.__state[#s0..#s1]);)
@@ -587,6 +640,7 @@ impl<'a> Expansion<'a> {
                     self.__params.fill(0.0);
                     self.__state.fill(0.0);
                     #p::init_params(&__TENSORS, &mut self.__params, seed);
+                    #(#finish_init)*
                     #(#init_state)*
                 }
 
@@ -622,6 +676,7 @@ impl<'a> Expansion<'a> {
             self.max_of(quote!(PARAMS)),
         );
         let passes = self.passes();
+        let input = self.input_ty();
         quote! {
             #[allow(clippy::all)]
             impl #p::Model for #name {
@@ -637,6 +692,7 @@ impl<'a> Expansion<'a> {
                 const STATE_TENSORS: &'static [#p::NamedTensor] = &__STATE_TENSORS;
                 const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
                 type Loss = #loss;
+                type Input = #input;
 
                 const SCRATCH_PER_SAMPLE: usize = #scratch;
                 const PRODUCTS: &'static [#p::Product] = &__PRODUCTS;

@@ -26,6 +26,8 @@ pub struct Def {
     pub name: Ident,
     pub fields: Vec<Field>,
     pub loss: Option<Type>,
+    /// `input = f32` or `input = u32` (token ids); `f32` when absent.
+    pub input: Option<Type>,
     pub graph: Option<(Ident, Vec<Assign>)>,
     /// `inline`: parameters and state in arrays inside the struct.
     pub inline: bool,
@@ -57,6 +59,7 @@ pub struct Opt {
 
 enum Arg {
     Loss(Ident, Type),
+    Input(Ident, Type),
     Graph(Ident, Vec<Assign>),
     Inline(Ident),
     Budget(Opt),
@@ -89,6 +92,10 @@ impl Parse for Arg {
             "loss" => {
                 input.parse::<Token![=]>()?;
                 Ok(Arg::Loss(key, input.parse()?))
+            }
+            "input" => {
+                input.parse::<Token![=]>()?;
+                Ok(Arg::Input(key, input.parse()?))
             }
             "graph" => {
                 let body;
@@ -160,6 +167,7 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
         name: item.ident,
         fields,
         loss: None,
+        input: None,
         graph: None,
         inline: false,
         options: Vec::new(),
@@ -169,7 +177,7 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
     let mut seen: Vec<String> = Vec::new();
     for a in args {
         let key = match &a {
-            Arg::Loss(k, _) | Arg::Graph(k, _) | Arg::Inline(k) => k,
+            Arg::Loss(k, _) | Arg::Input(k, _) | Arg::Graph(k, _) | Arg::Inline(k) => k,
             Arg::Budget(o) => &o.key,
         };
         if seen.contains(&key.to_string()) {
@@ -179,6 +187,7 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
         seen.push(key.to_string());
         match a {
             Arg::Loss(_, t) => def.loss = Some(t),
+            Arg::Input(_, t) => def.input = Some(t),
             Arg::Graph(k, g) => def.graph = Some((k, g)),
             Arg::Inline(_) => def.inline = true,
             Arg::Budget(o) => def.options.push(o),

@@ -27,7 +27,7 @@ pub type Callbacks<'a, 'b, M, R, const B: usize> =
 /// use fusegraph_runtime::data::Dataset;
 /// use fusegraph_runtime::fit::{FitOptions, Metric, Trainer, Verbose};
 /// # use fusegraph_runtime::train::TrainStep;
-/// # fn fit<M: fusegraph_runtime::train::Model<Loss = fusegraph_runtime::loss::SoftmaxCrossEntropy> + Send, R: fusegraph_runtime::optim::Rule>(model: M, step: TrainStep<M, R, 32>, data: Dataset<u32>) -> Result<(), fusegraph_runtime::fit::TrainError> {
+/// # fn fit<M: fusegraph_runtime::train::Model<Loss = fusegraph_runtime::loss::SoftmaxCrossEntropy, Input = f32> + Send, R: fusegraph_runtime::optim::Rule>(model: M, step: TrainStep<M, R, 32>, data: Dataset<u32>) -> Result<(), fusegraph_runtime::fit::TrainError> {
 /// let mut trainer = Trainer::new(model, step).metrics(&[Metric::Accuracy]).verbose(Verbose::Silent);
 /// let history = trainer.fit(&data, &FitOptions::new(10).validation_split(0.2), &mut [])?;
 /// println!("{}", history.to_csv());
@@ -49,7 +49,7 @@ pub struct Trainer<M: Model, R: Rule, const B: usize> {
 
 impl<M, R, const B: usize> Trainer<M, R, B>
 where
-    M: Model + Send,
+    M: Model<Input = f32> + Send,
     R: Rule,
     Target<M>: TargetValue,
 {

@@ -19,6 +19,7 @@ const TRUNCATED_STD: f64 = 0.879_625_661_034_239_8;
 /// - [`Init::HeUniform`]: uniform in `±sqrt(6 / fan_in)`;
 /// - [`Init::TorchDefault`]: uniform in `±1 / sqrt(fan_in)` (PyTorch's `Linear` and `Conv2d`,
 ///   whose biases use the weight's fan-in, which is why layers give a bias the weight's fans);
+/// - [`Init::StandardNormal`]: `N(0, 1)`, whatever the fans;
 /// - [`Init::Zeros`], [`Init::Ones`], [`Init::Constant`]: constants, without drawing.
 ///
 /// A fan of 0 counts as 1.
@@ -57,6 +58,7 @@ pub fn init_tensor(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
             let std = (math::sqrt(2.0 / f64::from(fan_in)) / TRUNCATED_STD) as f32;
             out.iter_mut().for_each(|v| *v = rng.truncated_normal(std));
         }
+        Init::StandardNormal => out.iter_mut().for_each(|v| *v = rng.normal()),
         Init::Zeros => out.fill(0.0),
         Init::Ones => out.fill(1.0),
         Init::Constant(bits) => out.fill(f32::from_bits(bits)),
@@ -112,6 +114,12 @@ mod tests {
         assert!((std / target - 1.0).abs() < 0.02, "{std} vs {target}");
         let bound = 2.0 * target / TRUNCATED_STD;
         assert!(f64::from(max) <= bound * (1.0 + 1e-6) && f64::from(max) > 0.95 * bound);
+        let (mean, std, max) = moments(Init::StandardNormal);
+        assert!(
+            mean.abs() < 0.01 && (std - 1.0).abs() < 0.02,
+            "{mean} {std}"
+        );
+        assert!(max > 3.5, "20000 draws of N(0, 1) reach past 3.5: {max}");
         assert_eq!(moments(Init::Zeros), (0.0, 0.0, 0.0));
         assert_eq!(moments(Init::Ones), (1.0, 0.0, 1.0));
         assert_eq!(moments(Init::constant(-0.25)), (-0.25, 0.0, 0.25));

@@ -32,6 +32,8 @@ pub enum Init {
     /// PyTorch's default for `Linear` and `Conv2d` weights and biases: uniform in
     /// `±1 / sqrt(fan_in)`.
     TorchDefault,
+    /// Standard normal, `N(0, 1)`: PyTorch's default for `nn.Embedding`.
+    StandardNormal,
     /// All zeros (Keras' default for biases).
     Zeros,
     /// All ones (normalization scales).
@@ -257,6 +259,11 @@ pub trait Layer {
     fn init_state(state: &mut [f32]) {
         let _ = state;
     }
+    /// Adjusts parameters just drawn from the initializers of [`TENSORS`](Self::TENSORS)
+    /// (an [`Embedding`] zeroes its padding row). Nothing by default.
+    fn finish_init(params: &mut [f32]) {
+        let _ = params;
+    }
     /// `y = layer(x)` for the `io.batch` samples of `io.x`; writes `io.saved` for `backward`,
     /// and in training updates `io.state`.
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>);
@@ -274,6 +281,7 @@ pub mod activation;
 pub mod conv;
 pub mod dense;
 pub mod dropout;
+pub mod embedding;
 pub mod graph;
 pub mod init;
 pub mod norm;
@@ -291,6 +299,10 @@ pub use conv::{
 };
 pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
+pub use embedding::{
+    embedding_backward, embedding_forward, positional_backward, positional_forward, Embedding,
+    EmbeddingDims, PositionalDims, PositionalEmbedding, NO_PADDING,
+};
 pub use init::init_tensor;
 pub use norm::{BatchNorm, LayerNorm};
 pub use pool::{AvgPool2d, MaxPool2d};

@@ -17,7 +17,7 @@ use core::marker::PhantomData;
 /// ```
 /// use fusegraph_runtime::optim::Fused;
 /// use fusegraph_runtime::train::{EmbeddedStep, Model};
-/// # fn demo<M: Model, R: fusegraph_runtime::optim::Rule>(model: &mut M, rule: R, x: &[f32], y: &[<M::Loss as fusegraph_runtime::loss::Loss>::Target], arena: &mut [f32]) {
+/// # fn demo<M: Model, R: fusegraph_runtime::optim::Rule>(model: &mut M, rule: R, x: &[M::Input], y: &[<M::Loss as fusegraph_runtime::loss::Loss>::Target], arena: &mut [f32]) {
 /// let mut step = EmbeddedStep::<M, R, 8, Fused>::new(model, rule, arena).unwrap();
 /// let loss = step.run(model, x, y);
 /// # let _ = loss; }

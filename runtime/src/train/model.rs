@@ -1,5 +1,6 @@
 //! The contract between `#[model]` and the runtime.
 
+use super::input::InputValue;
 use super::sink::GradSink;
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{Ctx, Grad, Init, Layer, Tensor, Torch};
@@ -42,7 +43,7 @@ impl NamedTensor {
 
 /// The number of samples in `x` for model `M`, at most `max`; panics (a caller's bug) if `x` is
 /// not whole samples or too many.
-pub(crate) fn batch_of<M: Model>(x: &[f32], max: usize) -> usize {
+pub(crate) fn batch_of<M: Model>(x: &[M::Input], max: usize) -> usize {
     assert!(
         M::IN > 0 && x.len().is_multiple_of(M::IN),
         "input length {} is not a multiple of {}",
@@ -127,7 +128,8 @@ pub trait Model: Sized {
     const PARAMS: usize;
     /// Non-trainable state (normalization statistics).
     const STATE: usize;
-    /// Activation values per sample: every node's output and what its layer saves.
+    /// Activation values per sample: the input as `f32` when it is not
+    /// ([`InputValue::CARRIED`]), every node's output and what its layer saves.
     const ACTIVATIONS: usize;
     /// Per-sample offset of the output node in the activation buffer.
     const OUTPUT_OFFSET: usize;
@@ -144,6 +146,8 @@ pub trait Model: Sized {
     const BATCH_COUNTERS: &'static [&'static str];
     /// The loss the model trains with.
     type Loss: Loss;
+    /// What the input holds: `f32` features or `u32` token ids.
+    type Input: InputValue;
 
     /// Scratch values per sample: the most any layer needs.
     const SCRATCH_PER_SAMPLE: usize;
@@ -176,7 +180,7 @@ pub trait Model: Sized {
         ctx: &mut Ctx<'_>,
         params: &[f32],
         state: &mut [f32],
-        x: &[f32],
+        x: &[Self::Input],
         acts: &mut [f32],
         batch: usize,
     );
@@ -188,7 +192,7 @@ pub trait Model: Sized {
     fn backward(
         ctx: &mut Ctx<'_>,
         sink: &mut dyn GradSink,
-        x: &[f32],
+        x: &[Self::Input],
         acts: &[f32],
         node_grads: &mut [f32],
         dx: Grad<'_>,

@@ -144,7 +144,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// One training step on a batch: forward, loss, backward, and the optimizer's fused pass
     /// over the model's parameters (after the backward pass, or layer by layer during it with
     /// [`Fused`](crate::optim::Fused)). Returns the loss of the batch before the update.
-    pub fn run(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32 {
+    pub fn run(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32 {
         let (batch, loss) = self.forward_loss(model, x, y);
         if U::FUSED {
             let plan = self.optimizer.plan();
@@ -166,7 +166,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// The loss of a batch and its gradients ([`grads`](Self::grads)) with respect to the
     /// parameters, in training mode, without an update.
-    pub fn gradients(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> f32
+    pub fn gradients(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32
     where
         U: AllGradientsFirst,
     {
@@ -182,13 +182,32 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The model's output for a batch (inference mode).
-    pub fn predict(&mut self, model: &M, x: &[f32]) -> &[f32] {
+    pub fn predict(&mut self, model: &M, x: &[M::Input]) -> &[f32] {
         let batch = self.forward_eval(model, x);
         self.output(batch)
     }
 
+    /// d sum(output) / d params for a batch, from the model's current weights (inference
+    /// mode), laid out as the parameters: what PyTorch's `model(x).sum().backward()` leaves in
+    /// the `.grad` of each parameter. For a token model, the rows of its embedding table are
+    /// the gradient with respect to the embedded ids.
+    pub fn output_gradients(&mut self, model: &M, x: &[M::Input]) -> &[f32]
+    where
+        U: AllGradientsFirst,
+    {
+        let batch = self.forward_eval(model, x);
+        let g = M::OUTPUT_GRAD_OFFSET * batch;
+        self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
+        let to = Gradients::Store(model.params());
+        self.backward(to, x, batch, false, Mode::Eval);
+        &self.bufs.grads
+    }
+
     /// d sum(output) / d x for a batch, from the model's current weights (inference mode).
-    pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32] {
+    pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32]
+    where
+        M: Model<Input = f32>,
+    {
         let batch = self.forward_eval(model, x);
         let g = M::OUTPUT_GRAD_OFFSET * batch;
         self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
@@ -196,7 +215,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// d loss / d x for a batch, from the model's current weights (inference mode).
-    pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32] {
+    pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32]
+    where
+        M: Model<Input = f32>,
+    {
         let batch = self.forward_eval(model, x);
         check_targets::<M>(batch, y);
         self.loss_gradient(y, batch);
@@ -204,7 +226,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode).
-    pub fn evaluate(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> Evaluation {
+    pub fn evaluate(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
         let (mut loss, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
         let mut has_accuracy = true;
@@ -227,7 +249,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// The forward pass in training mode over the model's own state, and the loss and its
     /// gradient; returns the batch size and the loss.
-    fn forward_loss(&mut self, model: &mut M, x: &[f32], y: &[Target<M>]) -> (usize, f32) {
+    fn forward_loss(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> (usize, f32) {
         let (params, state) = model.split_mut();
         let batch = self.forward(params, Some(state), x, Mode::Train);
         check_targets::<M>(batch, y);
@@ -235,7 +257,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The forward pass in inference mode over a copy of the model's state.
-    fn forward_eval(&mut self, model: &M, x: &[f32]) -> usize {
+    fn forward_eval(&mut self, model: &M, x: &[M::Input]) -> usize {
         self.bufs.state.copy_from_slice(model.state());
         self.forward(model.params(), None, x, Mode::Eval)
     }
@@ -245,7 +267,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         &mut self,
         params: &[f32],
         state: Option<&mut [f32]>,
-        x: &[f32],
+        x: &[M::Input],
         mode: Mode,
     ) -> usize {
         let batch = batch_of::<M>(x, B);
@@ -282,7 +304,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     fn backward(
         &mut self,
         to: Gradients<'_, R>,
-        x: &[f32],
+        x: &[M::Input],
         batch: usize,
         with_dx: bool,
         mode: Mode,
@@ -328,7 +350,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// The backward pass of an input gradient (inference mode, parameter gradients let go);
     /// returns d / d x.
-    fn input_backward(&mut self, model: &M, x: &[f32], batch: usize) -> &[f32] {
+    fn input_backward(&mut self, model: &M, x: &[M::Input], batch: usize) -> &[f32] {
         let to = Gradients::Discard(model.params());
         self.backward(to, x, batch, true, Mode::Eval);
         &self.bufs.dx[..M::IN * batch]

@@ -1,0 +1,451 @@
+//! Token and position embeddings: [`Embedding`] looks up a row of its table per token id,
+//! [`PositionalEmbedding`] adds a learned row per position. Both are constant-size types over
+//! functions that take their sizes at run time ([`EmbeddingDims`], [`PositionalDims`]).
+
+use super::{buffers, Backward, Ctx, Forward, Init, Layer, Tensor};
+use crate::train::{TokenLayer, MAX_VOCAB};
+
+/// [`Embedding`]'s `PAD` when no token is padding.
+pub const NO_PADDING: usize = usize::MAX;
+
+/// The sizes of a token embedding, for [`embedding_forward`] and [`embedding_backward`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddingDims {
+    /// Rows of the table: ids run over `0..vocab`.
+    pub vocab: usize,
+    /// Values per row.
+    pub dim: usize,
+    /// Token ids per sample.
+    pub seq: usize,
+    /// The id whose row gets no gradient, if any.
+    pub padding: Option<usize>,
+}
+
+impl EmbeddingDims {
+    /// Values of the table, `vocab * dim`.
+    pub const fn params(&self) -> usize {
+        self.vocab * self.dim
+    }
+}
+
+/// The table row of the id `v` (an id carried as `f32`) at position `at` of the batch.
+///
+/// # Panics
+/// If `v` is not an integer in `0..vocab`: a wrong id is the caller's bug, never a read of
+/// another row.
+fn row_of(v: f32, vocab: usize, at: usize) -> usize {
+    let id = v as usize;
+    assert!(
+        v >= 0.0 && id < vocab && id as f32 == v,
+        "Embedding: token id {v} at input position {at} is not in 0..{vocab}"
+    );
+    id
+}
+
+/// `y[s] = table[x[s]]` for each of the `batch * seq` ids of `io.x`.
+///
+/// # Panics
+/// If an id is not in `0..vocab` (see [`Embedding`]).
+pub fn embedding_forward(dims: EmbeddingDims, io: Forward<'_>) {
+    let d = dims.dim;
+    let ids = &io.x[..io.batch * dims.seq];
+    for (at, (&v, y)) in ids.iter().zip(io.y.chunks_exact_mut(d)).enumerate() {
+        let r = row_of(v, dims.vocab, at);
+        y.copy_from_slice(&io.params[r * d..(r + 1) * d]);
+    }
+}
+
+/// d loss / d table: the output gradient of every position added into the row of its id, in
+/// sample and position order, the padding row left at 0. Ids have no gradient: `io.dx`, if
+/// asked for, gets zeros.
+pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_>) {
+    let d = dims.dim;
+    io.dparams.fill(0.0);
+    let ids = &io.x[..io.batch * dims.seq];
+    for (at, (&v, dy)) in ids.iter().zip(io.dy.chunks_exact(d)).enumerate() {
+        let r = row_of(v, dims.vocab, at);
+        if Some(r) == dims.padding {
+            continue;
+        }
+        for (g, &dy) in io.dparams[r * d..(r + 1) * d].iter_mut().zip(dy) {
+            *g += dy;
+        }
+    }
+    if let Some((dx, false)) = io.dx.destination() {
+        dx.fill(0.0);
+    }
+}
+
+/// A token embedding, PyTorch's `nn.Embedding(VOCAB, DIM, padding_idx=PAD)` over `SEQ` ids
+/// per sample: `[SEQ]` ids in, `[SEQ, DIM]` rows out.
+///
+/// The first layer of a model with `input = u32` (or of any model: ids given as `f32` must
+/// be whole numbers). Parameter: `weight` `[VOCAB, DIM]` (PyTorch's name and layout),
+/// initialized from `N(0, 1)` as PyTorch does, with the padding row at 0. The padding id's row
+/// is read like any other but its gradient is always 0, so it stays where it starts. Ids have
+/// no gradient; an input gradient through this layer is 0.
+///
+/// A vocabulary of more than 2^24 ids ([`MAX_VOCAB`]) or a `PAD` outside it does not compile.
+///
+/// # Panics
+/// `forward` and `backward` panic on an id outside `0..VOCAB`: a wrong id is the caller's bug
+/// and is never read as another row.
+///
+/// ```
+/// use fusegraph_runtime::layers::{Ctx, Embedding, Forward, Layer, Mode};
+/// use fusegraph_runtime::rng::{Rng, Seed};
+///
+/// type Tok = Embedding<3, 2, 2>;
+/// let table = [0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
+/// let ids = [2.0, 0.0];
+/// let mut y = [0.0; 4];
+/// let mut rng = Rng::new(Seed(0));
+/// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, mode: Mode::Eval };
+/// let io = Forward { params: &table, state: &mut [], x: &ids, y: &mut y, saved: &mut [], batch: 1 };
+/// Tok::forward(&mut ctx, io);
+/// assert_eq!(y, [20.0, 21.0, 0.0, 1.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Embedding<
+    const VOCAB: usize,
+    const DIM: usize,
+    const SEQ: usize,
+    const PAD: usize = NO_PADDING,
+>;
+
+impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize>
+    Embedding<VOCAB, DIM, SEQ, PAD>
+{
+    /// The sizes, for [`embedding_forward`] and [`embedding_backward`]; checked when the
+    /// layer is used.
+    pub const DIMS: EmbeddingDims = {
+        assert!(
+            VOCAB > 0 && VOCAB <= MAX_VOCAB,
+            "Embedding: VOCAB must be in 1..=16777216 (2^24), where every id is exact as f32"
+        );
+        assert!(
+            PAD == NO_PADDING || PAD < VOCAB,
+            "Embedding: the padding id PAD must be below VOCAB (or NO_PADDING)"
+        );
+        EmbeddingDims {
+            vocab: VOCAB,
+            dim: DIM,
+            seq: SEQ,
+            padding: if PAD == NO_PADDING { None } else { Some(PAD) },
+        }
+    };
+
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        Embedding
+    }
+}
+
+impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> Layer
+    for Embedding<VOCAB, DIM, SEQ, PAD>
+{
+    const IN: usize = SEQ;
+    const OUT: usize = SEQ * DIM;
+    const PARAMS: usize = Self::DIMS.params();
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[Tensor {
+        name: "weight",
+        shape: &[VOCAB, DIM],
+        fans: (VOCAB, DIM),
+        init: Init::StandardNormal,
+    }];
+
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        embedding_forward(Self::DIMS, io);
+    }
+
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        embedding_backward(Self::DIMS, io);
+    }
+
+    fn finish_init(params: &mut [f32]) {
+        if let Some(p) = Self::DIMS.padding {
+            params[p * DIM..(p + 1) * DIM].fill(0.0);
+        }
+    }
+}
+
+impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> TokenLayer
+    for Embedding<VOCAB, DIM, SEQ, PAD>
+{
+    const VOCAB: usize = VOCAB;
+}
+
+/// The sizes of a learned positional embedding, for [`positional_forward`] and
+/// [`positional_backward`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PositionalDims {
+    /// Rows of the table: the longest sequence it serves.
+    pub max_len: usize,
+    /// Values per position.
+    pub dim: usize,
+    /// Positions per sample (at most `max_len`).
+    pub seq: usize,
+}
+
+/// `y = x + table[0..seq]` for every sample.
+pub fn positional_forward(dims: PositionalDims, io: Forward<'_>) {
+    let n = dims.seq * dims.dim;
+    let rows = &io.params[..n];
+    let samples = io.x.chunks_exact(n).zip(io.y.chunks_exact_mut(n));
+    for (x, y) in samples.take(io.batch) {
+        for ((y, &x), &p) in y.iter_mut().zip(x).zip(rows) {
+            *y = x + p;
+        }
+    }
+}
+
+/// d loss / d table: the output gradient summed over the batch in sample order for the first
+/// `seq` rows, 0 for the rows past the sequence; d loss / d x is the output gradient.
+pub fn positional_backward(dims: PositionalDims, io: Backward<'_>) {
+    let n = dims.seq * dims.dim;
+    io.dparams.fill(0.0);
+    for dy in io.dy.chunks_exact(n).take(io.batch) {
+        for (g, &dy) in io.dparams[..n].iter_mut().zip(dy) {
+            *g += dy;
+        }
+    }
+    if let Some((dx, add)) = io.dx.destination() {
+        match add {
+            true => dx.iter_mut().zip(&*io.dy).for_each(|(d, &g)| *d += g),
+            false => dx.copy_from_slice(io.dy),
+        }
+    }
+}
+
+/// A learned positional embedding, `[SEQ, DIM]` in and out: position `s` adds row `s` of a
+/// `[MAX_LEN, DIM]` table (PyTorch: `x + pos(torch.arange(SEQ))` with
+/// `pos = nn.Embedding(MAX_LEN, DIM)`). The table may be longer than the sequence; its rows
+/// past `SEQ` get a zero gradient. Parameter: `weight` `[MAX_LEN, DIM]`, from `N(0, 1)`.
+///
+/// `SEQ > MAX_LEN` does not compile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PositionalEmbedding<const MAX_LEN: usize, const DIM: usize, const SEQ: usize>;
+
+impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize>
+    PositionalEmbedding<MAX_LEN, DIM, SEQ>
+{
+    /// The sizes, for [`positional_forward`] and [`positional_backward`]; checked when the
+    /// layer is used.
+    pub const DIMS: PositionalDims = {
+        assert!(
+            SEQ <= MAX_LEN,
+            "PositionalEmbedding: the sequence (SEQ) is longer than the table (MAX_LEN)"
+        );
+        PositionalDims {
+            max_len: MAX_LEN,
+            dim: DIM,
+            seq: SEQ,
+        }
+    };
+
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        PositionalEmbedding
+    }
+}
+
+impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize> Layer
+    for PositionalEmbedding<MAX_LEN, DIM, SEQ>
+{
+    const IN: usize = SEQ * DIM;
+    const OUT: usize = SEQ * DIM;
+    const PARAMS: usize = Self::DIMS.max_len * DIM;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[Tensor {
+        name: "weight",
+        shape: &[MAX_LEN, DIM],
+        fans: (MAX_LEN, DIM),
+        init: Init::StandardNormal,
+    }];
+
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        positional_forward(Self::DIMS, io);
+    }
+
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        positional_backward(Self::DIMS, io);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::gradcheck::{bits, Check};
+    use crate::layers::{Grad, Mode};
+    use crate::rng::{Rng, Seed};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// `table[round(x)]` per id, in `f64`: the ids do not move under a small perturbation, so
+    /// their numeric gradient is 0, as the layer's.
+    fn lookup(dim: usize) -> impl Fn(&[f64], &[f64], usize) -> Vec<f64> {
+        move |table, ids, _| {
+            ids.iter()
+                .flat_map(|&v| {
+                    let r = v.round() as usize;
+                    table[r * dim..(r + 1) * dim].to_vec()
+                })
+                .collect()
+        }
+    }
+
+    /// Ids that repeat (so rows gather several gradients) and leave some rows unused.
+    fn ids(batch: usize, seq: usize, vocab: usize) -> Vec<f32> {
+        (0..batch * seq)
+            .map(|i| ((i * 7) % (vocab - 2)) as f32)
+            .collect()
+    }
+
+    #[test]
+    fn embedding_matches_finite_differences() {
+        type E = Embedding<9, 3, 5>;
+        let check = Check {
+            x: Some(ids(3, 5, 9)),
+            ..Check::new(3)
+        };
+        check.run::<E>(&lookup(3));
+    }
+
+    #[test]
+    fn the_padding_row_is_read_but_gets_no_gradient() {
+        type E = Embedding<6, 2, 4, 1>;
+        let table: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
+        let ids = [1.0, 3.0, 1.0, 0.0];
+        let (mut y, dy) = (vec![0.0; 8], vec![1.0; 8]);
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Train,
+        };
+        let io = Forward {
+            params: &table,
+            state: &mut [],
+            x: &ids,
+            y: &mut y,
+            saved: &mut [],
+            batch: 1,
+        };
+        E::forward(&mut ctx, io);
+        assert_eq!(y, [2.5, 3.5, 6.5, 7.5, 2.5, 3.5, 0.5, 1.5]);
+        let mut dparams = vec![f32::NAN; 12];
+        let io = Backward {
+            params: &table,
+            x: &ids,
+            y: &y,
+            saved: &[],
+            dy: &mut dy.clone(),
+            dx: Grad::Skip,
+            dparams: &mut dparams,
+            batch: 1,
+        };
+        E::backward(&mut ctx, io);
+        let mut expected = vec![0.0; 12];
+        expected[..2].fill(1.0);
+        expected[6..8].fill(1.0);
+        assert_eq!(dparams, expected);
+        let mut params = vec![1.0; 12];
+        E::finish_init(&mut params);
+        assert_eq!(&params[..4], [1.0, 1.0, 0.0, 0.0]);
+    }
+
+    fn forward_ids(ids: &[f32]) {
+        type E = Embedding<4, 2, 1>;
+        let mut y = vec![0.0; 2 * ids.len()];
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Eval,
+        };
+        let io = Forward {
+            params: &[0.0; 8],
+            state: &mut [],
+            x: ids,
+            y: &mut y,
+            saved: &mut [],
+            batch: ids.len(),
+        };
+        E::forward(&mut ctx, io);
+    }
+
+    #[test]
+    #[should_panic(expected = "token id 4 at input position 1 is not in 0..4")]
+    fn an_id_past_the_vocabulary_is_refused() {
+        forward_ids(&[3.0, 4.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "token id 1.5 at input position 0 is not in 0..4")]
+    fn a_fractional_id_is_refused() {
+        forward_ids(&[1.5]);
+    }
+
+    #[test]
+    #[should_panic(expected = "token id -1 at input position 0 is not in 0..4")]
+    fn a_negative_id_is_refused() {
+        forward_ids(&[-1.0]);
+    }
+
+    #[test]
+    fn every_u32_past_the_largest_vocabulary_stays_out_of_it() {
+        for id in [MAX_VOCAB as u32, MAX_VOCAB as u32 + 1, u32::MAX] {
+            let mut carried = [0.0];
+            let v = <u32 as crate::train::InputValue>::to_f32(&[id], &mut carried)[0];
+            assert!(v >= MAX_VOCAB as f32, "{id} became {v}");
+        }
+    }
+
+    #[test]
+    fn positional_embedding_matches_finite_differences() {
+        type P = PositionalEmbedding<6, 3, 4>;
+        let outcome = Check::new(3).run::<P>(&|table, x, batch| {
+            let n = 4 * 3;
+            (0..batch * n).map(|i| x[i] + table[i % n]).collect()
+        });
+        assert!(outcome.saved.is_empty());
+    }
+
+    #[test]
+    fn positions_past_the_sequence_get_a_zero_gradient() {
+        type P = PositionalEmbedding<5, 2, 3>;
+        let mut dparams = vec![f32::NAN; 10];
+        let dy: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Train,
+        };
+        let io = Backward {
+            params: &[0.0; 10],
+            x: &[0.0; 12],
+            y: &[0.0; 12],
+            saved: &[],
+            dy: &mut dy.clone(),
+            dx: Grad::Skip,
+            dparams: &mut dparams,
+            batch: 2,
+        };
+        P::backward(&mut ctx, io);
+        let sums: Vec<f32> = (0..6).map(|i| dy[i] + dy[i + 6]).collect();
+        assert_eq!(bits(&dparams[..6]), bits(&sums));
+        assert_eq!(&dparams[6..], [0.0; 4]);
+    }
+}

@@ -247,6 +247,10 @@ pub fn unknown_model_option(name: &str) -> String {
     )
 }
 
+pub fn unknown_input() -> String {
+    "a model reads `f32` features or `u32` token ids: write `input = f32` (the default) or `input = u32`".to_string()
+}
+
 pub fn flag_with_value(name: &str) -> String {
     format!("`{name}` is a flag and takes no value: write `{name}` alone, or leave it out")
 }

@@ -231,15 +231,14 @@ impl<'a> Expansion<'a> {
         }
     }
 
-    /// `input = T`: `T` is an input type, checked at the user's token; with token ids, every
-    /// node that reads the input is a layer that reads ids (`TokenLayer`), checked at its type.
+    /// `input = T` with token ids: every node that reads the input is a layer that reads ids
+    /// (`TokenLayer`), checked at its type. (`Model::Input`'s bound checks `T` itself, at the
+    /// user's token.)
     fn input_checks(&self) -> TokenStream {
         let Some(ty) = &self.def.input else {
             return TokenStream::new();
         };
         let span = syn::spanned::Spanned::span(ty);
-        let p = private_at(span);
-        let input = quote_spanned!(span=> const _: usize = <#ty as #p::InputValue>::CARRIED;);
         let is_f32 = matches!(ty, syn::Type::Path(t) if t.path.is_ident("f32"));
         let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
         let tokens = readers.filter(|_| !is_f32).map(|n| match n.op {
@@ -253,10 +252,7 @@ impl<'a> Expansion<'a> {
                 "token ids go to a layer that reads them (`Embedding<VOCAB, DIM, SEQ>`) before any other node"
             );),
         });
-        quote! {
-            #input
-            #(#tokens)*
-        }
+        quote!(#(#tokens)*)
     }
 
     /// Parameter and state offsets, per field, in declaration order.
@@ -287,8 +283,8 @@ impl<'a> Expansion<'a> {
 
     /// Values per sample that hold the input as `f32` when it is not `f32` itself.
     fn carried(&self) -> TokenStream {
-        let (p, input, width) = (&self.p, self.input_ty(), &self.net.input.tokens);
-        quote!(#width * <#input as #p::InputValue>::CARRIED)
+        let (p, name, width) = (&self.p, &self.def.name, &self.net.input.tokens);
+        quote!(#width * <<#name as #p::Model>::Input as #p::InputValue>::CARRIED)
     }
 
     /// The per-sample layouts: the activation buffer holds the input as `f32` if it is not
@@ -520,32 +516,31 @@ impl<'a> Expansion<'a> {
             .rev()
             .map(|k| self.backward_node(k, &mut given))
             .collect();
-        let input = self.input_ty();
         quote! {
             fn forward(
                 ctx: &mut #p::Ctx<'_>,
                 params: &[f32],
                 state: &mut [f32],
-                x: &[#input],
+                x: &[Self::Input],
                 acts: &mut [f32],
                 batch: usize,
             ) {
                 let [__carried, #(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
-                let x = <#input as #p::InputValue>::to_f32(x, __carried);
+                let x = <Self::Input as #p::InputValue>::to_f32(x, __carried);
                 #(#forward)*
             }
 
             fn backward(
                 ctx: &mut #p::Ctx<'_>,
                 sink: &mut dyn #p::GradSink,
-                x: &[#input],
+                x: &[Self::Input],
                 acts: &[f32],
                 node_grads: &mut [f32],
                 mut dx: #p::Grad<'_>,
                 batch: usize,
             ) {
                 let [__carried, #(#acts),*] = #p::split(acts, &__ACTS, batch);
-                let x = <#input as #p::InputValue>::as_f32(x, __carried);
+                let x = <Self::Input as #p::InputValue>::as_f32(x, __carried);
                 let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
                 #(#backward)*
             }

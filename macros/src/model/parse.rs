@@ -95,7 +95,12 @@ impl Parse for Arg {
             }
             "input" => {
                 input.parse::<Token![=]>()?;
-                Ok(Arg::Input(key, input.parse()?))
+                let ty: Type = input.parse()?;
+                let known = matches!(&ty, Type::Path(t) if t.path.is_ident("f32") || t.path.is_ident("u32"));
+                if !known {
+                    return Err(syn::Error::new_spanned(ty, errors::unknown_input()));
+                }
+                Ok(Arg::Input(key, ty))
             }
             "graph" => {
                 let body;

@@ -144,7 +144,7 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize>
 impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> Layer
     for Embedding<VOCAB, DIM, SEQ, PAD>
 {
-    const IN: usize = SEQ;
+    const IN: usize = Self::DIMS.seq;
     const OUT: usize = SEQ * DIM;
     const PARAMS: usize = Self::DIMS.params();
     const STATE: usize = 0;
@@ -257,7 +257,7 @@ impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize> Layer
     for PositionalEmbedding<MAX_LEN, DIM, SEQ>
 {
     const IN: usize = SEQ * DIM;
-    const OUT: usize = SEQ * DIM;
+    const OUT: usize = Self::DIMS.seq * DIM;
     const PARAMS: usize = Self::DIMS.max_len * DIM;
     const STATE: usize = 0;
     const SAVED: usize = 0;

@@ -1,0 +1,193 @@
+//! Token models: `input = u32`, `Embedding` (with a padding id) and `PositionalEmbedding` in a
+//! generated model, against hand computations in `f64` and finite differences.
+
+mod common;
+
+use fusegraph::optim::keras::Adam;
+use fusegraph::optim::torch::Sgd;
+use fusegraph::prelude::*;
+
+const VOCAB: usize = 12;
+const DIM: usize = 6;
+const SEQ: usize = 7;
+const PAD: usize = 0;
+const CLASSES: usize = 3;
+
+/// Token ids of `[batch, SEQ]`, embedded with learned positions, to class logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+struct TokenBag {
+    tok: Embedding<VOCAB, DIM, SEQ, PAD>,
+    pos: PositionalEmbedding<9, DIM, SEQ>,
+    fc: Dense<{ SEQ * DIM }, CLASSES>,
+}
+
+/// Ids that repeat, use the padding id, and leave tokens 10 and 11 out.
+fn ids(batch: usize) -> Vec<u32> {
+    (0..batch * SEQ)
+        .map(|i| ((i * 7 + 3) % 10) as u32)
+        .collect()
+}
+
+fn labels(batch: usize) -> Vec<u32> {
+    (0..batch as u32).map(|i| i % CLASSES as u32).collect()
+}
+
+/// The logits in `f64`: `(tok[x] + pos[0..SEQ]) · W + b` per sample.
+fn logits(model: &TokenBag, x: &[u32]) -> Vec<f64> {
+    let (tok, pos) = (model.tok().weight(), model.pos().weight());
+    let (w, b) = (model.fc().weight(), model.fc().tensor("bias").unwrap());
+    let mut out = Vec::new();
+    for sample in x.chunks(SEQ) {
+        let h: Vec<f64> = (0..SEQ * DIM)
+            .map(|i| {
+                let (s, d) = (i / DIM, i % DIM);
+                f64::from(tok[sample[s] as usize * DIM + d]) + f64::from(pos[i])
+            })
+            .collect();
+        for o in 0..CLASSES {
+            let dot: f64 = (0..SEQ * DIM)
+                .map(|i| h[i] * f64::from(w[i * CLASSES + o]))
+                .sum();
+            out.push(dot + f64::from(b[o]));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_token_model_computes_its_logits_from_the_ids() {
+    let model = TokenBag::init(Seed(3));
+    assert_eq!(
+        &model.tok().weight()[PAD * DIM..(PAD + 1) * DIM],
+        [0.0; DIM]
+    );
+    let mut step = TrainStep::<TokenBag, Sgd, 4>::new(&model, Sgd::default());
+    let x = ids(4);
+    let got = step.predict(&model, &x).to_vec();
+    for (i, (g, e)) in got.iter().zip(logits(&model, &x)).enumerate() {
+        assert!(
+            (f64::from(*g) - e).abs() <= 1e-5 * e.abs().max(1.0),
+            "{i}: {g} vs {e}"
+        );
+    }
+}
+
+/// The loss of the model's parameters `p`, in `f64`, on `x` and `y`.
+fn loss_at(p: &[f32], x: &[u32], y: &[u32]) -> f64 {
+    let mut model = TokenBag::init(Seed(0));
+    model.params_mut().copy_from_slice(p);
+    let z = logits(&model, x);
+    let per: Vec<f64> = z
+        .chunks(CLASSES)
+        .zip(y)
+        .map(|(z, &c)| {
+            let m = z.iter().cloned().fold(f64::MIN, f64::max);
+            let lse = m + z.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+            lse - z[c as usize]
+        })
+        .collect();
+    per.iter().sum::<f64>() / per.len() as f64
+}
+
+#[test]
+fn gradients_match_finite_differences_and_spare_the_padding_row() {
+    let mut model = TokenBag::init(Seed(5));
+    let (x, y) = (ids(4), labels(4));
+    let mut step = TrainStep::<TokenBag, Sgd, 4>::new(&model, Sgd::default());
+    step.gradients(&mut model, &x, &y);
+    let grads = step.grads().to_vec();
+    let p0 = model.params().to_vec();
+    let (pad, absent) = (PAD * DIM..(PAD + 1) * DIM, 10 * DIM..VOCAB * DIM);
+    for i in 0..p0.len() {
+        let h = 1e-3f32;
+        let (mut plus, mut minus) = (p0.clone(), p0.clone());
+        plus[i] += h;
+        minus[i] -= h;
+        let numeric = (loss_at(&plus, &x, &y) - loss_at(&minus, &x, &y))
+            / (f64::from(plus[i]) - f64::from(minus[i]));
+        let expected = if pad.contains(&i) { 0.0 } else { numeric };
+        let got = f64::from(grads[i]);
+        assert!(
+            (got - expected).abs() <= 1e-3 * expected.abs() + 1e-5,
+            "parameter {i}: {got} vs {expected}"
+        );
+        if pad.contains(&i) || absent.contains(&i) {
+            assert_eq!(grads[i], 0.0, "parameter {i}");
+        }
+    }
+    assert!(
+        pad.clone().any(|i| loss_at(&p0, &x, &y) != {
+            let mut moved = p0.clone();
+            moved[i] += 0.5;
+            loss_at(&moved, &x, &y)
+        }),
+        "the padding row is read"
+    );
+}
+
+#[test]
+fn adam_never_moves_the_padding_row_or_unused_tokens() {
+    let mut model = TokenBag::init(Seed(7));
+    let before = model.tok().weight().to_vec();
+    let mut step = TrainStep::<TokenBag, Adam, 4>::new(&model, Adam::default().with_lr(0.05));
+    let (x, y) = (ids(4), labels(4));
+    let first = step.run(&mut model, &x, &y);
+    for _ in 0..20 {
+        step.run(&mut model, &x, &y);
+    }
+    let last = step.evaluate(&model, &x, &y).loss;
+    assert!(last < 0.5 * first, "the loss went from {first} to {last}");
+    let after = model.tok().weight();
+    for row in [PAD, 10, 11] {
+        let r = row * DIM..(row + 1) * DIM;
+        assert_eq!(
+            common::bits(&after[r.clone()]),
+            common::bits(&before[r]),
+            "row {row}"
+        );
+    }
+    assert_ne!(
+        &after[DIM..2 * DIM],
+        &before[DIM..2 * DIM],
+        "a used row moves"
+    );
+}
+
+#[test]
+fn output_gradients_scatter_into_the_rows_of_the_ids() {
+    let model = TokenBag::init(Seed(9));
+    let mut step = TrainStep::<TokenBag, Sgd, 4>::new(&model, Sgd::default());
+    let x = ids(2);
+    let grads = step.output_gradients(&model, &x).to_vec();
+    let w = model.fc().weight();
+    // d sum(logits) / d tok[r][d] = Σ over positions s holding r of Σ_o W[s*DIM + d][o].
+    let mut expected = vec![0.0f64; VOCAB * DIM];
+    for sample in x.chunks(SEQ) {
+        for (s, &id) in sample.iter().enumerate() {
+            for d in 0..DIM {
+                let row: f64 = (0..CLASSES)
+                    .map(|o| f64::from(w[(s * DIM + d) * CLASSES + o]))
+                    .sum();
+                if id as usize != PAD {
+                    expected[id as usize * DIM + d] += row;
+                }
+            }
+        }
+    }
+    for (i, (g, e)) in grads[..VOCAB * DIM].iter().zip(&expected).enumerate() {
+        assert!(
+            (f64::from(*g) - e).abs() <= 1e-5 * e.abs().max(1.0),
+            "{i}: {g} vs {e}"
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "token id 12 at input position 9 is not in 0..12")]
+fn an_id_past_the_vocabulary_stops_the_step() {
+    let mut model = TokenBag::init(Seed(1));
+    let mut step = TrainStep::<TokenBag, Sgd, 2>::new(&model, Sgd::default());
+    let mut x = ids(2);
+    x[9] = VOCAB as u32;
+    step.run(&mut model, &x, &labels(2));
+}

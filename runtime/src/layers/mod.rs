@@ -278,6 +278,7 @@ mod buffers;
 mod gradcheck;
 
 pub mod activation;
+pub mod attention;
 pub mod conv;
 pub mod dense;
 pub mod dropout;
@@ -293,6 +294,7 @@ pub use activation::{
     Act, Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish,
     Tanh,
 };
+pub use attention::{attention_backward, attention_forward, AttentionDims, CausalSelfAttention};
 pub use conv::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, Conv2d, ConvDims, Padding, Same,
     Valid,

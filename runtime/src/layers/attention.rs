@@ -1,0 +1,696 @@
+//! Causal multi-head self-attention: [`CausalSelfAttention`], whose sizes are constants, over
+//! [`attention_forward`] and [`attention_backward`], which take them at run time
+//! ([`AttentionDims`]).
+//!
+//! Per sample, with `x` of `[seq, dim]` and `hd = dim / heads`:
+//! `q = x·Wq + bq`, `k = x·Wk + bk`, `v = x·Wv + bv`; for head `h` (feature columns
+//! `h*hd .. (h+1)*hd`), `s[i][j] = q_h[i]·k_h[j] / sqrt(hd)` for `j <= i`, `p[i] = softmax(s[i])`
+//! over `j <= i` (0 past `i`: position `i` attends to `0..=i`), `c_h[i] = Σ_j p[i][j] v_h[j]`;
+//! the heads side by side form `c`, and `y = c·Wo + bo`. The projections are GEMMs over every
+//! position of the batch at once; scores and mixing are GEMMs per sample and head.
+
+use super::dense::{dense_backward, dense_forward, DenseDims};
+use super::{buffers, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch};
+use crate::kernels::gemm::{gemm, MatMut, MatRef, Product, Scaled};
+use crate::math;
+
+/// The sizes and biases of a causal self-attention layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionDims {
+    /// Positions per sample.
+    pub seq: usize,
+    /// Features per position (the model width).
+    pub dim: usize,
+    /// Heads; `dim` is a multiple of it.
+    pub heads: usize,
+    /// Whether the query, key, value and output projections have a bias, in that order.
+    pub bias: [bool; 4],
+}
+
+impl AttentionDims {
+    /// Features per head.
+    pub const fn head_dim(&self) -> usize {
+        self.dim / self.heads
+    }
+
+    /// The sizes of projection `i` (query, key, value, output) as a dense layer.
+    pub const fn projection(&self, i: usize) -> DenseDims {
+        DenseDims {
+            inputs: self.dim,
+            outputs: self.dim,
+            bias: self.bias[i],
+        }
+    }
+
+    /// Parameters: each projection's weight `[dim, dim]` and, if it has one, its bias.
+    pub const fn params(&self) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < 4 {
+            n += self.projection(i).params();
+            i += 1;
+        }
+        n
+    }
+
+    /// Values per sample `forward` saves: `q`, `k`, `v`, the heads' mixed values `c` (`seq *
+    /// dim` each) and the attention weights (`heads * seq * seq`).
+    pub const fn saved(&self) -> usize {
+        4 * self.seq * self.dim + self.heads * self.seq * self.seq
+    }
+
+    /// Scratch values per sample `backward` needs: the gradients of `c`, `q`, `k`, `v` and of
+    /// one head's scores.
+    pub const fn scratch(&self) -> usize {
+        4 * self.seq * self.dim + self.seq * self.seq
+    }
+
+    /// `1 / sqrt(head_dim)`, the scale of the scores.
+    fn scale(&self) -> f32 {
+        1.0 / math::sqrt(self.head_dim() as f32)
+    }
+}
+
+/// The products of [`attention_forward`] and [`attention_backward`]: each projection's `x·W`,
+/// `xᵀ·dy` and `dy·Wᵀ` over `seq` rows a sample, and per sample and head `q_h·k_hᵀ`, `p·v_h`,
+/// `pᵀ·dc_h`, `dc_h·v_hᵀ`, `ds·k_h` and `dsᵀ·q_h` (declared as growing with the batch, which
+/// only overestimates their workspace).
+pub const fn attention_products(d: AttentionDims) -> [Product; 5] {
+    let (s, m, hd) = (d.seq, d.dim, d.head_dim());
+    [
+        product(s, m, m, Scaled::M),
+        product(m, s, m, Scaled::K),
+        product(s, hd, s, Scaled::M),
+        product(s, s, hd, Scaled::M),
+        product(s, s, s, Scaled::M),
+    ]
+}
+
+/// A [`Product`] in one line.
+const fn product(m: usize, k: usize, n: usize, scaled: Scaled) -> Product {
+    Product { m, k, n, scaled }
+}
+
+/// Projection `i`'s parameters within the layer's.
+fn projection_params(d: AttentionDims, params: &[f32], i: usize) -> &[f32] {
+    let start: usize = (0..i).map(|j| d.projection(j).params()).sum();
+    &params[start..start + d.projection(i).params()]
+}
+
+/// The four projections' gradients within the layer's.
+fn projection_grads(d: AttentionDims, grads: &mut [f32]) -> [&mut [f32]; 4] {
+    let mut rest = grads;
+    core::array::from_fn(|i| {
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(d.projection(i).params());
+        rest = tail;
+        head
+    })
+}
+
+/// `y = x·W + b` of projection `i` over `rows` positions.
+fn project(
+    ctx: &mut Ctx<'_>,
+    d: AttentionDims,
+    params: &[f32],
+    i: usize,
+    x: &[f32],
+    y: &mut [f32],
+) {
+    let rows = x.len() / d.dim;
+    let io = Forward {
+        params: projection_params(d, params, i),
+        state: &mut [],
+        x,
+        y,
+        saved: &mut [],
+        batch: rows,
+    };
+    dense_forward::<Identity>(ctx, d.projection(i), io);
+}
+
+/// Head `h`'s `[seq, hd]` columns of a sample's `[seq, dim]` rows.
+fn head(d: AttentionDims, sample: &[f32], h: usize) -> MatRef<'_> {
+    MatRef::new(&sample[h * d.head_dim()..], d.seq, d.head_dim(), d.dim, 1)
+}
+
+/// Head `h`'s `[seq, hd]` columns of a sample's `[seq, dim]` rows, writable.
+fn head_mut(d: AttentionDims, sample: &mut [f32], h: usize) -> MatMut<'_> {
+    MatMut::new(
+        &mut sample[h * d.head_dim()..],
+        d.seq,
+        d.head_dim(),
+        d.dim,
+        1,
+    )
+}
+
+/// Row `i` of the scores becomes the softmax of its first `i + 1` values, and 0 after them.
+fn causal_softmax(scores: &mut [f32], seq: usize) {
+    for (i, row) in scores.chunks_exact_mut(seq).enumerate() {
+        let (seen, masked) = row.split_at_mut(i + 1);
+        let top = seen.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let mut sum = 0.0;
+        for v in seen.iter_mut() {
+            *v = math::exp(*v - top);
+            sum += *v;
+        }
+        seen.iter_mut().for_each(|v| *v /= sum);
+        masked.fill(0.0);
+    }
+}
+
+/// `dp` becomes the gradient of the scores: `p * (dp - Σ_j p[j] dp[j])` per row, 0 where masked.
+fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize) {
+    for (i, (p, dp)) in p
+        .chunks_exact(seq)
+        .zip(dp.chunks_exact_mut(seq))
+        .enumerate()
+    {
+        let dot: f32 = p[..=i].iter().zip(&dp[..=i]).map(|(p, g)| p * g).sum();
+        for (g, &p) in dp[..=i].iter_mut().zip(&p[..=i]) {
+            *g = p * (*g - dot);
+        }
+        dp[i + 1..].fill(0.0);
+    }
+}
+
+/// `p = causal softmax(q_h·k_hᵀ * scale)` and `c_h = p·v_h` for every head of one sample.
+fn attend(ctx: &mut Ctx<'_>, d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32]) {
+    let [q, k, v] = qkv;
+    let (s, scale) = (d.seq, d.scale());
+    for (h, p) in p.chunks_exact_mut(s * s).enumerate() {
+        let scores = MatMut::row_major(p, s, s);
+        gemm(
+            scale,
+            head(d, q, h),
+            head(d, k, h).t(),
+            0.0,
+            scores,
+            ctx.gemm,
+        );
+        causal_softmax(p, s);
+        let p = MatRef::row_major(p, s, s);
+        gemm(1.0, p, head(d, v, h), 0.0, head_mut(d, c, h), ctx.gemm);
+    }
+}
+
+/// The buffers `forward` saves, cut out of `saved`: `q`, `k`, `v`, `c` and the weights.
+fn saved_parts(d: AttentionDims, saved: &[f32], batch: usize) -> [&[f32]; 5] {
+    let n = batch * d.seq * d.dim;
+    let (q, rest) = saved.split_at(n);
+    let (k, rest) = rest.split_at(n);
+    let (v, rest) = rest.split_at(n);
+    let (c, p) = rest.split_at(n);
+    [q, k, v, c, p]
+}
+
+/// The forward pass over `io.batch` samples of `[seq, dim]`; saves `q`, `k`, `v`, `c` and the
+/// attention weights ([`AttentionDims::saved`] per sample) for [`attention_backward`].
+///
+/// # Panics
+/// If a buffer's length does not follow from `dims` and the batch, or `ctx.gemm` is shorter
+/// than the products need.
+pub fn attention_forward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Forward<'_>) {
+    let Forward {
+        params,
+        x,
+        y,
+        saved,
+        batch,
+        ..
+    } = io;
+    let name = "attention_forward";
+    buffers::expect(name, "params", params.len(), d.params());
+    buffers::expect(name, "saved", saved.len(), batch * d.saved());
+    let n = batch * d.seq * d.dim;
+    let (q, rest) = saved.split_at_mut(n);
+    let (k, rest) = rest.split_at_mut(n);
+    let (v, rest) = rest.split_at_mut(n);
+    let (c, p) = rest.split_at_mut(n);
+    for (i, out) in [&mut *q, &mut *k, &mut *v].into_iter().enumerate() {
+        project(ctx, d, params, i, x, out);
+    }
+    let per = d.seq * d.dim;
+    let weights = d.heads * d.seq * d.seq;
+    for b in 0..batch {
+        let at = b * per..(b + 1) * per;
+        let qkv = [&q[at.clone()], &k[at.clone()], &v[at.clone()]];
+        let p = &mut p[b * weights..(b + 1) * weights];
+        attend(ctx, d, qkv, p, &mut c[at]);
+    }
+    project(ctx, d, params, 3, c, y);
+}
+
+/// The gradients of one sample's heads: `dv_h = pᵀ·dc_h`, then through the softmax
+/// (`ds`, scratch) `dq_h = ds·k_h * scale` and `dk_h = dsᵀ·q_h * scale`.
+struct HeadGrads<'a> {
+    dq: &'a mut [f32],
+    dk: &'a mut [f32],
+    dv: &'a mut [f32],
+    ds: &'a mut [f32],
+}
+
+fn attend_backward(
+    ctx: &mut Ctx<'_>,
+    d: AttentionDims,
+    saved: [&[f32]; 4],
+    dc: &[f32],
+    g: HeadGrads<'_>,
+) {
+    let [q, k, v, p] = saved;
+    let (s, scale) = (d.seq, d.scale());
+    for (h, p) in p.chunks_exact(s * s).enumerate() {
+        let pm = MatRef::row_major(p, s, s);
+        gemm(
+            1.0,
+            pm.t(),
+            head(d, dc, h),
+            0.0,
+            head_mut(d, g.dv, h),
+            ctx.gemm,
+        );
+        let dp = MatMut::row_major(g.ds, s, s);
+        gemm(1.0, head(d, dc, h), head(d, v, h).t(), 0.0, dp, ctx.gemm);
+        causal_softmax_backward(p, g.ds, s);
+        let ds = MatRef::row_major(g.ds, s, s);
+        gemm(
+            scale,
+            ds,
+            head(d, k, h),
+            0.0,
+            head_mut(d, g.dq, h),
+            ctx.gemm,
+        );
+        gemm(
+            scale,
+            ds.t(),
+            head(d, q, h),
+            0.0,
+            head_mut(d, g.dk, h),
+            ctx.gemm,
+        );
+    }
+}
+
+/// Backward through projection `i` over `rows` positions: its parameter gradient into
+/// `dparams`, its input gradient into `dx`.
+struct ProjectionBackward<'a> {
+    x: &'a [f32],
+    y: &'a [f32],
+    dy: &'a mut [f32],
+    dx: Grad<'a>,
+    dparams: &'a mut [f32],
+}
+
+fn project_backward(
+    ctx: &mut Ctx<'_>,
+    d: AttentionDims,
+    params: &[f32],
+    i: usize,
+    io: ProjectionBackward<'_>,
+) {
+    let io = Backward {
+        params: projection_params(d, params, i),
+        x: io.x,
+        y: io.y,
+        saved: &[],
+        dy: io.dy,
+        dx: io.dx,
+        dparams: io.dparams,
+        batch: io.x.len() / d.dim,
+    };
+    dense_backward::<Identity>(ctx, d.projection(i), io);
+}
+
+/// The backward pass of [`attention_forward`]: d loss / d params into `io.dparams`
+/// (overwritten), d loss / d x into `io.dx` (the sum of the three input projections'), with
+/// `ctx.scratch` holding [`AttentionDims::scratch`] values per sample.
+///
+/// # Panics
+/// As [`attention_forward`], also for `dy`, `dparams`, `dx` and `ctx.scratch`.
+pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>) {
+    let batch = io.batch;
+    let name = "attention_backward";
+    buffers::expect(name, "params", io.params.len(), d.params());
+    buffers::expect(name, "dparams", io.dparams.len(), d.params());
+    buffers::expect(name, "saved", io.saved.len(), batch * d.saved());
+    let n = batch * d.seq * d.dim;
+    let scratch = core::mem::take(&mut ctx.scratch);
+    let (dc, rest) = scratch[..batch * d.scratch()].split_at_mut(n);
+    let (dq, rest) = rest.split_at_mut(n);
+    let (dk, rest) = rest.split_at_mut(n);
+    let (dv, ds) = rest.split_at_mut(n);
+    let [q, k, v, c, p] = saved_parts(d, io.saved, batch);
+    let [gq, gk, gv, go] = projection_grads(d, io.dparams);
+    let to_c = ProjectionBackward {
+        x: c,
+        y: io.y,
+        dy: io.dy,
+        dx: Grad::Set(&mut *dc),
+        dparams: go,
+    };
+    project_backward(ctx, d, io.params, 3, to_c);
+    let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
+    for b in 0..batch {
+        let at = b * per..(b + 1) * per;
+        let saved = [&q[at.clone()], &k[at.clone()], &v[at.clone()]];
+        let [qs, ks, vs] = saved;
+        let g = HeadGrads {
+            dq: &mut dq[at.clone()],
+            dk: &mut dk[at.clone()],
+            dv: &mut dv[at.clone()],
+            ds: &mut ds[..d.seq * d.seq],
+        };
+        let p = &p[b * weights..(b + 1) * weights];
+        attend_backward(ctx, d, [qs, ks, vs, p], &dc[at], g);
+    }
+    let mut dx = io.dx.destination();
+    let inputs = [(&mut *dq, q, gq), (&mut *dk, k, gk), (&mut *dv, v, gv)];
+    for (i, (dy, y, dparams)) in inputs.into_iter().enumerate() {
+        let dx = match dx.as_mut() {
+            None => Grad::Skip,
+            Some((dx, false)) if i == 0 => Grad::Set(&mut **dx),
+            Some((dx, _)) => Grad::Add(&mut **dx),
+        };
+        let to_x = ProjectionBackward {
+            x: io.x,
+            y,
+            dy,
+            dx,
+            dparams,
+        };
+        project_backward(ctx, d, io.params, i, to_x);
+    }
+    ctx.scratch = scratch;
+}
+
+/// Causal multi-head self-attention over `SEQ` positions of `DIM` features, with `HEADS`
+/// heads of `DIM / HEADS` features (the module comment gives the formulas). `QB`, `KB`, `VB`
+/// and `OB` say whether the query, key, value and output projections have a bias (all do by
+/// default, as in PyTorch's `nn.MultiheadAttention`).
+///
+/// Parameters, in order, for each projection `q`, `k`, `v`, `o`: `{p}_weight` `[DIM, DIM]`
+/// (`[in, out]`, as [`Dense`](super::Dense); [`Init::GlorotUniform`]) and, with its bias,
+/// `{p}_bias` `[DIM]` (zeros), as `nn.MultiheadAttention` initializes them. PyTorch names them
+/// as the `weight` and `bias` of four `nn.Linear` submodules `q`, `k`, `v`, `o` (the weight
+/// transposed); `nn.MultiheadAttention`'s `in_proj_weight` is the three input weights'
+/// transposes stacked. A model width that `HEADS` does not divide does not compile.
+///
+/// Forward saves `q`, `k`, `v`, the mixed heads and the attention weights
+/// ([`AttentionDims::saved`] per sample); backward needs [`AttentionDims::scratch`] per sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CausalSelfAttention<
+    const SEQ: usize,
+    const DIM: usize,
+    const HEADS: usize,
+    const QB: bool = true,
+    const KB: bool = true,
+    const VB: bool = true,
+    const OB: bool = true,
+>;
+
+impl<
+        const SEQ: usize,
+        const DIM: usize,
+        const HEADS: usize,
+        const QB: bool,
+        const KB: bool,
+        const VB: bool,
+        const OB: bool,
+    > CausalSelfAttention<SEQ, DIM, HEADS, QB, KB, VB, OB>
+{
+    /// The sizes, for [`attention_forward`] and [`attention_backward`]; checked when the layer
+    /// is used.
+    pub const DIMS: AttentionDims = {
+        assert!(
+            SEQ > 0 && DIM > 0,
+            "CausalSelfAttention: SEQ and DIM must be at least 1"
+        );
+        assert!(
+            HEADS > 0 && DIM.is_multiple_of(HEADS),
+            "CausalSelfAttention: HEADS must divide DIM"
+        );
+        AttentionDims {
+            seq: SEQ,
+            dim: DIM,
+            heads: HEADS,
+            bias: [QB, KB, VB, OB],
+        }
+    };
+
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        CausalSelfAttention
+    }
+
+    /// The parameter tensors of the projections that have them, in storage order.
+    const TENSOR_TABLE: ([Tensor; 8], usize) = {
+        let mut t = [Tensor {
+            name: "",
+            shape: &[],
+            fans: (0, 0),
+            init: Init::Zeros,
+        }; 8];
+        let names = [
+            ["q_weight", "q_bias"],
+            ["k_weight", "k_bias"],
+            ["v_weight", "v_bias"],
+            ["o_weight", "o_bias"],
+        ];
+        let (mut n, mut i) = (0, 0);
+        while i < 4 {
+            t[n] = Tensor {
+                name: names[i][0],
+                shape: &[DIM, DIM],
+                fans: (DIM, DIM),
+                init: Init::GlorotUniform,
+            };
+            n += 1;
+            if Self::DIMS.bias[i] {
+                t[n] = Tensor {
+                    name: names[i][1],
+                    shape: &[DIM],
+                    fans: (DIM, DIM),
+                    init: Init::Zeros,
+                };
+                n += 1;
+            }
+            i += 1;
+        }
+        (t, n)
+    };
+
+    /// PyTorch's names of [`TENSOR_TABLE`](Self::TENSOR_TABLE), in the same order.
+    const TORCH_TABLE: [Torch; 8] = {
+        let mut t = [Torch {
+            name: "",
+            axes: &[],
+        }; 8];
+        let names = [
+            ["q.weight", "q.bias"],
+            ["k.weight", "k.bias"],
+            ["v.weight", "v.bias"],
+            ["o.weight", "o.bias"],
+        ];
+        let (mut n, mut i) = (0, 0);
+        while i < 4 {
+            t[n] = Torch {
+                name: names[i][0],
+                axes: &[1, 0],
+            };
+            n += 1;
+            if Self::DIMS.bias[i] {
+                t[n] = Torch {
+                    name: names[i][1],
+                    axes: &[],
+                };
+                n += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+}
+
+impl<
+        const SEQ: usize,
+        const DIM: usize,
+        const HEADS: usize,
+        const QB: bool,
+        const KB: bool,
+        const VB: bool,
+        const OB: bool,
+    > Layer for CausalSelfAttention<SEQ, DIM, HEADS, QB, KB, VB, OB>
+{
+    const IN: usize = Self::DIMS.seq * DIM;
+    const OUT: usize = SEQ * DIM;
+    const PARAMS: usize = Self::DIMS.params();
+    const STATE: usize = 0;
+    const SAVED: usize = Self::DIMS.saved();
+    const TENSORS: &'static [Tensor] = Self::TENSOR_TABLE.0.split_at(Self::TENSOR_TABLE.1).0;
+    const TORCH: &'static [Torch] = Self::TORCH_TABLE.split_at(Self::TENSOR_TABLE.1).0;
+    const SCRATCH_PER_SAMPLE: usize = Self::DIMS.scratch();
+    const PRODUCTS: &'static [Product] = &attention_products(Self::DIMS);
+
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        attention_forward(ctx, Self::DIMS, io);
+    }
+
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        attention_backward(ctx, Self::DIMS, io);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::layers::gradcheck::{bits, Check};
+    use crate::layers::Mode;
+    use crate::rng::{Rng, Seed};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// `x·W + b` over `[rows, dim]` in `f64`, the projection's parameters at `params[at..]`;
+    /// returns the result and where the next projection starts.
+    fn project64(
+        x: &[f64],
+        params: &[f64],
+        at: usize,
+        dim: usize,
+        bias: bool,
+    ) -> (Vec<f64>, usize) {
+        let w = &params[at..at + dim * dim];
+        let b = bias.then(|| &params[at + dim * dim..at + dim * dim + dim]);
+        let y = x
+            .chunks(dim)
+            .flat_map(|row| {
+                (0..dim).map(move |o| {
+                    let dot: f64 = (0..dim).map(|i| row[i] * w[i * dim + o]).sum();
+                    dot + b.map_or(0.0, |b| b[o])
+                })
+            })
+            .collect();
+        (y, at + dim * dim + if bias { dim } else { 0 })
+    }
+
+    /// The layer in `f64`, written from the formulas.
+    fn reference(d: AttentionDims) -> impl Fn(&[f64], &[f64], usize) -> Vec<f64> {
+        move |params, x, _| {
+            let (s, m, hd) = (d.seq, d.dim, d.head_dim());
+            let (q, at) = project64(x, params, 0, m, d.bias[0]);
+            let (k, at) = project64(x, params, at, m, d.bias[1]);
+            let (v, at) = project64(x, params, at, m, d.bias[2]);
+            let mut c = vec![0.0; x.len()];
+            for b in 0..x.len() / (s * m) {
+                let row = |t: usize, i: usize| (b * s + i) * m + t;
+                for h in 0..d.heads {
+                    for i in 0..s {
+                        let score = |j: usize| {
+                            let dot: f64 = (0..hd)
+                                .map(|t| q[row(h * hd + t, i)] * k[row(h * hd + t, j)])
+                                .sum();
+                            dot / (hd as f64).sqrt()
+                        };
+                        let top = (0..=i).map(score).fold(f64::MIN, f64::max);
+                        let e: Vec<f64> = (0..=i).map(|j| (score(j) - top).exp()).collect();
+                        let sum: f64 = e.iter().sum();
+                        for t in 0..hd {
+                            c[row(h * hd + t, i)] =
+                                (0..=i).map(|j| e[j] / sum * v[row(h * hd + t, j)]).sum();
+                        }
+                    }
+                }
+            }
+            project64(&c, params, at, m, d.bias[3]).0
+        }
+    }
+
+    fn check<const S: usize, const M: usize, const H: usize, const QB: bool, const KB: bool>(
+        batch: usize,
+    ) {
+        type A<const S: usize, const M: usize, const H: usize, const QB: bool, const KB: bool> =
+            CausalSelfAttention<S, M, H, QB, KB, true, QB>;
+        let d = A::<S, M, H, QB, KB>::DIMS;
+        Check::new(batch).run::<A<S, M, H, QB, KB>>(&reference(d));
+    }
+
+    #[test]
+    fn attention_matches_finite_differences() {
+        check::<4, 4, 1, true, true>(2);
+        check::<5, 6, 2, true, false>(2);
+        check::<3, 6, 3, false, false>(3);
+        check::<1, 4, 2, true, true>(2);
+    }
+
+    #[test]
+    fn the_tensor_tables_follow_the_biases() {
+        type A = CausalSelfAttention<6, 8, 2, true, false, true, true>;
+        let names: Vec<_> = A::TENSORS.iter().map(|t| t.name).collect();
+        assert_eq!(
+            names,
+            ["q_weight", "q_bias", "k_weight", "v_weight", "v_bias", "o_weight", "o_bias"]
+        );
+        let torch: Vec<_> = A::TORCH.iter().map(|t| t.name).collect();
+        assert_eq!(
+            torch,
+            ["q.weight", "q.bias", "k.weight", "v.weight", "v.bias", "o.weight", "o.bias"]
+        );
+        let total: usize = A::TENSORS.iter().map(Tensor::len).sum();
+        assert_eq!(total, A::PARAMS);
+        assert_eq!(A::PARAMS, 4 * 64 + 3 * 8);
+    }
+
+    /// The layer's output for `x`, with parameters from `seed`.
+    fn outputs<L: Layer>(x: &[f32], batch: usize) -> Vec<f32> {
+        let mut rng = Rng::new(Seed(4));
+        let params: Vec<f32> = (0..L::PARAMS).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let mut gemm = vec![0.0; L::gemm_len(batch)];
+        let mut ctx = Ctx {
+            gemm: &mut gemm,
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Eval,
+        };
+        let mut y = vec![0.0; batch * L::OUT];
+        let mut saved = vec![0.0; batch * L::SAVED];
+        let io = Forward {
+            params: &params,
+            state: &mut [],
+            x,
+            y: &mut y,
+            saved: &mut saved,
+            batch,
+        };
+        L::forward(&mut ctx, io);
+        y
+    }
+
+    #[test]
+    fn a_later_position_changes_no_earlier_output() {
+        type A = CausalSelfAttention<6, 4, 2>;
+        let mut rng = Rng::new(Seed(8));
+        let x: Vec<f32> = (0..2 * 24).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let base = outputs::<A>(&x, 2);
+        for pos in 0..6 {
+            let mut moved = x.clone();
+            for f in 0..4 {
+                moved[24 + pos * 4 + f] += 0.75;
+            }
+            let y = outputs::<A>(&moved, 2);
+            assert_eq!(bits(&y[..24]), bits(&base[..24]), "another sample changed");
+            assert_eq!(
+                bits(&y[24..24 + pos * 4]),
+                bits(&base[24..24 + pos * 4]),
+                "position {pos}"
+            );
+            assert_ne!(
+                y[24 + pos * 4..],
+                base[24 + pos * 4..],
+                "position {pos} is read"
+            );
+        }
+    }
+}

@@ -306,6 +306,6 @@ pub use embedding::{
     EmbeddingDims, PositionalDims, PositionalEmbedding, NO_PADDING,
 };
 pub use init::init_tensor;
-pub use norm::{BatchNorm, LayerNorm};
+pub use norm::{layer_norm_backward, layer_norm_forward, BatchNorm, LayerNorm};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;

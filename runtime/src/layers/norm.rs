@@ -71,72 +71,87 @@ impl<const N: usize> Layer for LayerNorm<N> {
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
-        let Forward {
-            params,
-            x,
-            y,
-            saved,
-            ..
-        } = io;
-        if N == 0 {
-            return;
-        }
-        let (gamma, beta) = params.split_at(N);
-        for ((xr, yr), s) in x
-            .chunks_exact(N)
-            .zip(y.chunks_exact_mut(N))
-            .zip(saved.chunks_exact_mut(2))
-        {
-            let mean = xr.iter().map(|&v| f64::from(v)).sum::<f64>() / N as f64;
-            let var = xr
-                .iter()
-                .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
-                .sum::<f64>()
-                / N as f64;
-            let (mean, rstd) = (mean as f32, (1.0 / math::sqrt(var + EPS)) as f32);
-            s.copy_from_slice(&[mean, rstd]);
-            for i in 0..N {
-                yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
-            }
-        }
+        layer_norm_forward(N, io);
     }
 
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
-        let gamma = &io.params[..N];
-        let (dgamma, dbeta) = io.dparams.split_at_mut(N);
-        dgamma.fill(0.0);
-        dbeta.fill(0.0);
-        let mut dx = io.dx.destination();
-        if N == 0 {
-            return;
+        layer_norm_backward(N, io);
+    }
+}
+
+/// [`LayerNorm`]'s forward pass over rows of `n` features (`io.params`: `gamma` then `beta`,
+/// `n` each; `io.saved`: the mean and `1 / sqrt(var + eps)` of each row), for a model whose
+/// sizes are known only at run time. Always inlined, so that `LayerNorm<N>` compiles with its
+/// constant.
+#[inline(always)]
+pub fn layer_norm_forward(n: usize, io: Forward<'_>) {
+    let Forward {
+        params,
+        x,
+        y,
+        saved,
+        ..
+    } = io;
+    if n == 0 {
+        return;
+    }
+    let (gamma, beta) = params.split_at(n);
+    for ((xr, yr), s) in x
+        .chunks_exact(n)
+        .zip(y.chunks_exact_mut(n))
+        .zip(saved.chunks_exact_mut(2))
+    {
+        let mean = xr.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+        let var = xr
+            .iter()
+            .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
+            .sum::<f64>()
+            / n as f64;
+        let (mean, rstd) = (mean as f32, (1.0 / math::sqrt(var + EPS)) as f32);
+        s.copy_from_slice(&[mean, rstd]);
+        for i in 0..n {
+            yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
         }
-        for (n, ((xr, dr), s)) in
-            io.x.chunks_exact(N)
-                .zip(io.dy.chunks_exact(N))
-                .zip(io.saved.chunks_exact(2))
-                .enumerate()
-        {
-            let (mean, rstd) = (s[0], s[1]);
-            let (mut sum_g, mut sum_gx) = (0.0f64, 0.0f64);
-            for i in 0..N {
-                let xhat = (xr[i] - mean) * rstd;
-                dgamma[i] += dr[i] * xhat;
-                dbeta[i] += dr[i];
-                let g = f64::from(dr[i] * gamma[i]);
-                sum_g += g;
-                sum_gx += g * f64::from(xhat);
-            }
-            let Some((dx, add)) = dx.as_mut() else {
-                continue;
-            };
-            let add = *add;
-            let (mean_g, mean_gx) = ((sum_g / N as f64) as f32, (sum_gx / N as f64) as f32);
-            for (i, d) in dx[n * N..(n + 1) * N].iter_mut().enumerate() {
-                let xhat = (xr[i] - mean) * rstd;
-                let v = rstd * (dr[i] * gamma[i] - mean_g - xhat * mean_gx);
-                *d = if add { *d + v } else { v };
-            }
+    }
+}
+
+/// [`LayerNorm`]'s backward pass over rows of `n` features; see [`layer_norm_forward`].
+#[inline(always)]
+pub fn layer_norm_backward(n: usize, io: Backward<'_>) {
+    let gamma = &io.params[..n];
+    let (dgamma, dbeta) = io.dparams.split_at_mut(n);
+    dgamma.fill(0.0);
+    dbeta.fill(0.0);
+    let mut dx = io.dx.destination();
+    if n == 0 {
+        return;
+    }
+    for (r, ((xr, dr), s)) in
+        io.x.chunks_exact(n)
+            .zip(io.dy.chunks_exact(n))
+            .zip(io.saved.chunks_exact(2))
+            .enumerate()
+    {
+        let (mean, rstd) = (s[0], s[1]);
+        let (mut sum_g, mut sum_gx) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let xhat = (xr[i] - mean) * rstd;
+            dgamma[i] += dr[i] * xhat;
+            dbeta[i] += dr[i];
+            let g = f64::from(dr[i] * gamma[i]);
+            sum_g += g;
+            sum_gx += g * f64::from(xhat);
+        }
+        let Some((dx, add)) = dx.as_mut() else {
+            continue;
+        };
+        let add = *add;
+        let (mean_g, mean_gx) = ((sum_g / n as f64) as f32, (sum_gx / n as f64) as f32);
+        for (i, d) in dx[r * n..(r + 1) * n].iter_mut().enumerate() {
+            let xhat = (xr[i] - mean) * rstd;
+            let v = rstd * (dr[i] * gamma[i] - mean_g - xhat * mean_gx);
+            *d = if add { *d + v } else { v };
         }
     }
 }

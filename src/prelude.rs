@@ -7,9 +7,9 @@ pub use crate::fit::{
     EarlyStopping, FitOptions, History, Metric, Metrics, Monitor, Trainer, Verbose,
 };
 pub use crate::layers::{
-    Act, Activation, AvgPool2d, Backward, BatchNorm, Conv2d, Ctx, Dense, Dropout, Elu, Flatten,
-    Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm, LeakyRelu, MaxPool2d, Mode, Relu, Same,
-    Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
+    Act, Activation, AvgPool2d, Backward, BatchNorm, Conv1d, Conv2d, Ctx, Dense, Dropout, Elu,
+    Flatten, Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm, LeakyRelu, MaxPool2d,
+    MeanOverTime, Mode, PerPosition, Relu, Same, Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
 };
 pub use crate::loss::{
     BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SoftmaxCrossEntropy,

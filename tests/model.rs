@@ -248,6 +248,71 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     );
 }
 
+/// A small sequence classifier: channels-last sequences of 6 positions and 2 channels,
+/// convolved, projected and normalized at every position, averaged over time.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SeqNet {
+    conv: Conv1d<6, 2, 3, 3, 1, Same, Tanh>,
+    strided: Conv1d<6, 3, 3, 3, 2, Valid, Tanh>,
+    proj: PerPosition<Dense<3, 4, Tanh>, 2>,
+    norm: PerPosition<LayerNorm<4>, 2>,
+    pool: MeanOverTime<2, 4>,
+    head: Dense<4, 3>,
+}
+
+#[test]
+fn sequence_model_gradients_match_finite_differences() {
+    let mut rng = Rng::new(12);
+    let x = data(&mut rng, 5 * 12);
+    let mut model = SeqNet::init(Seed(6));
+    common::check_weights(&mut model, &x, &[0, 2, 1, 1, 0], 1e-2);
+    common::check_loss_input_gradient(&model, &x, &[0, 2, 1, 1, 0], 1e-2, 1e-1);
+}
+
+/// A sequence model whose passes over a batch of 64 (both convolutions' im2col and scatter,
+/// the products over every position) are large enough to be split across the pool.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SplitSeq {
+    conv1: Conv1d<64, 8, 16, 5, 1, Same, Relu>,
+    conv2: Conv1d<64, 16, 16, 5, 2, Valid, Tanh>,
+    proj: PerPosition<Dense<16, 8, Gelu>, 30>,
+    norm: PerPosition<LayerNorm<8>, 30>,
+    pool: MeanOverTime<30, 8>,
+    fc: Dense<8, 4>,
+}
+
+#[test]
+fn a_sequence_model_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
+    use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
+    const { assert!(64 * 64 * 5 * 8 >= PASS_PARALLEL_MIN, "im2col splits") };
+    let mut rng = Rng::new(17);
+    let x = data(&mut rng, 64 * 64 * 8);
+    let y: Vec<u32> = (0..64).map(|i| i % 4).collect();
+    let run = |threads: usize| {
+        common::on_threads(threads, || {
+            let mut model = SplitSeq::init(Seed(13));
+            let mut step =
+                TrainStep::<SplitSeq, keras::Adam, 64>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..3)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            let dx = common::bits(step.input_gradient(&model, &x));
+            (losses, common::bits(model.params()), dx)
+        })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "losses");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+    assert!(
+        one.2 == two.2,
+        "input gradients differ between 1 and 2 threads"
+    );
+    assert!(
+        f32::from_bits(one.0[2]) < f32::from_bits(one.0[0]),
+        "the loss falls"
+    );
+}
+
 #[test]
 fn loss_input_gradients_match_finite_differences() {
     let mut rng = Rng::new(7);

@@ -281,6 +281,30 @@ fn sequence_model_gradients_match_finite_differences() {
     common::check_loss_input_gradient(&model, &x, &[0, 2, 1, 1, 0], 1e-2, 1e-1);
 }
 
+/// A pre-normalization residual block over a sequence, in the graph form: a LayerNorm and a
+/// Dense at every position, added to the block's input.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, graph(
+    h = conv(x).tanh(),
+    r = ff(norm(h)).tanh() + h,
+    y = head(pool(r))
+))]
+pub struct SeqResidual {
+    conv: Conv1d<5, 2, 4, 3, 1, Same>,
+    norm: PerPosition<LayerNorm<4>, 5>,
+    ff: PerPosition<Dense<4, 4>, 5>,
+    pool: MeanOverTime<5, 4>,
+    head: Dense<4, 3>,
+}
+
+#[test]
+fn a_residual_sequence_graph_s_gradients_match_finite_differences() {
+    let mut rng = Rng::new(14);
+    let x = data(&mut rng, 4 * 10);
+    let mut model = SeqResidual::init(Seed(7));
+    common::check_weights(&mut model, &x, &[2, 0, 1, 2], 1e-2);
+    common::check_loss_input_gradient(&model, &x, &[2, 0, 1, 2], 1e-2, 1e-1);
+}
+
 /// A sequence model whose passes over a batch of 64 (both convolutions' im2col and scatter,
 /// the products over every position) are large enough to be split across the pool.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]

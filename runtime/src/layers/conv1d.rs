@@ -21,10 +21,10 @@ use core::marker::PhantomData;
 /// [`Same`](super::Same) gives `OUT_T = ceil(T / S)` with `max((OUT_T - 1) * S + K - T, 0)` zeros
 /// of padding, the smaller half before the sequence ([`PAD_BEFORE`](Self::PAD_BEFORE)). With
 /// stride 1 and an odd kernel that is `(K - 1) / 2` zeros on each side, PyTorch's
-/// `padding=(K - 1) // 2` (and `padding='same'`). With a stride above 1 the output has the same
-/// length as PyTorch's with `padding=(K - 1) // 2`, but Keras pads fewer zeros before the
-/// sequence unless `(T - 1) % S == 0`: for `T = 10, K = 5, S = 2` Keras pads one zero before and
-/// two after, PyTorch two on each side. A kernel longer than the sequence with [`Valid`]
+/// `padding=(K - 1) // 2` (and `padding='same'`). With an odd kernel and a stride above 1 the
+/// output has the length of PyTorch's with `padding=(K - 1) // 2`, but Keras pads fewer zeros
+/// before the sequence unless `(T - 1) % S == 0`: for `T = 10, K = 5, S = 2` Keras pads one zero
+/// before and two after, PyTorch two on each side. A kernel longer than the sequence with [`Valid`]
 /// padding, or a kernel or stride of 0, does not compile.
 ///
 /// Parameters, in order: `weight`, `[K, C_IN, C_OUT]` (Keras' `Conv1D` kernel layout),

@@ -339,7 +339,7 @@ impl Net {
                 (Op::Conv(dims, layer.act()?), out)
             }
             "Conv1D" => self.conv1d(&layer, &name, &shape)?,
-            "GlobalAveragePooling1D" => layer.mean_over_time(&shape)?,
+            "GlobalAveragePooling1D" | "MeanOverTime" => layer.mean_over_time(&shape)?,
             "Flatten" => {
                 layer.check_keys(&["data_format"])?;
                 (Op::Flatten, vec![shape.iter().product()])
@@ -451,9 +451,10 @@ impl Spec<'_> {
         Ok(())
     }
 
-    /// A GlobalAveragePooling1D over `[time, channels]` sequences (`shape`).
+    /// A GlobalAveragePooling1D or MeanOverTime (the mean of a bag of embeddings, whose `note`
+    /// says so in words) over `[time, channels]` sequences (`shape`).
     fn mean_over_time(&self, shape: &[usize]) -> Result<(Op, Vec<usize>), String> {
-        self.check_keys(&["axis"])?;
+        self.check_keys(&["axis", "note"])?;
         self.expect_size("axis", 1)?;
         let [time, channels] = shape[..] else {
             return Err(format!(
@@ -654,6 +655,11 @@ mod tests {
                 channels: 4
             }
         ));
+        let bag = json!({"input_shape": [7, 6], "layers": [
+            {"name": "pool", "type": "MeanOverTime", "axis": 1, "note": "plain mean"},
+            {"name": "fc", "type": "Dense", "in": 6, "units": 3}]});
+        let net = Net::parse(&bag).unwrap();
+        assert_eq!((net.inputs(), net.nodes[0].outputs), (42, 6));
     }
 
     #[test]
@@ -691,6 +697,10 @@ mod tests {
             {"name": "gap", "type": "GlobalAveragePooling1D", "axis": 1}]}))
         .unwrap_err();
         assert!(e.contains("[4, 4, 1]"), "{e}");
+        let e = Net::parse(&json!({"input_shape": [7, 6], "layers": [
+            {"name": "pool", "type": "MeanOverTime", "axis": 2, "note": "mean"}]}))
+        .unwrap_err();
+        assert!(e.contains("`axis` = 2"), "{e}");
     }
 
     #[test]

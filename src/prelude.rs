@@ -7,9 +7,10 @@ pub use crate::fit::{
     EarlyStopping, FitOptions, History, Metric, Metrics, Monitor, Trainer, Verbose,
 };
 pub use crate::layers::{
-    Act, Activation, AvgPool2d, Backward, BatchNorm, Conv2d, Ctx, Dense, Dropout, Elu, Embedding,
-    Flatten, Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm, LeakyRelu, MaxPool2d, Mode,
-    PositionalEmbedding, Relu, Same, Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
+    Act, Activation, AvgPool2d, Backward, BatchNorm, CausalSelfAttention, Conv1d, Conv2d, Ctx,
+    Dense, Dropout, Elu, Embedding, Flatten, Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm,
+    LeakyRelu, MaxPool2d, MeanOverTime, Mode, PerPosition, PositionalEmbedding, Relu, Same,
+    Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
 };
 pub use crate::loss::{
     BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SoftmaxCrossEntropy,

@@ -8,9 +8,9 @@ use fusegraph::optim::{
 };
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
-    model, AvgPool2d, BatchNorm, Conv2d, Dataset, Dense, Dropout, EarlyStopping, FitOptions,
-    Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
-    TrainStep, Trainer, Verbose,
+    model, AvgPool2d, BatchNorm, Conv1d, Conv2d, Dataset, Dense, Dropout, EarlyStopping,
+    FitOptions, Flatten, Gelu, LayerNorm, MaxPool2d, MeanOverTime, Metric, Model, Monitor,
+    PerPosition, Relu, Same, Seed, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
 };
 use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -159,6 +159,18 @@ pub struct Everything {
     fc2: Dense<32, 10>,
 }
 
+/// Every sequence layer in one model: convolutions over time, layers at every position, the
+/// mean over time.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct Sequence {
+    conv: Conv1d<16, 3, 8, 5, 1, Same, Relu>,
+    strided: Conv1d<16, 8, 8, 3, 2, Valid, Relu>,
+    proj: PerPosition<Dense<8, 8, Gelu>, 7>,
+    norm: PerPosition<LayerNorm<8>, 7>,
+    pool: MeanOverTime<7, 8>,
+    fc: Dense<8, 10>,
+}
+
 /// A wide MLP whose matrix products are split across the pool.
 #[model(loss = SoftmaxCrossEntropy)]
 pub struct WideMlp {
@@ -197,6 +209,11 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         serial, 0,
         "{serial} allocations in train steps of every layer kind"
+    );
+    let sequence = allocations_during_train_steps::<_, 8>(Sequence::init(Seed(4)));
+    assert_eq!(
+        sequence, 0,
+        "{sequence} allocations in train steps of the sequence layers"
     );
     let parallel = pool.install(|| allocations_during_train_steps::<_, 64>(WideMlp::init(Seed(2))));
     assert_eq!(
@@ -260,11 +277,15 @@ fn fit_loops_do_not_allocate_after_the_first_epoch() {
 /// kind. The steps run on this thread alone (no pool), so only this thread's allocations count:
 /// the test's pool is idle meanwhile, and an allocation by one of its workers (one was seen,
 /// now and then) is not the step's.
-fn allocations_in_steps<U: UpdateMode, S: Storage>(
-    model: &mut Everything,
-    step: &mut Step<Everything, keras::Adam, 8, U, S>,
+fn allocations_in_steps<
+    M: Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    U: UpdateMode,
+    S: Storage,
+>(
+    model: &mut M,
+    step: &mut Step<M, keras::Adam, 8, U, S>,
 ) -> usize {
-    let x: Vec<f32> = (0..8 * 128)
+    let x: Vec<f32> = (0..8 * M::IN)
         .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
         .collect();
     let y: Vec<u32> = (0..8).map(|i| i % 10).collect();
@@ -272,26 +293,39 @@ fn allocations_in_steps<U: UpdateMode, S: Storage>(
     let before = HERE.with(|n| n.get());
     for _ in 0..3 {
         step.run(model, &x, &y);
-        step.run(model, &x[..128], &y[..1]);
+        step.run(model, &x[..M::IN], &y[..1]);
         std::hint::black_box(step.predict(model, &x));
         std::hint::black_box(step.input_gradient(model, &x));
     }
     HERE.with(|n| n.get()) - before
 }
 
-/// Allocations in the steps of an `EmbeddedStep` in mode `U`.
-fn allocations_in_embedded_steps<U: UpdateMode>() -> usize {
-    let mut model = Everything::init(Seed(3));
-    let mut arena = vec![0.0; EmbeddedStep::<Everything, keras::Adam, 8, U>::FLOATS];
+/// Allocations in the steps of an `EmbeddedStep` in mode `U` of the model `init` builds.
+fn allocations_in_embedded_steps<
+    M: Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    U: UpdateMode,
+>(
+    init: fn(Seed) -> M,
+) -> usize {
+    let mut model = init(Seed(3));
+    let mut arena = vec![0.0; EmbeddedStep::<M, keras::Adam, 8, U>::FLOATS];
     let mut step =
-        EmbeddedStep::<Everything, _, 8, U>::new(&model, keras::Adam::default(), &mut arena)
-            .unwrap();
+        EmbeddedStep::<M, _, 8, U>::new(&model, keras::Adam::default(), &mut arena).unwrap();
     allocations_in_steps(&mut model, &mut step)
 }
 
 fn embedded_steps_do_not_allocate() {
-    let full = allocations_in_embedded_steps::<Full>();
-    let fused = allocations_in_embedded_steps::<Fused>();
+    let full = allocations_in_embedded_steps::<_, Full>(Everything::init);
+    let fused = allocations_in_embedded_steps::<_, Fused>(Everything::init);
+    let sequence = (
+        allocations_in_embedded_steps::<_, Full>(Sequence::init),
+        allocations_in_embedded_steps::<_, Fused>(Sequence::init),
+    );
+    assert_eq!(
+        sequence,
+        (0, 0),
+        "allocations in embedded steps (full, fused) of the sequence layers"
+    );
     let mut model = Everything::init(Seed(3));
     let mut layerwise = TrainStep::<Everything, _, 8, Fused>::new(&model, keras::Adam::default());
     let train_fused = allocations_in_steps(&mut model, &mut layerwise);

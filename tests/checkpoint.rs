@@ -49,6 +49,14 @@ pub struct Conv {
     fc: Dense<27, 4>,
 }
 
+/// A sequence model: a Conv1d (`[out, in, k]` in the file) and a Dense at every position.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct Seq {
+    conv: Conv1d<6, 2, 3, 3, 1, Same, Relu>,
+    proj: PerPosition<Dense<3, 4>, 6>,
+    pool: MeanOverTime<6, 4>,
+}
+
 /// Large enough that a save takes a while (three 1 MiB tensors), for the kill test.
 #[fusegraph::model(loss = Mse)]
 pub struct Big {
@@ -384,6 +392,28 @@ fn dense_weight_is_saved_transposed_as_pytorch_stores_it() {
     let sig = f.meta("model_signature").unwrap();
     assert_eq!(sig, checkpoint::signature::<Tiny>());
     assert!(sig.len() == 16 && sig.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+#[test]
+fn conv1d_weight_is_out_in_k_and_a_per_position_dense_is_pytorch_s_linear() {
+    let model = Seq::init(Seed(8));
+    let f = Parsed::new(&checkpoint::model_to_bytes(&model).unwrap());
+    let w = model.conv().weight(); // [K = 3, C_IN = 2, C_OUT = 3]
+    assert_eq!(f.shape("conv.weight"), [3, 2, 3]);
+    let out_in_k: Vec<f32> = (0..3)
+        .flat_map(|o| (0..2).flat_map(move |c| (0..3).map(move |j| w[(j * 2 + c) * 3 + o])))
+        .collect();
+    assert_eq!(bits(&f.f32s("conv.weight")), bits(&out_in_k));
+    let p = model.proj().weight(); // [in = 3, out = 4]
+    assert_eq!(f.shape("proj.weight"), [4, 3]);
+    let transposed: Vec<f32> = (0..4)
+        .flat_map(|o| (0..3).map(move |i| p[i * 4 + o]))
+        .collect();
+    assert_eq!(bits(&f.f32s("proj.weight")), bits(&transposed));
+    assert_eq!(
+        f.names(),
+        ["conv.bias", "conv.weight", "proj.bias", "proj.weight"]
+    );
 }
 
 #[test]

@@ -322,3 +322,64 @@ fn a_layerwise_train_step_gives_the_bits_of_the_full_one() {
     );
     assert_eq!(layerwise.grads().len() * 4, Layerwise::BYTES.grads);
 }
+
+/// A sensor-stream classifier for a microcontroller: 32 steps of 3 channels, its parameters
+/// inline, within a budget the build checks.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, inline, max_bytes = 65536, batch = 8, optimizer = fusegraph::optim::keras::Adam)]
+pub struct SensorNet {
+    conv: Conv1d<32, 3, 8, 5, 2, Same, Relu>,
+    mix: PerPosition<Dense<8, 8, Tanh>, 16>,
+    pool: MeanOverTime<16, 8>,
+    fc: Dense<8, 4>,
+}
+
+/// Values per sample a layer's output and saved values take.
+const fn activations<L: Layer>() -> usize {
+    L::OUT + L::SAVED
+}
+
+#[test]
+fn an_inline_sequence_model_counts_its_activations_over_time_and_trains_from_an_arena() {
+    type Conv = Conv1d<32, 3, 8, 5, 2, Same, Relu>;
+    type Mix = PerPosition<Dense<8, 8, Tanh>, 16>;
+    type Pool = MeanOverTime<16, 8>;
+    type Fc = Dense<8, 4>;
+    assert_eq!(
+        (Conv::OUT, Mix::OUT),
+        (16 * 8, 16 * 8),
+        "every position counts"
+    );
+    assert_eq!(
+        <SensorNet as Model>::ACTIVATIONS,
+        activations::<Conv>() + activations::<Mix>() + activations::<Pool>() + activations::<Fc>()
+    );
+    assert_eq!(
+        <SensorNet as Model>::SCRATCH_PER_SAMPLE,
+        16 * 5 * 3,
+        "the convolution's patches"
+    );
+    let bytes = SensorNet::BUDGET_BYTES;
+    assert_eq!(
+        bytes,
+        fusegraph::Bytes::of::<SensorNet, keras::Adam>(8, false)
+    );
+    assert_eq!(bytes.params, std::mem::size_of::<SensorNet>());
+    assert_eq!(bytes.params, (5 * 3 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4) * 4);
+    const { assert!(SensorNet::BUDGET_BYTES.total() <= 65536) };
+
+    type Arena = EmbeddedStep<'static, SensorNet, keras::Adam, 8, Full>;
+    assert_eq!(Arena::BYTES, bytes);
+    let mut arena = vec![0.0; Arena::FLOATS];
+    let mut model = SensorNet::init(Seed(8));
+    let rule = keras::Adam::default().with_lr(0.02);
+    let mut step = EmbeddedStep::<SensorNet, _, 8, Full>::new(&model, rule, &mut arena).unwrap();
+    let mut rng = Rng::new(Seed(9));
+    let x: Vec<f32> = (0..8 * 32 * 3).map(|_| rng.normal()).collect();
+    let y: Vec<u32> = (0..8).map(|_| rng.below(4)).collect();
+    let first = step.evaluate(&model, &x, &y).loss;
+    for _ in 0..60 {
+        step.run(&mut model, &x, &y);
+    }
+    let last = step.evaluate(&model, &x, &y).loss;
+    assert!(last < 0.5 * first, "{first} -> {last}");
+}

@@ -32,15 +32,12 @@ fn check_result(r: &CaseResult) -> Result<(), String> {
     }
 }
 
-/// Runs every case of `file`, prints one line per case and asserts that none was skipped and
+/// Prints one line per result of `file` and the worst use of the tolerance, and asserts that
 /// all pass (known deviations at their own tolerance).
-fn check_file(file: &str) {
-    let doc = reference(file);
-    let Report { got, skipped } = run_file(&doc);
-    let results = compare(&doc, &got, RTOL, ATOL);
+fn check_results(file: &str, results: &[CaseResult]) {
     // One block per file, so that tests running in parallel do not interleave their lines.
     let mut out = format!("{file}: |got-ref| <= {ATOL:e} + {RTOL:e}*|ref|\n");
-    for r in &results {
+    for r in results {
         out += &format!("{r}\n");
     }
     if let Some((ratio, id)) = results
@@ -56,6 +53,19 @@ fn check_file(file: &str) {
         .filter_map(|r| check_result(r).err())
         .collect();
     assert!(
+        failed.is_empty(),
+        "{file}: {} of {} cases fail:\n{}",
+        failed.len(),
+        results.len(),
+        failed.join("\n")
+    );
+}
+
+/// Runs every case of `file` and asserts that none was skipped and all pass.
+fn check_file(file: &str) {
+    let doc = reference(file);
+    let Report { got, skipped } = run_file(&doc);
+    assert!(
         skipped.is_empty(),
         "{file}: skipped cases: {:#?}",
         skipped
@@ -63,12 +73,36 @@ fn check_file(file: &str) {
             .map(|s| format!("{}: {}", s.id, s.reason))
             .collect::<Vec<_>>()
     );
-    assert!(
-        failed.is_empty(),
-        "{file}: {} of {} cases fail:\n{}",
-        failed.len(),
-        results.len(),
-        failed.join("\n")
+    check_results(file, &compare(&doc, &got, RTOL, ATOL));
+}
+
+/// The case `id` of `doc`.
+fn case<'a>(doc: &'a Value, id: &str) -> Result<&'a Value, String> {
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .ok_or_else(|| format!("{id}: no such case"))
+}
+
+/// Runs the cases `ids` of `file` (a file whose other cases the harness does not run yet) and
+/// asserts that each runs and passes.
+fn check_cases(file: &str, ids: &[&str]) {
+    let doc = reference(file);
+    let cases: Vec<&Value> = ids.iter().map(|id| case(&doc, id).unwrap()).collect();
+    let got: Vec<Value> = cases
+        .iter()
+        .zip(ids)
+        .map(|(c, id)| {
+            let got = run_case(c).unwrap_or_else(|e| panic!("{file}: {id} does not run: {e}"));
+            json!({"id": id, "got": got})
+        })
+        .collect();
+    let listed = json!({ "cases": cases });
+    check_results(
+        file,
+        &compare(&listed, &json!({ "cases": got }), RTOL, ATOL),
     );
 }
 
@@ -90,6 +124,38 @@ fn keras_models_match() {
 #[test]
 fn torch_models_match() {
     check_file("models_torch.json");
+}
+
+/// The sequence cases of layers fusegraph has (token inputs, recurrences and attention are
+/// not read yet).
+const SEQUENCE_CASES: &[&str] = &["torch.seq_conv1d.sgd_momentum"];
+
+#[test]
+fn torch_sequence_models_match() {
+    check_cases("models_torch_sequence.json", SEQUENCE_CASES);
+}
+
+#[test]
+fn sequence_cases_the_harness_cannot_read_are_skipped_with_the_reason() {
+    let doc = reference("models_torch_sequence.json");
+    let Report { got, skipped } = run_file(&doc);
+    let ran: Vec<&str> = got["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in SEQUENCE_CASES {
+        assert!(ran.contains(id), "{id} did not run");
+    }
+    for s in &skipped {
+        println!("skipped {}: {}", s.id, s.reason);
+        assert!(s.reason.contains("unsupported"), "{}: {}", s.id, s.reason);
+    }
+    assert_eq!(
+        ran.len() + skipped.len(),
+        doc["cases"].as_array().unwrap().len()
+    );
 }
 
 /// `mlp_relu_ce`: 8 -> Dense(16, relu) -> Dense(4) logits.
@@ -118,6 +184,16 @@ pub struct ConvDenseCe {
     conv_0: Conv2d<6, 6, 1, 2, 3, 3, 1, Valid, Relu>,
     flatten: Flatten<32>,
     dense_0: Dense<32, 3>,
+}
+
+/// `torch.seq_conv1d.sgd_momentum`: x [10, 3] -> Conv1D(5, k 3, same, relu) -> Conv1D(4, k 3,
+/// valid, relu) -> mean over time -> Dense(3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SeqConv1d {
+    conv1: Conv1d<10, 3, 5, 3, 1, Same, Relu>,
+    conv2: Conv1d<10, 5, 4, 3, 1, Valid, Relu>,
+    gap: MeanOverTime<8, 4>,
+    fc: Dense<4, 3>,
 }
 
 /// Fails at the first number of `a` whose bits differ from `b`'s at the same place.
@@ -160,12 +236,7 @@ where
     M::Loss: 'static,
     R: Rule + 'static,
 {
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .ok_or_else(|| format!("{id}: no such case"))?;
+    let case = case(doc, id)?;
     let typed = run_typed_case::<M, R, B>(case, model).map_err(|e| format!("{id}: {e}"))?;
     let dynamic = run_case(case).map_err(|e| format!("{id}: {e}"))?;
     same_bits(&typed, &dynamic, id)
@@ -254,6 +325,14 @@ fn typed_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
 }
 
 #[test]
+fn typed_sequence_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
+    let doc = reference("models_torch_sequence.json");
+    let id = "torch.seq_conv1d.sgd_momentum";
+    let run = typed::<SeqConv1d, torch::SgdMomentum, 4>(&doc, id, SeqConv1d::init(Seed(0)));
+    assert!(run.is_ok(), "{run:?}");
+}
+
+#[test]
 fn a_typed_model_of_other_shapes_or_another_rule_is_refused() {
     let doc = reference("models_keras.json");
     let case = &doc["cases"][0];
@@ -297,6 +376,7 @@ fn comparison_passes_the_reference_itself() {
         "optimizers_torch.json",
         "models_keras.json",
         "models_torch.json",
+        "models_torch_sequence.json",
     ] {
         let doc = reference(file);
         for r in compare(&doc, &expected_as_got(&doc), RTOL, ATOL) {

@@ -227,15 +227,26 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     let mut rng = Rng::new(16);
     let x = data(&mut rng, 64 * 24 * 24 * 3);
     let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
+    same_bits_on_one_and_two_threads(SplitCnn::init, &x, &y, 2);
+}
+
+/// Trains the model `init` builds for `steps` steps of Adam on the batch of 64 `(x, y)` on one
+/// and on two threads, and asserts that the losses, the parameters and the input gradients
+/// are the same bits; returns the losses.
+fn same_bits_on_one_and_two_threads<M: Model<Loss = SoftmaxCrossEntropy, Input = f32>>(
+    init: fn(Seed) -> M,
+    x: &[f32],
+    y: &[u32],
+    steps: usize,
+) -> Vec<f32> {
     let run = |threads: usize| {
         common::on_threads(threads, || {
-            let mut model = SplitCnn::init(Seed(9));
-            let mut step =
-                TrainStep::<SplitCnn, keras::Adam, 64>::new(&model, keras::Adam::default());
-            let losses: Vec<u32> = (0..2)
-                .map(|_| step.run(&mut model, &x, &y).to_bits())
+            let mut model = init(Seed(9));
+            let mut step = TrainStep::<M, keras::Adam, 64>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..steps)
+                .map(|_| step.run(&mut model, x, y).to_bits())
                 .collect();
-            let dx = common::bits(step.input_gradient(&model, &x));
+            let dx = common::bits(step.input_gradient(&model, x));
             (losses, common::bits(model.params()), dx)
         })
     };
@@ -246,6 +257,75 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
         one.2 == two.2,
         "input gradients differ between 1 and 2 threads"
     );
+    one.0.into_iter().map(f32::from_bits).collect()
+}
+
+/// A small sequence classifier: channels-last sequences of 6 positions and 2 channels,
+/// convolved, projected and normalized at every position, averaged over time.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SeqNet {
+    conv: Conv1d<6, 2, 3, 3, 1, Same, Tanh>,
+    strided: Conv1d<6, 3, 3, 3, 2, Valid, Tanh>,
+    proj: PerPosition<Dense<3, 4, Tanh>, 2>,
+    norm: PerPosition<LayerNorm<4>, 2>,
+    pool: MeanOverTime<2, 4>,
+    head: Dense<4, 3>,
+}
+
+#[test]
+fn sequence_model_gradients_match_finite_differences() {
+    let mut rng = Rng::new(12);
+    let x = data(&mut rng, 5 * 12);
+    let mut model = SeqNet::init(Seed(6));
+    common::check_weights(&mut model, &x, &[0, 2, 1, 1, 0], 1e-2);
+    common::check_loss_input_gradient(&model, &x, &[0, 2, 1, 1, 0], 1e-2, 1e-1);
+}
+
+/// A pre-normalization residual block over a sequence, in the graph form: a LayerNorm and a
+/// Dense at every position, added to the block's input.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, graph(
+    h = conv(x).tanh(),
+    r = ff(norm(h)).tanh() + h,
+    y = head(pool(r))
+))]
+pub struct SeqResidual {
+    conv: Conv1d<5, 2, 4, 3, 1, Same>,
+    norm: PerPosition<LayerNorm<4>, 5>,
+    ff: PerPosition<Dense<4, 4>, 5>,
+    pool: MeanOverTime<5, 4>,
+    head: Dense<4, 3>,
+}
+
+#[test]
+fn a_residual_sequence_graph_s_gradients_match_finite_differences() {
+    let mut rng = Rng::new(14);
+    let x = data(&mut rng, 4 * 10);
+    let mut model = SeqResidual::init(Seed(7));
+    common::check_weights(&mut model, &x, &[2, 0, 1, 2], 1e-2);
+    common::check_loss_input_gradient(&model, &x, &[2, 0, 1, 2], 1e-2, 1e-1);
+}
+
+/// A sequence model whose passes over a batch of 64 (both convolutions' im2col and scatter,
+/// the products over every position) are large enough to be split across the pool.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SplitSeq {
+    conv1: Conv1d<64, 8, 16, 5, 1, Same, Relu>,
+    conv2: Conv1d<64, 16, 16, 5, 2, Valid, Tanh>,
+    proj: PerPosition<Dense<16, 8, Gelu>, 30>,
+    norm: PerPosition<LayerNorm<8>, 30>,
+    pool: MeanOverTime<30, 8>,
+    fc: Dense<8, 4>,
+}
+
+#[test]
+fn a_sequence_model_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
+    use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
+    const { assert!(64 * 64 * 5 * 8 >= PASS_PARALLEL_MIN, "im2col splits") };
+    let mut rng = Rng::new(17);
+    let x = data(&mut rng, 64 * 64 * 8);
+    let y: Vec<u32> = (0..64).map(|i| i % 4).collect();
+    let losses = same_bits_on_one_and_two_threads(SplitSeq::init, &x, &y, 3);
+    assert!(losses[2] < losses[0], "the loss falls: {losses:?}");
 }
 
 #[test]

@@ -1,13 +1,14 @@
 //! A sequential model read from a case's `model.layers` at run time: each layer's sizes
 //! ([`DenseDims`], [`ConvDims`]) and activation, checked against the shapes flowing through the
 //! stack, and the parameter tensors in layer order (`{layer}.kernel`, `{layer}.bias`), each in
-//! Keras' layout, which is fusegraph's.
+//! Keras' layout, which is fusegraph's. Images are `[h, w, c]`, sequences `[time, channels]`;
+//! a Conv1D is the convolution of an image of height 1.
 
 use crate::tensor::Layout;
 use fusegraph::layers::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
-    dense_gemm_len, Backward, ConvDims, Ctx, DenseDims, Elu, Forward, Gelu, Identity, Relu,
-    Sigmoid, Softmax, Swish, Tanh,
+    dense_gemm_len, mean_over_time_backward, mean_over_time_forward, Backward, ConvDims, Ctx,
+    DenseDims, Elu, Forward, Gelu, Identity, Relu, Sigmoid, Softmax, Swish, Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
@@ -100,8 +101,15 @@ impl Act {
 pub(crate) enum Op {
     /// A fully connected layer.
     Dense(DenseDims, Act),
-    /// A convolution over NHWC images.
+    /// A convolution over NHWC images (of height 1 for a Conv1D over a sequence).
     Conv(ConvDims, Act),
+    /// The mean over the positions of a `[time, channels]` sequence.
+    MeanOverTime {
+        /// Positions.
+        time: usize,
+        /// Channels.
+        channels: usize,
+    },
     /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
     Flatten,
 }
@@ -124,7 +132,7 @@ impl Node {
         let saved = match op {
             Op::Dense(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
-            Op::Flatten => 0,
+            Op::MeanOverTime { .. } | Op::Flatten => 0,
         };
         Node {
             op,
@@ -138,7 +146,7 @@ impl Node {
     pub fn scratch_len(&self, batch: usize) -> usize {
         match self.op {
             Op::Conv(dims, _) => conv_scratch_len(dims, batch),
-            Op::Dense(..) | Op::Flatten => 0,
+            Op::Dense(..) | Op::MeanOverTime { .. } | Op::Flatten => 0,
         }
     }
 
@@ -147,7 +155,7 @@ impl Node {
         match self.op {
             Op::Dense(dims, _) => dense_gemm_len(dims, batch),
             Op::Conv(dims, _) => conv_gemm_len(dims, batch),
-            Op::Flatten => 0,
+            Op::MeanOverTime { .. } | Op::Flatten => 0,
         }
     }
 
@@ -156,6 +164,7 @@ impl Node {
         match self.op {
             Op::Dense(dims, act) => with_act!(act, |A| dense_forward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
+            Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
             Op::Flatten => io.y.copy_from_slice(io.x),
         }
     }
@@ -165,6 +174,7 @@ impl Node {
         match self.op {
             Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
+            Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
             Op::Flatten => io.dx.give(io.dy),
         }
     }
@@ -184,8 +194,12 @@ pub(crate) struct Net {
 }
 
 impl Net {
-    /// Reads `model.input_shape` and `model.layers`.
+    /// Reads `model.input_shape` and `model.layers` of a model with float inputs.
     pub fn parse(model: &Value) -> Result<Net, String> {
+        match model.get("input_dtype").and_then(Value::as_str) {
+            None | Some("float32") => {}
+            Some(other) => return Err(format!("unsupported input_dtype `{other}`")),
+        }
         let input_shape = sizes(&model["input_shape"], "model.input_shape")?;
         let specs = model["layers"]
             .as_array()
@@ -294,12 +308,7 @@ impl Net {
                         layer.what
                     ));
                 }
-                let same = match spec["padding"].as_str().map(str::to_ascii_lowercase) {
-                    None => false,
-                    Some(p) if p == "valid" => false,
-                    Some(p) if p == "same" => true,
-                    Some(p) => return Err(format!("{}: unsupported padding `{p}`", layer.what)),
-                };
+                let same = layer.same_padding()?;
                 if kh == 0 || kw == 0 || sh == 0 {
                     return Err(format!("{}: a kernel or stride of 0", layer.what));
                 }
@@ -329,6 +338,8 @@ impl Net {
                 let out = vec![dims.out_h(), dims.out_w(), f];
                 (Op::Conv(dims, layer.act()?), out)
             }
+            "Conv1D" => self.conv1d(&layer, &name, &shape)?,
+            "GlobalAveragePooling1D" | "MeanOverTime" => layer.mean_over_time(&shape)?,
             "Flatten" => {
                 layer.check_keys(&["data_format"])?;
                 (Op::Flatten, vec![shape.iter().product()])
@@ -342,6 +353,75 @@ impl Net {
         self.nodes.push(node);
         self.output_shape = out_shape;
         Ok(())
+    }
+
+    /// A Conv1D over `[time, channels]` sequences (`shape`): a convolution of height 1, its
+    /// kernel `{name}.kernel` `[k, in, out]`.
+    fn conv1d(
+        &mut self,
+        layer: &Spec<'_>,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(Op, Vec<usize>), String> {
+        layer.check_keys(&[
+            "in_channels",
+            "filters",
+            "kernel_size",
+            "strides",
+            "padding",
+            "dilation",
+            "activation",
+            "use_bias",
+        ])?;
+        let [t, c] = shape[..] else {
+            return Err(format!(
+                "{}: Conv1D takes [time, channels] sequences, not a {shape:?} input",
+                layer.what
+            ));
+        };
+        layer.expect_size("in_channels", c)?;
+        layer.expect_single("dilation", 1)?;
+        let f = layer.positive("filters")?;
+        let k = layer.single("kernel_size")?;
+        let stride = match layer.spec.get("strides").filter(|v| !v.is_null()) {
+            None => 1,
+            Some(_) => layer.single("strides")?,
+        };
+        let same = layer.same_padding()?;
+        if !same && k > t {
+            return Err(format!(
+                "{}: a kernel of {k} on {t} positions with padding `valid`",
+                layer.what
+            ));
+        }
+        let bias = layer.flag("use_bias", true)?;
+        let dims = ConvDims {
+            h: 1,
+            w: t,
+            c,
+            f,
+            kh: 1,
+            kw: k,
+            stride,
+            same,
+            bias,
+        };
+        // Keras' `same` pads less before than PyTorch's `padding=(k-1)//2` when the
+        // stride does not divide t - 1; the cases state PyTorch's.
+        if same && dims.pad_left() != (k - 1) / 2 {
+            return Err(format!(
+                "{}: padding `same` with stride {stride} on {t} positions: PyTorch pads \
+                 {} zeros before, fusegraph's Same (Keras') {}",
+                layer.what,
+                (k - 1) / 2,
+                dims.pad_left()
+            ));
+        }
+        self.layout.push(format!("{name}.kernel"), vec![k, c, f]);
+        if bias {
+            self.layout.push(format!("{name}.bias"), vec![f]);
+        }
+        Ok((Op::Conv(dims, layer.act()?), vec![dims.out_w(), f]))
     }
 }
 
@@ -371,6 +451,20 @@ impl Spec<'_> {
         Ok(())
     }
 
+    /// A GlobalAveragePooling1D or MeanOverTime (the mean of a bag of embeddings, whose `note`
+    /// says so in words) over `[time, channels]` sequences (`shape`).
+    fn mean_over_time(&self, shape: &[usize]) -> Result<(Op, Vec<usize>), String> {
+        self.check_keys(&["axis", "note"])?;
+        self.expect_size("axis", 1)?;
+        let [time, channels] = shape[..] else {
+            return Err(format!(
+                "{}: averages [time, channels] sequences, not a {shape:?} input",
+                self.what
+            ));
+        };
+        Ok((Op::MeanOverTime { time, channels }, vec![channels]))
+    }
+
     /// The activation.
     fn act(&self) -> Result<Act, String> {
         Act::parse(self.spec.get("activation")).map_err(|e| format!("{}: {e}", self.what))
@@ -387,6 +481,41 @@ impl Spec<'_> {
                 "{}: `{key}` = {} is not a positive size",
                 self.what, self.spec[key]
             )),
+        }
+    }
+
+    /// A positive size, or a list of one (`kernel_size`, `strides` of a Conv1D).
+    fn single(&self, key: &str) -> Result<usize, String> {
+        let v = &self.spec[key];
+        let size = match v {
+            Value::Array(a) if a.len() == 1 => a[0].as_u64(),
+            other => other.as_u64(),
+        };
+        match size.and_then(|n| usize::try_from(n).ok()) {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "{}: `{key}` = {v} is not a positive size",
+                self.what
+            )),
+        }
+    }
+
+    /// Checks `key`, when present, to be `expected` or a list of it.
+    fn expect_single(&self, key: &str, expected: usize) -> Result<(), String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(_) if self.single(key)? == expected => Ok(()),
+            Some(v) => Err(format!("{}: unsupported `{key}` = {v}", self.what)),
+        }
+    }
+
+    /// `padding`: `true` for `same`, `false` for `valid` or none.
+    fn same_padding(&self) -> Result<bool, String> {
+        match self.spec["padding"].as_str().map(str::to_ascii_lowercase) {
+            None => Ok(false),
+            Some(p) if p == "valid" => Ok(false),
+            Some(p) if p == "same" => Ok(true),
+            Some(p) => Err(format!("{}: unsupported padding `{p}`", self.what)),
         }
     }
 
@@ -481,6 +610,97 @@ mod tests {
             .collect();
         assert_eq!(sizes, [(27, 36), (27, 0), (4, 112)]);
         assert!(matches!(net.nodes[0].op, Op::Conv(d, Act::Relu) if d.same && !d.bias));
+    }
+
+    #[test]
+    fn conv1d_and_pooling_over_time_shapes_and_tensors() {
+        let model = json!({"input_shape": [10, 3], "layers": [
+            {"name": "conv1", "type": "Conv1D", "in_channels": 3, "filters": 5, "kernel_size": 3,
+             "strides": 1, "padding": "same", "dilation": 1, "activation": "relu",
+             "use_bias": true, "output_shape": [10, 5]},
+            {"name": "conv2", "type": "Conv1D", "in_channels": 5, "filters": 4,
+             "kernel_size": [5], "strides": [2], "padding": "valid", "activation": "tanh",
+             "use_bias": false, "output_shape": [3, 4]},
+            {"name": "gap", "type": "GlobalAveragePooling1D", "axis": 1, "output_shape": [4]},
+            {"name": "fc", "type": "Dense", "in": 4, "units": 2}
+        ]});
+        let net = Net::parse(&model).unwrap();
+        assert_eq!(
+            net.layout.names,
+            [
+                "conv1.kernel",
+                "conv1.bias",
+                "conv2.kernel",
+                "fc.kernel",
+                "fc.bias"
+            ]
+        );
+        assert_eq!(net.layout.shapes[0], [3, 3, 5]);
+        assert_eq!(net.layout.shapes[2], [5, 5, 4]);
+        assert_eq!((net.inputs(), net.outputs()), (30, 2));
+        let sizes: Vec<(usize, usize)> = net
+            .nodes
+            .iter()
+            .map(|n| (n.outputs, n.params.len()))
+            .collect();
+        assert_eq!(sizes, [(50, 50), (12, 100), (4, 0), (2, 10)]);
+        assert!(matches!(
+            net.nodes[1].op,
+            Op::Conv(d, Act::Tanh) if (d.h, d.kh, d.stride, d.same, d.bias) == (1, 1, 2, false, false)
+        ));
+        assert!(matches!(
+            net.nodes[2].op,
+            Op::MeanOverTime {
+                time: 3,
+                channels: 4
+            }
+        ));
+        let bag = json!({"input_shape": [7, 6], "layers": [
+            {"name": "pool", "type": "MeanOverTime", "axis": 1, "note": "plain mean"},
+            {"name": "fc", "type": "Dense", "in": 6, "units": 3}]});
+        let net = Net::parse(&bag).unwrap();
+        assert_eq!((net.inputs(), net.nodes[0].outputs), (42, 6));
+    }
+
+    #[test]
+    fn what_a_sequence_model_cannot_run_is_named() {
+        let err = |layers: Value| {
+            Net::parse(&json!({"input_shape": [10, 2], "layers": layers})).unwrap_err()
+        };
+        let conv = |extra: Value| {
+            let mut spec = json!({"name": "c", "type": "Conv1D", "filters": 2, "kernel_size": 5});
+            spec.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            err(json!([spec]))
+        };
+        let e = conv(json!({"dilation": 2}));
+        assert!(e.contains("`dilation`"), "{e}");
+        let e = conv(json!({"kernel_size": 11}));
+        assert!(e.contains("kernel of 11 on 10 positions"), "{e}");
+        let e = conv(json!({"padding": "same", "strides": 2}));
+        assert!(
+            e.contains("PyTorch pads 2 zeros before") && e.contains("Keras') 1"),
+            "{e}"
+        );
+        let e = conv(json!({"padding": "causal"}));
+        assert!(e.contains("`causal`"), "{e}");
+        let e = err(json!([{"name": "e", "type": "Embedding", "vocab": 12, "dim": 6}]));
+        assert!(e.contains("`Embedding`"), "{e}");
+        let e = Net::parse(
+            &json!({"input_shape": [7], "input_dtype": "int (token ids)",
+                                   "layers": [{"name": "gap", "type": "Flatten"}]}),
+        )
+        .unwrap_err();
+        assert!(e.contains("`int (token ids)`"), "{e}");
+        let e = Net::parse(&json!({"input_shape": [4, 4, 1], "layers": [
+            {"name": "gap", "type": "GlobalAveragePooling1D", "axis": 1}]}))
+        .unwrap_err();
+        assert!(e.contains("[4, 4, 1]"), "{e}");
+        let e = Net::parse(&json!({"input_shape": [7, 6], "layers": [
+            {"name": "pool", "type": "MeanOverTime", "axis": 2, "note": "mean"}]}))
+        .unwrap_err();
+        assert!(e.contains("`axis` = 2"), "{e}");
     }
 
     #[test]

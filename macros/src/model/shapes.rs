@@ -40,6 +40,18 @@ fn type_name(arg: Option<&&GenericArgument>) -> Option<String> {
     }
 }
 
+/// Whether padding argument `i` selects `Same` (absent: `Valid`); `None` for another type.
+fn same_padding(a: &[&GenericArgument], i: usize) -> Option<bool> {
+    if a.len() <= i {
+        return Some(false);
+    }
+    match type_name(a.get(i))?.as_str() {
+        "Same" => Some(true),
+        "Valid" => Some(false),
+        _ => None,
+    }
+}
+
 fn conv_out(n: usize, k: usize, stride: usize, same: bool) -> Option<usize> {
     if stride == 0 {
         return None;
@@ -60,17 +72,26 @@ pub fn dims(ty: &Type) -> Option<(usize, usize)> {
         "Conv2d" => {
             let (h, w, c, f, kh, kw) = (n(0)?, n(1)?, n(2)?, n(3)?, n(4)?, n(5)?);
             let stride = if a.len() > 6 { n(6)? } else { 1 };
-            let same = match a.len() > 7 {
-                true => match type_name(a.get(7))?.as_str() {
-                    "Same" => true,
-                    "Valid" => false,
-                    _ => return None,
-                },
-                false => false,
-            };
+            let same = same_padding(&a, 7)?;
             let oh = conv_out(h, kh, stride, same)?;
             let ow = conv_out(w, kw, stride, same)?;
             Some((h * w * c, oh * ow * f))
+        }
+        "Conv1d" => {
+            let (t, c_in, c_out, k) = (n(0)?, n(1)?, n(2)?, n(3)?);
+            let stride = if a.len() > 4 { n(4)? } else { 1 };
+            Some((
+                t * c_in,
+                conv_out(t, k, stride, same_padding(&a, 5)?)? * c_out,
+            ))
+        }
+        "MeanOverTime" => Some((n(0)? * n(1)?, n(1)?)),
+        "PerPosition" => {
+            let GenericArgument::Type(inner) = a.first()? else {
+                return None;
+            };
+            let ((i, o), t) = (dims(inner)?, n(1)?);
+            Some((t * i, t * o))
         }
         "MaxPool2d" | "AvgPool2d" => {
             let (h, w, c, pool) = (n(0)?, n(1)?, n(2)?, n(3)?);
@@ -114,6 +135,12 @@ mod tests {
         assert_eq!(d("Conv2d<7, 7, 1, 1, 3, 3, 2, Valid>"), Some((49, 9)));
         assert_eq!(d("MaxPool2d<6, 6, 4, 2>"), Some((144, 36)));
         assert_eq!(d("BatchNorm<16>"), Some((16, 16)));
+        assert_eq!(d("Conv1d<10, 3, 5, 3, 1, Same, Relu>"), Some((30, 50)));
+        assert_eq!(d("Conv1d<10, 5, 4, 3>"), Some((50, 32)));
+        assert_eq!(d("Conv1d<10, 2, 3, 5, 2, Valid>"), Some((20, 9)));
+        assert_eq!(d("MeanOverTime<8, 4>"), Some((32, 4)));
+        assert_eq!(d("PerPosition<Dense<4, 6, Gelu>, 10>"), Some((40, 60)));
+        assert_eq!(d("PerPosition<MyLayer<4>, 10>"), None);
         assert_eq!(d("Dense<N, 4>"), None);
         assert_eq!(d("MyLayer<3>"), None);
     }

@@ -184,6 +184,88 @@ impl Check {
     }
 }
 
+/// What one forward and backward call of a layer wrote.
+pub(crate) struct Passes {
+    /// The output.
+    pub y: Vec<f32>,
+    /// The state after forward.
+    pub state: Vec<f32>,
+    /// d loss / d x.
+    pub dx: Vec<f32>,
+    /// d loss / d params.
+    pub dparams: Vec<f32>,
+}
+
+impl Passes {
+    /// The four buffers with their names, to compare two runs buffer by buffer.
+    pub fn named(&self) -> [(&'static str, &[f32]); 4] {
+        [
+            ("y", &self.y),
+            ("state", &self.state),
+            ("dx", &self.dx),
+            ("dparams", &self.dparams),
+        ]
+    }
+}
+
+/// Forward (in `mode`, from `state`) and backward (from the output gradient `dy`) of `L` on
+/// `batch` samples of `x`.
+pub(crate) fn forward_backward<L: Layer>(
+    mode: Mode,
+    params: &[f32],
+    state: &[f32],
+    x: &[f32],
+    dy: &[f32],
+    batch: usize,
+) -> Passes {
+    let mut gemm = vec![0.0; L::gemm_len(batch)];
+    let mut scratch = vec![0.0; L::scratch_len(batch)];
+    let mut rng = Rng::new(Seed(4));
+    let mut ctx = Ctx {
+        gemm: &mut gemm,
+        scratch: &mut scratch,
+        rng: &mut rng,
+        mode,
+    };
+    let (mut y, mut state) = (vec![0.0; L::OUT * batch], state.to_vec());
+    let mut saved = vec![0.0; L::SAVED * batch];
+    let io = Forward {
+        params,
+        state: &mut state,
+        x,
+        y: &mut y,
+        saved: &mut saved,
+        batch,
+    };
+    L::forward(&mut ctx, io);
+    let (mut dy, mut dx) = (dy.to_vec(), vec![0.0; x.len()]);
+    let mut dparams = vec![0.0; L::PARAMS];
+    let io = Backward {
+        params,
+        x,
+        y: &y,
+        saved: &saved,
+        dy: &mut dy,
+        dx: Grad::Set(&mut dx),
+        dparams: &mut dparams,
+        batch,
+    };
+    L::backward(&mut ctx, io);
+    Passes {
+        y,
+        state,
+        dx,
+        dparams,
+    }
+}
+
+/// Asserts that `a` and `b` wrote the same bits into every buffer.
+pub(crate) fn assert_same_bits(a: &Passes, b: &Passes) {
+    for ((what, a), (_, b)) in a.named().into_iter().zip(b.named()) {
+        assert_eq!(bits(a), bits(b), "{what} differs");
+    }
+}
+
 /// The bit patterns of `v`, to compare results exactly (NaN included).
 pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

@@ -2,8 +2,9 @@
 //! caller-owned buffers, allocation-free.
 //!
 //! Data is row-major: a batch of `batch` samples is `batch * IN` values, sample after sample;
-//! images are NHWC. A layer's parameters are one contiguous slice of the model's flat
-//! parameter buffer, in the order of its [`Layer::TENSORS`].
+//! images are NHWC, sequences channels last (`[time, channels]` per sample). A layer's
+//! parameters are one contiguous slice of the model's flat parameter buffer, in the order of
+//! its [`Layer::TENSORS`].
 
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::kernels::simd::add_assign;
@@ -62,7 +63,7 @@ pub struct Tensor {
     /// Name within the layer: `weight`, `bias`, `gamma`, `beta`...
     pub name: &'static str,
     /// Shape, in the layout the layer stores it (Dense `weight` is `[in, out]`, as Keras'
-    /// kernel; Conv2D `weight` is `[kh, kw, in, out]`, HWIO).
+    /// kernel; Conv2D `weight` is `[kh, kw, in, out]`, HWIO; Conv1D `weight` is `[k, in, out]`).
     pub shape: &'static [usize],
     /// Fan-in and fan-out for initialization.
     pub fans: (usize, usize),
@@ -280,6 +281,7 @@ mod gradcheck;
 pub mod activation;
 pub mod attention;
 pub mod conv;
+pub mod conv1d;
 pub mod dense;
 pub mod dropout;
 pub mod embedding;
@@ -287,6 +289,7 @@ pub mod graph;
 pub mod init;
 pub mod norm;
 pub(crate) mod per_feature;
+pub mod per_position;
 pub mod pool;
 pub mod reshape;
 
@@ -299,6 +302,7 @@ pub use conv::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, Conv2d, ConvDims, Padding, Same,
     Valid,
 };
+pub use conv1d::Conv1d;
 pub use dense::{dense_backward, dense_forward, dense_gemm_len, Dense, DenseDims};
 pub use dropout::Dropout;
 pub use embedding::{
@@ -307,5 +311,8 @@ pub use embedding::{
 };
 pub use init::init_tensor;
 pub use norm::{layer_norm_backward, layer_norm_forward, BatchNorm, LayerNorm};
-pub use pool::{AvgPool2d, MaxPool2d};
+pub use per_position::PerPosition;
+pub use pool::{
+    mean_over_time_backward, mean_over_time_forward, AvgPool2d, MaxPool2d, MeanOverTime,
+};
 pub use reshape::Flatten;

@@ -1,8 +1,9 @@
-//! Max and average pooling over NHWC images, with valid padding.
+//! Max and average pooling over NHWC images, with valid padding; the mean over the positions
+//! of a channels-last sequence.
 
 use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 use crate::kernels::parallel::{for_sample_runs, PerSample};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::kernels::simd::{add_assign, add_rows, copy, load_padded, pieces, store_partial};
 use wide::f32x8;
 
 /// Output length along one dimension of a `pool`-wide window moving by `stride`.
@@ -256,6 +257,108 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     }
 }
 
+/// The mean over the `time` positions of channels-last sequences, `[time, channels]` to
+/// `[channels]` per sample, for `io.batch` samples: each output is the sum of its channel over
+/// the positions in order, in `f32`, divided by `time`. The layer has no parameters, state or
+/// saved values. [`MeanOverTime`] passes its constants; a model whose shapes are known only at
+/// run time passes its own.
+///
+/// # Panics
+/// If `time` is 0, or a buffer's length does not follow from the sizes and `io.batch`.
+pub fn mean_over_time_forward(time: usize, channels: usize, io: Forward<'_>) {
+    let Forward { x, y, batch, .. } = io;
+    let name = "mean_over_time_forward";
+    assert!(time > 0, "{name}: a sequence of no positions has no mean");
+    buffers::expect(name, "x", x.len(), batch * time * channels);
+    buffers::expect(name, "y", y.len(), batch * channels);
+    let scale = time as f32;
+    for (x, y) in x
+        .chunks_exact(time * channels)
+        .zip(y.chunks_exact_mut(channels))
+    {
+        y.fill(0.0);
+        add_rows(y, x);
+        for v in y.iter_mut() {
+            *v /= scale;
+        }
+    }
+}
+
+/// The backward pass of [`mean_over_time_forward`]: `io.dy` (d loss / d y) divided by `time`
+/// (in place) goes to each of the `time` positions of its sample in `io.dx`.
+///
+/// # Panics
+/// As [`mean_over_time_forward`], for `dy` and `dx`.
+pub fn mean_over_time_backward(time: usize, channels: usize, io: Backward<'_>) {
+    let Backward { dy, dx, batch, .. } = io;
+    let name = "mean_over_time_backward";
+    assert!(time > 0, "{name}: a sequence of no positions has no mean");
+    buffers::expect(name, "dy", dy.len(), batch * channels);
+    let Some((dx, add)) = dx.destination() else {
+        return;
+    };
+    buffers::expect(name, "dx", dx.len(), batch * time * channels);
+    let scale = time as f32;
+    for v in dy.iter_mut() {
+        *v /= scale;
+    }
+    for (dx, dy) in dx
+        .chunks_exact_mut(time * channels)
+        .zip(dy.chunks_exact(channels))
+    {
+        for position in dx.chunks_exact_mut(channels) {
+            if add {
+                add_assign(position, dy);
+            } else {
+                copy(position, dy);
+            }
+        }
+    }
+}
+
+/// The mean over the `T` positions of a channels-last sequence, `[T, C]` to `[C]` per sample:
+/// `y[c] = Σ_t x[t, c] / T`, summed in position order. Keras' `GlobalAveragePooling1D`,
+/// PyTorch's `x.mean(dim=1)` on `[batch, T, C]` (or `AdaptiveAvgPool1d(1)` on channels-first
+/// data), the mean over the positions of a bag of embeddings. Backward gives each position
+/// `dy / T`. No parameters; `T` must be at least 1.
+///
+/// Forward and backward are [`mean_over_time_forward`] and [`mean_over_time_backward`] with
+/// `T` and `C`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeanOverTime<const T: usize, const C: usize>;
+
+impl<const T: usize, const C: usize> MeanOverTime<T, C> {
+    /// The layer (it holds no data).
+    pub const fn new() -> Self {
+        MeanOverTime
+    }
+}
+
+impl<const T: usize, const C: usize> Layer for MeanOverTime<T, C> {
+    const IN: usize = {
+        assert!(
+            T > 0,
+            "MeanOverTime: a sequence of no positions has no mean (T >= 1)"
+        );
+        T * C
+    };
+    const OUT: usize = C;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+
+    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        mean_over_time_forward(T, C, io);
+    }
+
+    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        mean_over_time_backward(T, C, io);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -315,6 +418,64 @@ mod tests {
         check::<5, 5, 3, 3, 2>(2); // overlapping windows
         check::<5, 4, 1, 2, 2>(3); // a row and no column left over
         check::<3, 3, 2, 2, 1>(1);
+    }
+
+    /// The mean over positions in `f64`.
+    fn mean_over_time<const T: usize, const C: usize>(x: &[f64], batch: usize) -> Vec<f64> {
+        (0..batch * C)
+            .map(|o| {
+                let (n, c) = (o / C, o % C);
+                (0..T).map(|t| x[(n * T + t) * C + c]).sum::<f64>() / T as f64
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mean_over_time_matches_reference_and_finite_differences() {
+        fn check<const T: usize, const C: usize>(batch: usize) {
+            Check::new(batch).run::<MeanOverTime<T, C>>(&|_, x, b| mean_over_time::<T, C>(x, b));
+        }
+        check::<8, 4>(4);
+        check::<7, 11>(2); // channels beyond one lane
+        check::<1, 3>(3);
+        check::<5, 1>(2);
+    }
+
+    #[test]
+    fn mean_over_time_spreads_dy_over_t() {
+        type M = MeanOverTime<4, 2>;
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng: &mut rng,
+            mode: Mode::Train,
+        };
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0];
+        let mut y = [0.0; 2];
+        let io = Forward {
+            params: &[],
+            state: &mut [],
+            x: &x,
+            y: &mut y,
+            saved: &mut [],
+            batch: 1,
+        };
+        M::forward(&mut ctx, io);
+        assert_eq!(y, [4.0, 5.25]);
+        let mut dx = [1.0; 8];
+        let io = Backward {
+            params: &[],
+            x: &x,
+            y: &y,
+            saved: &[],
+            dy: &mut [2.0, -6.0],
+            dx: Grad::Add(&mut dx),
+            dparams: &mut [],
+            batch: 1,
+        };
+        M::backward(&mut ctx, io);
+        assert_eq!(dx, [1.5, -0.5, 1.5, -0.5, 1.5, -0.5, 1.5, -0.5]);
     }
 
     #[test]

@@ -280,6 +280,7 @@ pub mod norm;
 pub(crate) mod per_feature;
 pub mod pool;
 pub mod reshape;
+pub mod rnn;
 
 pub use activation::{
     Act, Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish,
@@ -295,3 +296,7 @@ pub use init::init_tensor;
 pub use norm::{BatchNorm, LayerNorm};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use reshape::Flatten;
+pub use rnn::{
+    rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, CellKind, Gru, GruCell, Last, Lstm,
+    LstmCell, Recurrent, RecurrentCell, RnnDims, RnnOutput, Sequence,
+};

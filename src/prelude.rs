@@ -8,11 +8,12 @@ pub use crate::fit::{
 };
 pub use crate::layers::{
     Act, Activation, AvgPool2d, Backward, BatchNorm, Conv2d, Ctx, Dense, Dropout, Elu, Flatten,
-    Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm, LeakyRelu, MaxPool2d, Mode, Relu, Same,
-    Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
+    Forward, Gelu, Grad, Gru, Identity, Init, Last, Layer, LayerNorm, LeakyRelu, Lstm, MaxPool2d,
+    Mode, Relu, Same, Sequence, Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
 };
 pub use crate::loss::{
-    BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SoftmaxCrossEntropy,
+    BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SequenceCrossEntropy,
+    SoftmaxCrossEntropy,
 };
 #[cfg(feature = "alloc")]
 pub use crate::optim::Optimizer;

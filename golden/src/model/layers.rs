@@ -1,13 +1,15 @@
 //! A sequential model read from a case's `model.layers` at run time: each layer's sizes
-//! ([`DenseDims`], [`ConvDims`]) and activation, checked against the shapes flowing through the
-//! stack, and the parameter tensors in layer order (`{layer}.kernel`, `{layer}.bias`), each in
-//! Keras' layout, which is fusegraph's.
+//! ([`DenseDims`], [`ConvDims`], [`RnnDims`]) and activation, checked against the shapes flowing
+//! through the stack, and the parameter tensors in layer order (`{layer}.kernel`,
+//! `{layer}.bias`, each in Keras' layout, which is fusegraph's; a GRU's or LSTM's
+//! `{layer}.weight_ih_l{l}`... in PyTorch's, which is fusegraph's too).
 
 use crate::tensor::Layout;
 use fusegraph::layers::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
-    dense_gemm_len, Backward, ConvDims, Ctx, DenseDims, Elu, Forward, Gelu, Identity, Relu,
-    Sigmoid, Softmax, Swish, Tanh,
+    dense_gemm_len, rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, Backward, CellKind,
+    ConvDims, Ctx, DenseDims, Elu, Forward, Gelu, Identity, Relu, RnnDims, Sigmoid, Softmax, Swish,
+    Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
@@ -104,6 +106,11 @@ pub(crate) enum Op {
     Conv(ConvDims, Act),
     /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
     Flatten,
+    /// A fully connected layer applied to each of `positions` vectors of a sequence: the
+    /// Dense layer over `batch * positions` rows.
+    DensePerPosition(DenseDims, Act, usize),
+    /// A stack of GRU or LSTM layers.
+    Rnn(RnnDims),
 }
 
 /// One layer of the stack, with its sizes per sample.
@@ -125,6 +132,10 @@ impl Node {
             Op::Dense(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::Flatten => 0,
+            Op::DensePerPosition(dims, act, positions) => {
+                positions * with_act!(act, |A| dims.saved::<A>())
+            }
+            Op::Rnn(dims) => dims.saved(),
         };
         Node {
             op,
@@ -138,7 +149,8 @@ impl Node {
     pub fn scratch_len(&self, batch: usize) -> usize {
         match self.op {
             Op::Conv(dims, _) => conv_scratch_len(dims, batch),
-            Op::Dense(..) | Op::Flatten => 0,
+            Op::Rnn(dims) => rnn_scratch_len(dims, batch),
+            Op::Dense(..) | Op::Flatten | Op::DensePerPosition(..) => 0,
         }
     }
 
@@ -148,6 +160,8 @@ impl Node {
             Op::Dense(dims, _) => dense_gemm_len(dims, batch),
             Op::Conv(dims, _) => conv_gemm_len(dims, batch),
             Op::Flatten => 0,
+            Op::DensePerPosition(dims, _, positions) => dense_gemm_len(dims, batch * positions),
+            Op::Rnn(dims) => rnn_gemm_len(dims, batch),
         }
     }
 
@@ -157,6 +171,14 @@ impl Node {
             Op::Dense(dims, act) => with_act!(act, |A| dense_forward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
             Op::Flatten => io.y.copy_from_slice(io.x),
+            Op::DensePerPosition(dims, act, positions) => {
+                let io = Forward {
+                    batch: io.batch * positions,
+                    ..io
+                };
+                with_act!(act, |A| dense_forward::<A>(ctx, dims, io))
+            }
+            Op::Rnn(dims) => rnn_forward(ctx, dims, io),
         }
     }
 
@@ -166,6 +188,14 @@ impl Node {
             Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
             Op::Flatten => io.dx.give(io.dy),
+            Op::DensePerPosition(dims, act, positions) => {
+                let io = Backward {
+                    batch: io.batch * positions,
+                    ..io
+                };
+                with_act!(act, |A| dense_backward::<A>(ctx, dims, io))
+            }
+            Op::Rnn(dims) => rnn_backward(ctx, dims, io),
         }
     }
 }
@@ -232,13 +262,17 @@ impl Net {
         let start = self.layout.len();
         let (op, out_shape) = match kind {
             "Dense" => {
-                layer.check_keys(&["in", "units", "activation", "use_bias"])?;
-                let [inputs] = shape[..] else {
-                    return Err(format!(
-                        "{}: fusegraph's Dense takes vectors, not a {shape:?} input (insert a \
-                         Flatten)",
-                        layer.what
-                    ));
+                layer.check_keys(&["in", "units", "activation", "use_bias", "applied"])?;
+                let (positions, inputs) = match shape[..] {
+                    [inputs] => (None, inputs),
+                    [positions, inputs] => (Some(positions), inputs),
+                    _ => {
+                        return Err(format!(
+                            "{}: fusegraph's Dense takes vectors or sequences of them, not a \
+                             {shape:?} input (insert a Flatten)",
+                            layer.what
+                        ))
+                    }
                 };
                 layer.expect_size("in", inputs)?;
                 let outputs = layer.positive("units")?;
@@ -253,7 +287,13 @@ impl Net {
                     outputs,
                     bias,
                 };
-                (Op::Dense(dims, layer.act()?), vec![outputs])
+                match positions {
+                    None => (Op::Dense(dims, layer.act()?), vec![outputs]),
+                    Some(n) => (
+                        Op::DensePerPosition(dims, layer.act()?, n),
+                        vec![n, outputs],
+                    ),
+                }
             }
             "Conv2D" => {
                 layer.check_keys(&[
@@ -333,6 +373,7 @@ impl Net {
                 layer.check_keys(&["data_format"])?;
                 (Op::Flatten, vec![shape.iter().product()])
             }
+            "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
@@ -342,6 +383,90 @@ impl Net {
         self.nodes.push(node);
         self.output_shape = out_shape;
         Ok(())
+    }
+}
+
+impl Net {
+    /// A `GRU` or `LSTM` descriptor (PyTorch's options: batch first, zero initial states, no
+    /// dropout, one direction) over a `[seq, features]` input; appends its tensors,
+    /// `{name}.weight_ih_l{l}`, `{name}.weight_hh_l{l}`, `{name}.bias_ih_l{l}` and
+    /// `{name}.bias_hh_l{l}` per layer, in PyTorch's layout.
+    fn recurrent(
+        &mut self,
+        layer: &Spec<'_>,
+        name: &str,
+        kind: &str,
+        shape: &[usize],
+    ) -> Result<(Op, Vec<usize>), String> {
+        layer.check_keys(&[
+            "input_size",
+            "hidden_size",
+            "num_layers",
+            "bias",
+            "batch_first",
+            "bidirectional",
+            "dropout",
+            "initial_state",
+            "gate_order",
+            "returns",
+            "note",
+        ])?;
+        let (cell, gates) = match kind {
+            "GRU" => (CellKind::Gru, ["r", "z", "n"].as_slice()),
+            _ => (CellKind::Lstm, ["i", "f", "g", "o"].as_slice()),
+        };
+        let &[steps, inputs] = shape else {
+            return Err(format!(
+                "{}: a recurrent layer takes [seq, features], not a {shape:?} input",
+                layer.what
+            ));
+        };
+        layer.expect_size("input_size", inputs)?;
+        layer.expect_value("bias", &Value::Bool(true))?;
+        layer.expect_value("batch_first", &Value::Bool(true))?;
+        layer.expect_value("bidirectional", &Value::Bool(false))?;
+        layer.expect_value("initial_state", &Value::from("zeros"))?;
+        layer.expect_value("gate_order", &Value::from(gates))?;
+        if layer.spec["dropout"].as_f64().is_some_and(|d| d != 0.0) {
+            return Err(format!(
+                "{}: unsupported dropout between layers",
+                layer.what
+            ));
+        }
+        let sequence = match layer.spec["returns"].as_str() {
+            Some("last_step") => false,
+            Some("sequence") => true,
+            _ => {
+                return Err(format!(
+                    "{}: `returns` is neither `last_step` nor `sequence`",
+                    layer.what
+                ))
+            }
+        };
+        let dims = RnnDims {
+            cell,
+            steps,
+            inputs,
+            hidden: layer.positive("hidden_size")?,
+            layers: layer.positive("num_layers")?,
+            sequence,
+        };
+        let g = dims.gate_rows();
+        for l in 0..dims.layers {
+            let (n, h) = (dims.layer_inputs(l), dims.hidden);
+            self.layout
+                .push(format!("{name}.weight_ih_l{l}"), vec![g, n]);
+            self.layout
+                .push(format!("{name}.weight_hh_l{l}"), vec![g, h]);
+            self.layout.push(format!("{name}.bias_ih_l{l}"), vec![g]);
+            self.layout.push(format!("{name}.bias_hh_l{l}"), vec![g]);
+        }
+        let out = if sequence {
+            vec![steps, dims.hidden]
+        } else {
+            vec![dims.hidden]
+        };
+        Ok((Op::Rnn(dims), out))
     }
 }
 
@@ -419,6 +544,15 @@ impl Spec<'_> {
                 "{}: `{key}` = {v}, but the stack gives {expected}",
                 self.what
             )),
+        }
+    }
+
+    /// Checks `key`, when present and not `null`, to be `expected`.
+    fn expect_value(&self, key: &str, expected: &Value) -> Result<(), String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(v) if v == expected => Ok(()),
+            Some(v) => Err(format!("{}: unsupported `{key}` = {v}", self.what)),
         }
     }
 

@@ -32,6 +32,13 @@ pub(crate) enum Targets {
     SoftmaxCrossEntropy(Vec<u32>),
     /// `mse`: one value per output.
     Mse(Vec<f32>),
+    /// `sequence_cross_entropy`: one class index per position of a `[seq, classes]` output.
+    SequenceCrossEntropy {
+        /// `[batch, seq]` class indices.
+        labels: Vec<u32>,
+        /// Classes at each position.
+        classes: usize,
+    },
 }
 
 impl Targets {
@@ -40,17 +47,27 @@ impl Targets {
         let v: &dyn Any = match self {
             Targets::SoftmaxCrossEntropy(c) => c,
             Targets::Mse(v) => v,
+            Targets::SequenceCrossEntropy { labels, .. } => labels,
         };
         v.downcast_ref::<Vec<T>>().map(Vec::as_slice)
     }
 
-    /// Whether `L` is this loss.
-    fn is<L: Loss + 'static>(&self) -> bool {
-        TypeId::of::<L>()
-            == match self {
-                Targets::SoftmaxCrossEntropy(_) => TypeId::of::<SoftmaxCrossEntropy>(),
-                Targets::Mse(_) => TypeId::of::<Mse>(),
+    /// Whether `L` is this loss, for a model of `outputs` values per sample. A sequence loss
+    /// is recognized by what it reads (its number of classes is a type parameter): one class
+    /// index per position, scored per position, as `SequenceCrossEntropy` does.
+    fn is<L: Loss + 'static>(&self, outputs: usize) -> bool {
+        match self {
+            Targets::SoftmaxCrossEntropy(_) => {
+                TypeId::of::<L>() == TypeId::of::<SoftmaxCrossEntropy>()
             }
+            Targets::Mse(_) => TypeId::of::<L>() == TypeId::of::<Mse>(),
+            Targets::SequenceCrossEntropy { classes, .. } => {
+                let positions = outputs / classes;
+                TypeId::of::<L::Target>() == TypeId::of::<u32>()
+                    && L::targets_per_sample(outputs) == positions
+                    && L::scored_per_sample(outputs) == positions
+            }
+        }
     }
 }
 
@@ -185,6 +202,7 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
                 format!("{what}.y holds something other than classes below {classes}")
             })?)
         }
+        "sequence_cross_entropy" => sequence_labels(net, &y, size, what)?,
         "mse" => {
             if y.shape.first() != Some(&size) || y.data.len() != size * net.outputs() {
                 return Err(format!(
@@ -197,6 +215,32 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
         other => return Err(format!("unsupported loss `{other}`")),
     };
     Ok(Batch { x: x.data, y, size })
+}
+
+/// The `[batch, seq]` class indices of a `sequence_cross_entropy` batch, for a model whose
+/// output is `[seq, classes]`.
+fn sequence_labels(net: &Net, y: &Tensor, size: usize, what: &str) -> Result<Targets, String> {
+    let &[seq, classes] = &net.output_shape[..] else {
+        return Err(format!(
+            "{what}: a sequence cross-entropy over outputs {:?}, not [seq, classes]",
+            net.output_shape
+        ));
+    };
+    if y.shape != [size, seq] {
+        return Err(format!(
+            "{what}: targets of shape {:?} for {size} sequences of {seq} positions",
+            y.shape
+        ));
+    }
+    let class =
+        |v: f32| (v >= 0.0 && v.fract() == 0.0 && (v as usize) < classes).then_some(v as u32);
+    let labels = y
+        .data
+        .iter()
+        .map(|&v| class(v))
+        .collect::<Option<Vec<u32>>>()
+        .ok_or_else(|| format!("{what}.y holds something other than classes below {classes}"))?;
+    Ok(Targets::SequenceCrossEntropy { labels, classes })
 }
 
 /// Runs a model case on a model built at run time from its layers.
@@ -276,7 +320,7 @@ where
             net.layout.shapes
         ));
     }
-    if !parsed.batches[0].y.is::<M::Loss>() {
+    if !parsed.batches[0].y.is::<M::Loss>(M::OUT) {
         return Err(format!(
             "the model trains with {}; the case with {:?}",
             std::any::type_name::<M::Loss>(),

@@ -9,8 +9,8 @@ use fusegraph::optim::{
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
     model, AvgPool2d, BatchNorm, Conv2d, Dataset, Dense, Dropout, EarlyStopping, FitOptions,
-    Flatten, LayerNorm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, SoftmaxCrossEntropy,
-    TrainStep, Trainer, Verbose,
+    Flatten, Gru, LayerNorm, Lstm, MaxPool2d, Metric, Monitor, Relu, Same, Seed, Sequence,
+    SoftmaxCrossEntropy, TrainStep, Trainer, Verbose,
 };
 use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -159,6 +159,21 @@ pub struct Everything {
     fc2: Dense<32, 10>,
 }
 
+/// A GRU's every hidden state read by a two-layer LSTM and a classifier.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct Recurrences {
+    gru: Gru<8, 4, 16, 1, Sequence>,
+    lstm: Lstm<8, 16, 12, 2>,
+    fc: Dense<12, 10>,
+}
+
+/// A GRU whose recurrent weight gradient is split across the pool at a batch of 32.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct WideGru {
+    gru: Gru<32, 16, 64>,
+    fc: Dense<64, 10>,
+}
+
 /// A wide MLP whose matrix products are split across the pool.
 #[model(loss = SoftmaxCrossEntropy)]
 pub struct WideMlp {
@@ -202,6 +217,16 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in parallel train steps"
+    );
+    let recurrent = allocations_during_train_steps::<_, 8>(Recurrences::init(Seed(3)));
+    assert_eq!(
+        recurrent, 0,
+        "{recurrent} allocations in recurrent train steps"
+    );
+    let split = pool.install(|| allocations_during_train_steps::<_, 32>(WideGru::init(Seed(4))));
+    assert_eq!(
+        split, 0,
+        "{split} allocations in parallel recurrent train steps"
     );
 }
 

@@ -1,0 +1,102 @@
+//! Generated models with GRU and LSTM layers: gradients through stacked recurrences and the
+//! sequence loss against finite differences, accuracy per position, and training that gives
+//! the same bits on one and two threads.
+
+mod common;
+
+use common::Rng;
+use fusegraph::kernels::gemm::PARALLEL_FLOPS;
+use fusegraph::optim::{keras, torch};
+use fusegraph::prelude::*;
+
+/// Two stacked GRU layers read by a Dense layer, regressing two values.
+#[fusegraph::model(loss = Mse)]
+pub struct GruRegressor {
+    gru: Gru<4, 3, 5, 2>,
+    fc: Dense<5, 2>,
+}
+
+/// A GRU's every hidden state read by a two-layer LSTM, whose every hidden state is the logits
+/// of three classes at each of four positions.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct LstmTagger {
+    gru: Gru<4, 2, 4, 1, Sequence>,
+    lstm: Lstm<4, 4, 3, 2, Sequence>,
+}
+
+#[test]
+fn stacked_recurrences_match_finite_differences_through_the_loss() {
+    let mut rng = Rng::new(21);
+    let x = rng.vec(3 * GruRegressor::IN, 1.0);
+    let y = rng.vec(3 * 2, 1.0);
+    common::check_weights(&mut GruRegressor::init(Seed(4)), &x, &y, 1e-2);
+    common::check_loss_input_gradient(&GruRegressor::init(Seed(5)), &x, &y, 1e-2, 1e-2);
+
+    let x = rng.vec(3 * LstmTagger::IN, 1.0);
+    let labels: Vec<u32> = (0..3 * 4).map(|i| (i * 7 % 3) as u32).collect();
+    common::check_weights(&mut LstmTagger::init(Seed(6)), &x, &labels, 1e-2);
+    common::check_loss_input_gradient(&LstmTagger::init(Seed(7)), &x, &labels, 1e-2, 1e-2);
+}
+
+#[test]
+fn a_tagger_learns_and_its_accuracy_counts_positions() {
+    // The class at each position is the sign of that position's first feature.
+    let mut rng = Rng::new(22);
+    let x = rng.vec(8 * LstmTagger::IN, 1.0);
+    let labels: Vec<u32> = x.chunks(2).map(|step| u32::from(step[0] > 0.0)).collect();
+    let mut model = LstmTagger::init(Seed(8));
+    let mut step =
+        TrainStep::<LstmTagger, torch::Adam, 8>::new(&model, torch::Adam::default().with_lr(0.05));
+    let first = step.evaluate(&model, &x, &labels);
+    for _ in 0..150 {
+        step.run(&mut model, &x, &labels);
+    }
+    let last = step.evaluate(&model, &x, &labels);
+    assert!(last.loss < 0.6 * first.loss, "{first:?} -> {last:?}");
+    let logits = step.predict(&model, &x);
+    let right = logits
+        .chunks(3)
+        .zip(&labels)
+        .filter(|(z, &c)| {
+            let best = (0..3).fold(0, |b, j| if z[j] > z[b] { j } else { b });
+            best == c as usize
+        })
+        .count();
+    assert_eq!(last.accuracy, Some(right as f32 / 32.0));
+    assert!(right > 24, "{right} of 32 positions right");
+}
+
+/// The GRU of W6 (input 16, hidden 64, sequence 32), stacked twice, with a classifier.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SplitGru {
+    gru: Gru<32, 16, 64, 2>,
+    fc: Dense<64, 10, Tanh>,
+}
+
+#[test]
+fn a_gru_trains_to_the_same_bits_on_one_and_two_threads() {
+    // dW_hh of batch 32: 2 * (3 * 64) * (32 * 32) * 64 flops, split across the pool.
+    const { assert!(2 * 192 * 32 * 32 * 64 >= PARALLEL_FLOPS, "a product splits") };
+    let mut rng = Rng::new(23);
+    let x = rng.vec(32 * SplitGru::IN, 1.0);
+    let y: Vec<u32> = (0..32).map(|i| i % 10).collect();
+    let run = |threads: usize| {
+        common::on_threads(threads, || {
+            let mut model = SplitGru::init(Seed(9));
+            let mut step =
+                TrainStep::<SplitGru, keras::Adam, 32>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..2)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            let dx = common::bits(step.input_gradient(&model, &x));
+            (losses, common::bits(model.params()), dx)
+        })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "losses");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+    assert!(
+        one.2 == two.2,
+        "input gradients differ between 1 and 2 threads"
+    );
+}

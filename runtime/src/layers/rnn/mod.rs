@@ -17,8 +17,8 @@
 //!
 //! Layer after layer: the input projections of every time step are one GEMM over `batch * T`
 //! rows, `X·W_ihᵀ + b_ih`, written where the step's gates are saved; then per step one GEMM of
-//! `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one lane
-//! pass per sample for the gates and the new state ([`cell`]). Backward runs through time from
+//! `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass
+//! per sample, in `f32x8` lanes, for the gates and the new state. Backward runs through time from
 //! the last step, one GEMM of `batch` rows per step for the gradient reaching the previous
 //! hidden state; then `dW_ih`, `dW_hh` and the input gradient are one GEMM each over
 //! `batch * T` rows, the bias gradients column sums in order. Nothing is allocated: forward

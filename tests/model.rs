@@ -227,25 +227,7 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     let mut rng = Rng::new(16);
     let x = data(&mut rng, 64 * 24 * 24 * 3);
     let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
-    let run = |threads: usize| {
-        common::on_threads(threads, || {
-            let mut model = SplitCnn::init(Seed(9));
-            let mut step =
-                TrainStep::<SplitCnn, keras::Adam, 64>::new(&model, keras::Adam::default());
-            let losses: Vec<u32> = (0..2)
-                .map(|_| step.run(&mut model, &x, &y).to_bits())
-                .collect();
-            let dx = common::bits(step.input_gradient(&model, &x));
-            (losses, common::bits(model.params()), dx)
-        })
-    };
-    let (one, two) = (run(1), run(2));
-    assert_eq!(one.0, two.0, "losses");
-    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
-    assert!(
-        one.2 == two.2,
-        "input gradients differ between 1 and 2 threads"
-    );
+    common::assert_same_bits_on_one_and_two_threads::<_, 64>(|| SplitCnn::init(Seed(9)), &x, &y);
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use common::Rng;
 use fusegraph::kernels::gemm::PARALLEL_FLOPS;
-use fusegraph::optim::{keras, torch};
+use fusegraph::optim::torch;
 use fusegraph::prelude::*;
 
 /// Two stacked GRU layers read by a Dense layer, regressing two values.
@@ -80,23 +80,5 @@ fn a_gru_trains_to_the_same_bits_on_one_and_two_threads() {
     let mut rng = Rng::new(23);
     let x = rng.vec(32 * SplitGru::IN, 1.0);
     let y: Vec<u32> = (0..32).map(|i| i % 10).collect();
-    let run = |threads: usize| {
-        common::on_threads(threads, || {
-            let mut model = SplitGru::init(Seed(9));
-            let mut step =
-                TrainStep::<SplitGru, keras::Adam, 32>::new(&model, keras::Adam::default());
-            let losses: Vec<u32> = (0..2)
-                .map(|_| step.run(&mut model, &x, &y).to_bits())
-                .collect();
-            let dx = common::bits(step.input_gradient(&model, &x));
-            (losses, common::bits(model.params()), dx)
-        })
-    };
-    let (one, two) = (run(1), run(2));
-    assert_eq!(one.0, two.0, "losses");
-    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
-    assert!(
-        one.2 == two.2,
-        "input gradients differ between 1 and 2 threads"
-    );
+    common::assert_same_bits_on_one_and_two_threads::<_, 32>(|| SplitGru::init(Seed(9)), &x, &y);
 }

@@ -5,6 +5,7 @@
 extern crate std;
 use super::*;
 use crate::layers::gradcheck::Check;
+use crate::layers::{Init, Layer, Mode, Tensor};
 use std::vec::Vec;
 
 fn sigmoid(v: f64) -> f64 {
@@ -201,7 +202,7 @@ fn a_run_time_size_of_zero_panics() {
         gemm: &mut [],
         scratch: &mut [],
         rng: &mut rng,
-        mode: crate::layers::Mode::Eval,
+        mode: Mode::Eval,
     };
     let io = Forward {
         params: &[],

@@ -81,6 +81,19 @@ pub fn dims(ty: &Type) -> Option<(usize, usize)> {
             ))
         }
         "Flatten" | "Dropout" | "LayerNorm" => Some((n(0)?, n(0)?)),
+        // `Gru<T, IN, H, LAYERS = 1, O = Last>`: `[T, IN]` in, `[H]` or (`Sequence`) `[T, H]` out.
+        "Gru" | "Lstm" => {
+            let (t, inputs, hidden) = (n(0)?, n(1)?, n(2)?);
+            let sequence = match a.len() > 4 {
+                true => match type_name(a.get(4))?.as_str() {
+                    "Sequence" => true,
+                    "Last" => false,
+                    _ => return None,
+                },
+                false => false,
+            };
+            Some((t * inputs, if sequence { t * hidden } else { hidden }))
+        }
         "BatchNorm" => {
             let spatial = if a.len() > 1 { n(1)? } else { 1 };
             Some((n(0)? * spatial, n(0)? * spatial))
@@ -114,6 +127,10 @@ mod tests {
         assert_eq!(d("Conv2d<7, 7, 1, 1, 3, 3, 2, Valid>"), Some((49, 9)));
         assert_eq!(d("MaxPool2d<6, 6, 4, 2>"), Some((144, 36)));
         assert_eq!(d("BatchNorm<16>"), Some((16, 16)));
+        assert_eq!(d("Gru<6, 3, 5>"), Some((18, 5)));
+        assert_eq!(d("Lstm<6, 3, 5, 2, Sequence>"), Some((18, 30)));
+        assert_eq!(d("Gru<6, 3, 5, 2, Last>"), Some((18, 5)));
+        assert_eq!(d("Lstm<6, 3, 5, 1, MyOutput>"), None);
         assert_eq!(d("Dense<N, 4>"), None);
         assert_eq!(d("MyLayer<3>"), None);
     }

@@ -107,6 +107,14 @@ pub fn loss_name(ty: &Type) -> Option<String> {
     segments(ty).map(|(n, _)| n)
 }
 
+/// The classes of a `SequenceCrossEntropy<C>` written with a literal.
+pub fn sequence_classes(ty: &Type) -> Option<usize> {
+    match segments(ty)? {
+        (name, a) if name == "SequenceCrossEntropy" => lit(a.first()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +140,10 @@ mod tests {
         assert_eq!(d("Gru<6, 3, 5, 2, Last>"), Some((18, 5)));
         assert_eq!(d("Lstm<6, 3, 5, 1, MyOutput>"), None);
         assert_eq!(d("Dense<N, 4>"), None);
+        let classes = |s: &str| sequence_classes(&syn::parse_str(s).unwrap());
+        assert_eq!(classes("SequenceCrossEntropy<5>"), Some(5));
+        assert_eq!(classes("loss::SequenceCrossEntropy<C>"), None);
+        assert_eq!(classes("SoftmaxCrossEntropy"), None);
         assert_eq!(d("MyLayer<3>"), None);
     }
 }

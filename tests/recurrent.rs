@@ -1,13 +1,15 @@
 //! Generated models with GRU and LSTM layers: gradients through stacked recurrences and the
-//! sequence loss against finite differences, accuracy per position, and training that gives
-//! the same bits on one and two threads.
+//! sequence loss against finite differences, accuracy per position, training that gives the
+//! same bits on one and two threads, and an inline model within a memory budget trained
+//! without an allocator.
 
 mod common;
 
 use common::Rng;
 use fusegraph::kernels::gemm::PARALLEL_FLOPS;
-use fusegraph::optim::torch;
+use fusegraph::optim::{keras, torch};
 use fusegraph::prelude::*;
+use fusegraph::train::EmbeddedStep;
 
 /// Two stacked GRU layers read by a Dense layer, regressing two values.
 #[fusegraph::model(loss = Mse)]
@@ -81,4 +83,37 @@ fn a_gru_trains_to_the_same_bits_on_one_and_two_threads() {
     let x = rng.vec(32 * SplitGru::IN, 1.0);
     let y: Vec<u32> = (0..32).map(|i| i % 10).collect();
     common::assert_same_bits_on_one_and_two_threads::<_, 32>(|| SplitGru::init(Seed(9)), &x, &y);
+}
+
+/// A keyword-spotting-sized model for a microcontroller: parameters inline, 8 frames of 4
+/// features, within 64 KiB for batches of 4 with Adam.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, inline, max_bytes = 65536, batch = 4, optimizer = keras::Adam)]
+pub struct Keyword {
+    gru: Gru<8, 4, 8>,
+    fc: Dense<8, 3>,
+}
+
+#[test]
+fn an_inline_recurrent_model_trains_in_an_arena_to_the_bits_of_a_train_step() {
+    // The budget counts what the GRU saves over the whole sequence: per step its 3 gates,
+    // W_hn h + b_hn and h, 8 values each, beside the outputs, their gradients and the input.
+    let saved = 8 * (3 * 8 + 8 + 8);
+    assert_eq!(<Gru<8, 4, 8> as Layer>::SAVED, saved);
+    let per_sample = (8 + saved) + 3 + (8 + 3) + Keyword::IN;
+    assert_eq!(Keyword::BUDGET_BYTES.activations, per_sample * 4 * 4);
+    const { assert!(Keyword::BUDGET_BYTES.total() <= 65536) };
+
+    let mut rng = Rng::new(24);
+    let (mut a, mut b) = (Keyword::init(Seed(10)), Keyword::init(Seed(10)));
+    let rule = keras::Adam::default().with_lr(0.02);
+    let mut normal = TrainStep::<Keyword, _, 4>::new(&a, rule);
+    let mut arena = vec![0.0; EmbeddedStep::<Keyword, keras::Adam, 4>::FLOATS];
+    let mut layerwise = EmbeddedStep::<Keyword, _, 4>::new(&b, rule, &mut arena).unwrap();
+    for i in 0..6 {
+        let x = rng.vec(4 * Keyword::IN, 1.0);
+        let y: Vec<u32> = (0..4).map(|k| (k + i) % 3).collect();
+        let (la, lb) = (normal.run(&mut a, &x, &y), layerwise.run(&mut b, &x, &y));
+        assert_eq!(la.to_bits(), lb.to_bits(), "loss of step {i}");
+        assert_eq!(common::bits(a.params()), common::bits(b.params()));
+    }
 }

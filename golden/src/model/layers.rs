@@ -618,6 +618,52 @@ mod tests {
     }
 
     #[test]
+    fn recurrent_layers_name_their_tensors_as_pytorch_does() {
+        let model = json!({"input_shape": [5, 3], "layers": [
+            {"name": "lstm", "type": "LSTM", "input_size": 3, "hidden_size": 4, "num_layers": 2,
+             "bias": true, "batch_first": true, "bidirectional": false, "dropout": 0.0,
+             "gate_order": ["i", "f", "g", "o"], "returns": "sequence", "output_shape": [5, 4]},
+            {"name": "fc", "type": "Dense", "in": 4, "units": 2, "applied": "every position"}
+        ]});
+        let net = Net::parse(&model).unwrap();
+        assert_eq!(
+            net.layout.names,
+            [
+                "lstm.weight_ih_l0",
+                "lstm.weight_hh_l0",
+                "lstm.bias_ih_l0",
+                "lstm.bias_hh_l0",
+                "lstm.weight_ih_l1",
+                "lstm.weight_hh_l1",
+                "lstm.bias_ih_l1",
+                "lstm.bias_hh_l1",
+                "fc.kernel",
+                "fc.bias"
+            ]
+        );
+        assert_eq!(net.layout.shapes[0], [16, 3]);
+        assert_eq!(net.layout.shapes[4], [16, 4]);
+        assert_eq!(net.output_shape, [5, 2]);
+        assert!(matches!(net.nodes[0].op, Op::Rnn(d) if d.cell == CellKind::Lstm && d.sequence));
+        assert!(matches!(net.nodes[1].op, Op::DensePerPosition(_, _, 5)));
+        // Per position: no saved values for a linear Dense; the LSTM's per step and layer.
+        assert_eq!((net.nodes[0].saved, net.nodes[1].saved), (2 * 5 * 28, 0));
+        let err = |options: Value| {
+            let mut spec = json!({"name": "g", "type": "GRU", "hidden_size": 2,
+                                  "num_layers": 1, "returns": "last_step"});
+            spec.as_object_mut()
+                .unwrap()
+                .extend(options.as_object().unwrap().clone());
+            Net::parse(&json!({"input_shape": [4, 2], "layers": [spec]})).unwrap_err()
+        };
+        assert!(err(json!({"bidirectional": true})).contains("`bidirectional`"));
+        assert!(err(json!({"gate_order": ["z", "r", "n"]})).contains("`gate_order`"));
+        assert!(err(json!({"dropout": 0.5})).contains("dropout"));
+        assert!(err(json!({"returns": "both"})).contains("`returns`"));
+        assert!(err(json!({"input_size": 3})).contains("stack gives 2"));
+    }
+
+    #[test]
     fn what_cannot_run_is_named() {
         let err = |layers: Value| {
             Net::parse(&json!({"input_shape": [4, 4, 1], "layers": layers})).unwrap_err()

@@ -394,4 +394,58 @@ mod tests {
         let e = run(&c).unwrap_err();
         assert!(e.contains("weight_order"), "{e}");
     }
+
+    /// A GRU tagger over two positions of one feature, two classes per position.
+    fn tagger(y: Value) -> Value {
+        let zeros = |shape: Value, n: usize| json!({"shape": shape, "data": vec![0.0; n]});
+        json!({
+            "kind": "model_training",
+            "framework": "torch",
+            "model": {
+                "input_shape": [2, 1],
+                "layers": [
+                    {"name": "gru", "type": "GRU", "input_size": 1, "hidden_size": 2,
+                     "num_layers": 1, "returns": "sequence", "gate_order": ["r", "z", "n"]},
+                    {"name": "fc", "type": "Dense", "in": 2, "units": 2}
+                ],
+                "loss": {"name": "sequence_cross_entropy"},
+                "weight_order": ["gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0",
+                                 "gru.bias_hh_l0", "fc.kernel", "fc.bias"]
+            },
+            "optimizer": {"class": "torch.optim.SGD", "args": {"lr": 0.1}},
+            "inputs": {
+                "num_steps": 1,
+                "initial_weights": {
+                    "gru.weight_ih_l0": zeros(json!([6, 1]), 6),
+                    "gru.weight_hh_l0": zeros(json!([6, 2]), 12),
+                    "gru.bias_ih_l0": zeros(json!([6]), 6),
+                    "gru.bias_hh_l0": zeros(json!([6]), 6),
+                    "fc.kernel": {"shape": [2, 2], "data": [1.0, 0.0, 0.0, 1.0]},
+                    "fc.bias": {"shape": [2], "data": [0.5, 0.0]}
+                },
+                "batches": [{"x": {"shape": [1, 2, 1], "data": [1.0, -1.0]}, "y": y}],
+                "probe_x": {"shape": [1, 2, 1], "data": [0.5, 0.5]}
+            }
+        })
+    }
+
+    #[test]
+    fn a_sequence_case_reads_labels_per_position() {
+        let got = run(&tagger(json!({"shape": [1, 2], "data": [0.0, 1.0]}))).unwrap();
+        assert_eq!(got["probe_outputs"][0]["shape"], json!([1, 2, 2]));
+        // Zero GRU weights give h = 0: the logits are the bias (0.5, 0) at both positions, so
+        // the loss is the mean of ln(1 + e^-0.5) (class 0) and ln(1 + e^0.5) (class 1).
+        let expected = ((1.0 + (-0.5f64).exp()).ln() + (1.0 + 0.5f64.exp()).ln()) / 2.0;
+        let loss = got["loss_step0"].as_f64().unwrap();
+        assert!((loss - expected).abs() < 1e-6, "{loss} vs {expected}");
+        let e = run(&tagger(json!({"shape": [1, 2], "data": [0.0, 2.0]}))).unwrap_err();
+        assert!(e.contains("classes below 2"), "{e}");
+        let e = run(&tagger(json!({"shape": [2], "data": [0.0, 1.0]}))).unwrap_err();
+        assert!(e.contains("2 positions"), "{e}");
+        let case = ModelCase::parse(&tagger(json!({"shape": [1, 2], "data": [0.0, 1.0]}))).unwrap();
+        let y = &case.batches[0].y;
+        assert!(y.is::<fusegraph::loss::SequenceCrossEntropy<2>>(4));
+        assert!(!y.is::<SoftmaxCrossEntropy>(4));
+        assert!(!y.is::<Mse>(4));
+    }
 }

@@ -74,6 +74,14 @@ struct W4 {
     fc2: Dense<128, 10>,
 }
 
+/// A rayon pool of `threads` threads, for one table.
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
 /// Workload W6: a GRU (input 16, hidden 64, sequence 32) and a classifier.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 struct W6 {
@@ -129,10 +137,7 @@ fn w6_gemm_variant<'a>() -> Variant<'a> {
 
 /// W6 on `threads` threads; returns the step's fraction of the GEMM's rate.
 fn w6_table(threads: usize) -> f64 {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     pool.install(|| {
         println!(
             "
@@ -203,10 +208,7 @@ fn gemm_variant<'a>(batch: usize) -> Variant<'a> {
 }
 
 fn mnist_table(threads: usize) -> Vec<(String, f64)> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     let mut met = Vec::new();
     pool.install(|| {
         println!("\nMLP 784-128(ReLU)-10, softmax cross-entropy, {threads} thread(s)");
@@ -355,10 +357,7 @@ fn products_variant<'a>(batch: usize) -> Variant<'a> {
 }
 
 fn w4_table(threads: usize) {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     pool.install(|| {
         println!(
             "\nW4 conv 5x5x16 - pool - conv 5x5x32 - pool - 512-128(ReLU)-10, softmax \
@@ -443,10 +442,7 @@ fn tiny_table() -> f64 {
         "  {:<40} {:>18} {:>12} {:>14}",
         "variant", "us/step med (best)", "steps/s med", "bytes of state"
     );
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let pool = pool(1);
     pool.install(|| {
         let mut all = Vec::new();
         all.extend(tiny_variants::<_, 1>(

@@ -27,6 +27,12 @@
 //!   outside the products (im2col/col2im, pooling, activations, biases, loss, update). With
 //!   the argument `products`, each of the step's products at batch 64 is also timed on its
 //!   own (shape, with `ᵀ` on an operand the layer passes transposed; GFLOP/s).
+//!   outside the products (im2col/col2im, pooling, activations, biases, loss, update).
+//! - W6, a GRU over 32 steps of 16 features with 64 hidden units, its last hidden state read by
+//!   a dense 10, softmax cross-entropy, Adam, batch 32, one thread then two: microseconds per
+//!   step, the step's matrix-product FLOPs (`w6_flops`), GFLOP/s, and that rate as a fraction of
+//!   the GEMM's on the step's largest product (`dW_hh = dGhᵀ·H_prev`, 192x1024 by 1024x64) timed
+//!   in the same run.
 //!
 //! Variants of one table are timed round-robin, `REPS` samples each (`support/timing.rs`); the
 //! table gives the median and the best sample, so that a noisy neighbour shows as a gap
@@ -71,6 +77,104 @@ struct W4 {
     fc2: Dense<128, 10>,
 }
 
+/// A rayon pool of `threads` threads, for one table.
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// Workload W6: a GRU (input 16, hidden 64, sequence 32) and a classifier.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct W6 {
+    gru: Gru<32, 16, 64>,
+    fc: Dense<64, 10>,
+}
+
+/// W6's time steps, input features, hidden units and batch.
+const W6_SIZES: (usize, usize, usize, usize) = (32, 16, 64, 32);
+
+/// The matrix-product FLOPs of one W6 train step, `2·m·k·n` each: the input projections of all
+/// steps (`batch·T` x 16 x 192), the recurrent product of every step but the first and its
+/// gradient (`batch` x 64 x 192, twice per step), `dW_ih` and `dW_hh` (192 x `batch·T` x 16 and
+/// x 64), and the dense layer's three products; no input gradient for the GRU.
+fn w6_flops() -> f64 {
+    let (t, i, h, b) = W6_SIZES;
+    let (g, rows) = (3 * h, b * t);
+    let gru = rows * i * g + 2 * (t - 1) * b * h * g + g * rows * i + g * rows * h;
+    2.0 * (gru + 3 * b * h * 10) as f64
+}
+
+fn w6_variant<'a>() -> Variant<'a> {
+    const B: usize = W6_SIZES.3;
+    let mut model = W6::init(Seed(6));
+    let mut step = TrainStep::<W6, Adam, B>::new(&model, Adam::default());
+    let x: Vec<f32> = (0..B * W6::IN).map(value).collect();
+    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    Variant::new(format!("train step, batch {B}, adam"), move || {
+        black_box(step.run(&mut model, &x, &y));
+    })
+}
+
+/// W6's largest product alone, as the layer makes it: `dW_hh = dGhᵀ·H_prev`.
+fn w6_gemm_variant<'a>() -> Variant<'a> {
+    let (t, _, h, b) = W6_SIZES;
+    let (g, rows) = (3 * h, b * t);
+    let dg: Vec<f32> = (0..rows * g).map(value).collect();
+    let hp: Vec<f32> = (0..rows * h).map(|i| value(i + 5)).collect();
+    let mut dw = vec![0.0f32; g * h];
+    let mut ws = vec![0.0f32; workspace_len(g, rows, h)];
+    Variant::new(format!("gemm {g}x{rows} · {rows}x{h}"), move || {
+        gemm(
+            1.0,
+            MatRef::row_major(&dg, rows, g).t(),
+            MatRef::row_major(&hp, rows, h),
+            0.0,
+            MatMut::row_major(&mut dw, g, h),
+            &mut ws,
+        );
+        black_box(&dw);
+    })
+}
+
+/// W6 on `threads` threads; returns the step's fraction of the GEMM's rate.
+fn w6_table(threads: usize) -> f64 {
+    let pool = pool(threads);
+    pool.install(|| {
+        println!(
+            "
+W6 GRU 16 -> 64 over 32 steps - dense 10, softmax cross-entropy, Adam, {threads} thread(s)"
+        );
+        println!(
+            "  {:<34} {:>18} {:>8} {:>12} {:>9}",
+            "variant", "us/step med (best)", "MFLOP", "GFLOP/s med", "of gemm"
+        );
+        let (t, _, h, b) = W6_SIZES;
+        let gemm_flops = 2.0 * (3 * h * b * t * h) as f64;
+        let mut vs = vec![w6_gemm_variant(), w6_variant()];
+        measure(&mut vs, 4);
+        let (g_med, _) = stats(&vs[0]);
+        let gemm_rate = gemm_flops / g_med / 1e9;
+        let mut fraction = 0.0;
+        for (v, flops) in vs.iter().zip([gemm_flops, w6_flops()]) {
+            let (med, best) = stats(v);
+            let rate = flops / med / 1e9;
+            fraction = rate / gemm_rate;
+            println!(
+                "  {:<34} {:>8.0} ({:>7.0}) {:>8.1} {:>12.1} {:>8.0}%",
+                v.name,
+                med * 1e6,
+                best * 1e6,
+                flops / 1e6,
+                rate,
+                fraction * 100.0
+            );
+        }
+        fraction
+    })
+}
+
 /// The matrix-product FLOPs of one MLP train step (layer 1's input gradient is not computed).
 fn step_flops(batch: usize) -> f64 {
     let (i, h, o) = (784.0, 128.0, 10.0);
@@ -107,10 +211,7 @@ fn gemm_variant<'a>(batch: usize) -> Variant<'a> {
 }
 
 fn mnist_table(threads: usize) -> Vec<(String, f64)> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     let mut met = Vec::new();
     pool.install(|| {
         println!("\nMLP 784-128(ReLU)-10, softmax cross-entropy, {threads} thread(s)");
@@ -332,10 +433,7 @@ fn w4_product_table() {
 }
 
 fn w4_table(threads: usize) {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = pool(threads);
     pool.install(|| {
         println!(
             "\nW4 conv 5x5x16 - pool - conv 5x5x32 - pool - 512-128(ReLU)-10, softmax \
@@ -423,10 +521,7 @@ fn tiny_table() -> f64 {
         "  {:<40} {:>18} {:>12} {:>14}",
         "variant", "us/step med (best)", "steps/s med", "bytes of state"
     );
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let pool = pool(1);
     pool.install(|| {
         let mut all = Vec::new();
         all.extend(tiny_variants::<_, 1>(
@@ -461,7 +556,7 @@ fn tiny_table() -> f64 {
 }
 
 /// Whether the table `name` was asked for: every table without arguments, else the ones
-/// named (`mlp`, `w4`, `tiny`).
+/// named (`mlp`, `w4`, `w6`, `tiny`).
 fn wanted(name: &str) -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
     args.is_empty() || args.iter().any(|a| a == name)
@@ -486,6 +581,15 @@ fn main() {
     if wanted("w4") {
         w4_table(1);
         w4_table(2);
+    }
+    if wanted("w6") {
+        let fraction = w6_table(1);
+        w6_table(2);
+        let ok = if fraction >= 0.6 { "met" } else { "missed" };
+        println!(
+            "  W6 step >= 60% of the GEMM rate on its largest product: {:.0}% -> {ok}",
+            fraction * 100.0
+        );
     }
     if !wanted("tiny") {
         return;

@@ -8,12 +8,13 @@ pub use crate::fit::{
 };
 pub use crate::layers::{
     Act, Activation, AvgPool2d, Backward, BatchNorm, CausalSelfAttention, Conv1d, Conv2d, Ctx,
-    Dense, Dropout, Elu, Embedding, Flatten, Forward, Gelu, Grad, Identity, Init, Layer, LayerNorm,
-    LeakyRelu, MaxPool2d, MeanOverTime, Mode, PerPosition, PositionalEmbedding, Relu, Same,
-    Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
+    Dense, Dropout, Elu, Embedding, Flatten, Forward, Gelu, Grad, Gru, Identity, Init, Last, Layer,
+    LayerNorm, LeakyRelu, Lstm, MaxPool2d, MeanOverTime, Mode, PerPosition, PositionalEmbedding,
+    Relu, Same, Sequence, Sigmoid, Softmax, Swish, Tanh, Tensor, Valid,
 };
 pub use crate::loss::{
-    BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SoftmaxCrossEntropy,
+    BinaryCrossEntropyWithLogits, Huber, Loss, Mae, Mse, Reduce, SequenceCrossEntropy,
+    SoftmaxCrossEntropy,
 };
 #[cfg(feature = "alloc")]
 pub use crate::optim::Optimizer;

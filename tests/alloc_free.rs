@@ -9,8 +9,9 @@ use fusegraph::optim::{
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
     model, AvgPool2d, BatchNorm, Conv1d, Conv2d, Dataset, Dense, Dropout, EarlyStopping,
-    FitOptions, Flatten, Gelu, LayerNorm, MaxPool2d, MeanOverTime, Metric, Model, Monitor,
-    PerPosition, Relu, Same, Seed, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
+    FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d, MeanOverTime, Metric, Model,
+    Monitor, PerPosition, Relu, Same, Seed, Sequence, SoftmaxCrossEntropy, TrainStep, Trainer,
+    Valid, Verbose,
 };
 use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -162,13 +163,28 @@ pub struct Everything {
 /// Every sequence layer in one model: convolutions over time, layers at every position, the
 /// mean over time.
 #[model(loss = SoftmaxCrossEntropy)]
-pub struct Sequence {
+pub struct SequenceLayers {
     conv: Conv1d<16, 3, 8, 5, 1, Same, Relu>,
     strided: Conv1d<16, 8, 8, 3, 2, Valid, Relu>,
     proj: PerPosition<Dense<8, 8, Gelu>, 7>,
     norm: PerPosition<LayerNorm<8>, 7>,
     pool: MeanOverTime<7, 8>,
     fc: Dense<8, 10>,
+}
+
+/// A GRU's every hidden state read by a two-layer LSTM and a classifier.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct Recurrences {
+    gru: Gru<8, 4, 16, 1, Sequence>,
+    lstm: Lstm<8, 16, 12, 2>,
+    fc: Dense<12, 10>,
+}
+
+/// A GRU whose recurrent weight gradient is split across the pool at a batch of 32.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct WideGru {
+    gru: Gru<32, 16, 64>,
+    fc: Dense<64, 10>,
 }
 
 /// A wide MLP whose matrix products are split across the pool.
@@ -210,7 +226,7 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
         serial, 0,
         "{serial} allocations in train steps of every layer kind"
     );
-    let sequence = allocations_during_train_steps::<_, 8>(Sequence::init(Seed(4)));
+    let sequence = allocations_during_train_steps::<_, 8>(SequenceLayers::init(Seed(4)));
     assert_eq!(
         sequence, 0,
         "{sequence} allocations in train steps of the sequence layers"
@@ -219,6 +235,16 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in parallel train steps"
+    );
+    let recurrent = allocations_during_train_steps::<_, 8>(Recurrences::init(Seed(3)));
+    assert_eq!(
+        recurrent, 0,
+        "{recurrent} allocations in recurrent train steps"
+    );
+    let split = pool.install(|| allocations_during_train_steps::<_, 32>(WideGru::init(Seed(4))));
+    assert_eq!(
+        split, 0,
+        "{split} allocations in parallel recurrent train steps"
     );
 }
 
@@ -318,8 +344,8 @@ fn embedded_steps_do_not_allocate() {
     let full = allocations_in_embedded_steps::<_, Full>(Everything::init);
     let fused = allocations_in_embedded_steps::<_, Fused>(Everything::init);
     let sequence = (
-        allocations_in_embedded_steps::<_, Full>(Sequence::init),
-        allocations_in_embedded_steps::<_, Fused>(Sequence::init),
+        allocations_in_embedded_steps::<_, Full>(SequenceLayers::init),
+        allocations_in_embedded_steps::<_, Fused>(SequenceLayers::init),
     );
     assert_eq!(
         sequence,

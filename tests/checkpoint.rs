@@ -1054,3 +1054,54 @@ fn step_counts_round_trip_up_to_the_largest_i64() {
     checkpoint::from_bytes(&bytes, &mut model, &mut step).unwrap();
     assert_eq!(step.optimizer().iterations(), i64::MAX as u64);
 }
+
+/// Two stacked GRU layers, then a classifier.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct GruNet {
+    gru: Gru<3, 2, 4, 2>,
+    fc: Dense<4, 4>,
+}
+
+#[test]
+fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
+    let dir = scratch("gru");
+    let file = dir.join("gru.safetensors");
+    let mut model = GruNet::init(Seed(11));
+    let mut step = TrainStep::<GruNet, torch::Adam, 4>::new(&model, torch::Adam::default());
+    let (x, y) = batch(4, 4, GruNet::IN);
+    step.run(&mut model, &x, &y);
+    let f = Parsed::new(&checkpoint::to_bytes(&model, &step).unwrap());
+    let params = model.params();
+    // nn.GRU(2, 4, num_layers=2).state_dict(), in the model's order, untransposed.
+    let expected: [(&str, &[usize]); 8] = [
+        ("gru.weight_ih_l0", &[12, 2]),
+        ("gru.weight_hh_l0", &[12, 4]),
+        ("gru.bias_ih_l0", &[12]),
+        ("gru.bias_hh_l0", &[12]),
+        ("gru.weight_ih_l1", &[12, 4]),
+        ("gru.weight_hh_l1", &[12, 4]),
+        ("gru.bias_ih_l1", &[12]),
+        ("gru.bias_hh_l1", &[12]),
+    ];
+    let mut offset = 0;
+    for (name, shape) in expected {
+        assert_eq!(f.shape(name), shape, "{name}");
+        let len: usize = shape.iter().product();
+        assert_eq!(
+            bits(&f.f32s(name)),
+            bits(&params[offset..offset + len]),
+            "{name}"
+        );
+        assert_eq!(f.shape(&format!("optimizer.exp_avg.{name}")), shape);
+        offset += len;
+    }
+    assert_eq!(f.shape("fc.weight"), [4, 4]);
+    checkpoint::save(&file, &model, &step).unwrap();
+    let mut other = GruNet::init(Seed(12));
+    let mut resumed = TrainStep::<GruNet, torch::Adam, 4>::new(&other, torch::Adam::default());
+    checkpoint::load(&file, &mut other, &mut resumed).unwrap();
+    assert_eq!(bits(other.params()), bits(model.params()));
+    let next = step.run(&mut model, &x, &y);
+    assert_eq!(resumed.run(&mut other, &x, &y).to_bits(), next.to_bits());
+    assert_eq!(bits(other.params()), bits(model.params()));
+}

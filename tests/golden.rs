@@ -324,6 +324,97 @@ fn typed_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// The recurrent cases of `models_torch_sequence.json` (§7 of the reference README).
+const RECURRENT_CASES: [&str; 3] = [
+    "torch.seq_gru_last.adam",
+    "torch.seq_lstm_last.adam_clip",
+    "torch.seq_gru2_tagger.rmsprop",
+];
+
+/// The case `id` of `doc`.
+fn case_of<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("{id}: no such case"))
+}
+
+#[test]
+fn torch_recurrent_cases_match() {
+    let doc = reference("models_torch_sequence.json");
+    let mut out = format!("models_torch_sequence.json: |got-ref| <= {ATOL:e} + {RTOL:e}*|ref|\n");
+    let mut failed = Vec::new();
+    for id in RECURRENT_CASES {
+        let case = case_of(&doc, id);
+        let got = run_case(case).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let got = json!({"cases": [{"id": id, "got": got}]});
+        let r = compare(&json!({ "cases": [case] }), &got, RTOL, ATOL).remove(0);
+        out += &format!("{r}\n");
+        failed.extend(check_result(&r).err());
+    }
+    print!("{out}");
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+#[test]
+fn sequence_cases_the_harness_cannot_run_are_skipped_with_their_reason() {
+    let doc = reference("models_torch_sequence.json");
+    let Report { got, skipped } = run_file(&doc);
+    let ran: Vec<&str> = got["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in RECURRENT_CASES {
+        assert!(ran.contains(&id), "{id} did not run: {skipped:#?}");
+    }
+    assert_eq!(
+        ran.len() + skipped.len(),
+        doc["cases"].as_array().unwrap().len()
+    );
+    let lm = skipped
+        .iter()
+        .find(|s| s.id == "torch.seq_transformer_lm.adamw")
+        .expect("the transformer is skipped");
+    assert!(
+        lm.reason.contains("unsupported layer type"),
+        "{}",
+        lm.reason
+    );
+}
+
+/// `seq_gru_last`: x [6, 3] -> GRU(3 -> 5), last hidden state -> Dense(5 -> 2).
+#[fusegraph::model(loss = Mse)]
+pub struct GruLast {
+    gru: Gru<6, 3, 5>,
+    fc: Dense<5, 2>,
+}
+
+/// `seq_lstm_last`: x [7, 4] -> LSTM(4 -> 6), last hidden state -> Dense(6 -> 3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct LstmLast {
+    lstm: Lstm<7, 4, 6>,
+    fc: Dense<6, 3>,
+}
+
+#[test]
+fn typed_recurrent_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
+    let doc = reference("models_torch_sequence.json");
+    let runs = [
+        typed::<GruLast, torch::Adam, 8>(&doc, "torch.seq_gru_last.adam", GruLast::init(Seed(0))),
+        typed::<LstmLast, torch::Adam, 8>(
+            &doc,
+            "torch.seq_lstm_last.adam_clip",
+            LstmLast::init(Seed(0)),
+        ),
+    ];
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 #[test]
 fn typed_sequence_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     let doc = reference("models_torch_sequence.json");

@@ -227,37 +227,7 @@ fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     let mut rng = Rng::new(16);
     let x = data(&mut rng, 64 * 24 * 24 * 3);
     let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
-    same_bits_on_one_and_two_threads(SplitCnn::init, &x, &y, 2);
-}
-
-/// Trains the model `init` builds for `steps` steps of Adam on the batch of 64 `(x, y)` on one
-/// and on two threads, and asserts that the losses, the parameters and the input gradients
-/// are the same bits; returns the losses.
-fn same_bits_on_one_and_two_threads<M: Model<Loss = SoftmaxCrossEntropy, Input = f32>>(
-    init: fn(Seed) -> M,
-    x: &[f32],
-    y: &[u32],
-    steps: usize,
-) -> Vec<f32> {
-    let run = |threads: usize| {
-        common::on_threads(threads, || {
-            let mut model = init(Seed(9));
-            let mut step = TrainStep::<M, keras::Adam, 64>::new(&model, keras::Adam::default());
-            let losses: Vec<u32> = (0..steps)
-                .map(|_| step.run(&mut model, x, y).to_bits())
-                .collect();
-            let dx = common::bits(step.input_gradient(&model, x));
-            (losses, common::bits(model.params()), dx)
-        })
-    };
-    let (one, two) = (run(1), run(2));
-    assert_eq!(one.0, two.0, "losses");
-    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
-    assert!(
-        one.2 == two.2,
-        "input gradients differ between 1 and 2 threads"
-    );
-    one.0.into_iter().map(f32::from_bits).collect()
+    common::assert_same_bits_on_one_and_two_threads::<_, 64>(|| SplitCnn::init(Seed(9)), &x, &y);
 }
 
 /// A small sequence classifier: channels-last sequences of 6 positions and 2 channels,
@@ -324,8 +294,12 @@ fn a_sequence_model_whose_passes_split_trains_to_the_same_bits_on_one_and_two_th
     let mut rng = Rng::new(17);
     let x = data(&mut rng, 64 * 64 * 8);
     let y: Vec<u32> = (0..64).map(|i| i % 4).collect();
-    let losses = same_bits_on_one_and_two_threads(SplitSeq::init, &x, &y, 3);
-    assert!(losses[2] < losses[0], "the loss falls: {losses:?}");
+    let losses = common::assert_same_bits_on_one_and_two_threads::<_, 64>(
+        || SplitSeq::init(Seed(9)),
+        &x,
+        &y,
+    );
+    assert!(losses[1] < losses[0], "the loss falls: {losses:?}");
 }
 
 #[test]

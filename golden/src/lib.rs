@@ -10,10 +10,11 @@
 //! - optimizer cases (`optimizer_trajectory`, `optimizer_save_load`) run the steps with the
 //!   given gradients;
 //! - model cases (`model_training`) build the sequential model of `model.layers` at run time
-//!   (Dense, Conv2D, Conv1D, GlobalAveragePooling1D, Flatten; float inputs; softmax
-//!   cross-entropy or MSE), run with the runtime's layer functions
-//!   ([`fusegraph::layers::dense_forward`], [`fusegraph::layers::conv_forward`]...) and
-//!   trained on the given batches. [`run_typed_case`] runs the same case on a
+//!   (Dense, also per position of a sequence, Conv2D, Conv1D, GlobalAveragePooling1D,
+//!   Flatten, GRU and LSTM; softmax cross-entropy, over every position too, or MSE), run with
+//!   the runtime's layer functions ([`fusegraph::layers::dense_forward`],
+//!   [`fusegraph::layers::conv_forward`], [`fusegraph::layers::rnn_forward`]...) and trained on
+//!   the given batches. [`run_typed_case`] runs the same case on a
 //!   `#[fusegraph::model]` type instead.
 //!
 //! The result is written in the shape of the case's `expected`. A case the harness cannot map

@@ -430,6 +430,12 @@ pub fn softmax_outputs(n: usize) -> String {
     )
 }
 
+pub fn sequence_outputs(n: usize, classes: usize) -> String {
+    format!(
+        "SequenceCrossEntropy<{classes}> reads the outputs as positions of {classes} logits but the model gives {n}, not a multiple of {classes}; end the model with [positions, {classes}] outputs or change the number of classes"
+    )
+}
+
 /// The model's input, as what feeds the first layer of a sequential model.
 pub fn model_input() -> &'static str {
     "the input"

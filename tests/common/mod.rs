@@ -40,6 +40,36 @@ pub fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
         .install(f)
 }
 
+/// Trains the model `make` builds with Keras' Adam for two steps on `x` and `y` (batches of up
+/// to `B`) in a pool of two threads, and asserts that it gives the same bits of the losses,
+/// the parameters after them and the input gradient in a pool of one thread; returns the two
+/// losses.
+pub fn assert_same_bits_on_one_and_two_threads<M: Model<Input = f32>, const B: usize>(
+    make: impl Fn() -> M + Sync,
+    x: &[f32],
+    y: &[Target<M>],
+) -> Vec<f32> {
+    let run = |threads: usize| {
+        on_threads(threads, || {
+            let mut model = make();
+            let mut step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
+            let losses: Vec<u32> = (0..2)
+                .map(|_| step.run(&mut model, x, y).to_bits())
+                .collect();
+            let dx = bits(step.input_gradient(&model, x));
+            (losses, bits(model.params()), dx)
+        })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "losses");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+    assert!(
+        one.2 == two.2,
+        "input gradients differ between 1 and 2 threads"
+    );
+    one.0.into_iter().map(f32::from_bits).collect()
+}
+
 /// What a model's loss takes as targets.
 pub type Target<M> = <<M as Model>::Loss as Loss>::Target;
 

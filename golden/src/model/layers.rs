@@ -1,14 +1,16 @@
 //! A sequential model read from a case's `model.layers` at run time: each layer's sizes
-//! ([`DenseDims`], [`ConvDims`]) and activation, checked against the shapes flowing through the
-//! stack, and the parameter tensors in layer order (`{layer}.kernel`, `{layer}.bias`), each in
-//! Keras' layout, which is fusegraph's. Images are `[h, w, c]`, sequences `[time, channels]`;
-//! a Conv1D is the convolution of an image of height 1.
+//! ([`DenseDims`], [`ConvDims`], [`RnnDims`]) and activation, checked against the shapes flowing
+//! through the stack, and the parameter tensors in layer order (`{layer}.kernel`,
+//! `{layer}.bias`, each in Keras' layout, which is fusegraph's; a GRU's or LSTM's
+//! `{layer}.weight_ih_l{l}`... in PyTorch's, which is fusegraph's too). Images are `[h, w, c]`,
+//! sequences `[time, channels]`; a Conv1D is the convolution of an image of height 1.
 
 use crate::tensor::Layout;
 use fusegraph::layers::{
     conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
-    dense_gemm_len, mean_over_time_backward, mean_over_time_forward, Backward, ConvDims, Ctx,
-    DenseDims, Elu, Forward, Gelu, Identity, Relu, Sigmoid, Softmax, Swish, Tanh,
+    dense_gemm_len, mean_over_time_backward, mean_over_time_forward, rnn_backward, rnn_forward,
+    rnn_gemm_len, rnn_scratch_len, Backward, CellKind, ConvDims, Ctx, DenseDims, Elu, Forward,
+    Gelu, Identity, Relu, RnnDims, Sigmoid, Softmax, Swish, Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
@@ -112,6 +114,11 @@ pub(crate) enum Op {
     },
     /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
     Flatten,
+    /// A fully connected layer applied to each of `positions` vectors of a sequence: the
+    /// Dense layer over `batch * positions` rows.
+    DensePerPosition(DenseDims, Act, usize),
+    /// A stack of GRU or LSTM layers.
+    Rnn(RnnDims),
 }
 
 /// One layer of the stack, with its sizes per sample.
@@ -133,6 +140,10 @@ impl Node {
             Op::Dense(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::MeanOverTime { .. } | Op::Flatten => 0,
+            Op::DensePerPosition(dims, act, positions) => {
+                positions * with_act!(act, |A| dims.saved::<A>())
+            }
+            Op::Rnn(dims) => dims.saved(),
         };
         Node {
             op,
@@ -146,7 +157,8 @@ impl Node {
     pub fn scratch_len(&self, batch: usize) -> usize {
         match self.op {
             Op::Conv(dims, _) => conv_scratch_len(dims, batch),
-            Op::Dense(..) | Op::MeanOverTime { .. } | Op::Flatten => 0,
+            Op::Rnn(dims) => rnn_scratch_len(dims, batch),
+            Op::Dense(..) | Op::MeanOverTime { .. } | Op::Flatten | Op::DensePerPosition(..) => 0,
         }
     }
 
@@ -156,6 +168,8 @@ impl Node {
             Op::Dense(dims, _) => dense_gemm_len(dims, batch),
             Op::Conv(dims, _) => conv_gemm_len(dims, batch),
             Op::MeanOverTime { .. } | Op::Flatten => 0,
+            Op::DensePerPosition(dims, _, positions) => dense_gemm_len(dims, batch * positions),
+            Op::Rnn(dims) => rnn_gemm_len(dims, batch),
         }
     }
 
@@ -166,6 +180,14 @@ impl Node {
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
             Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
             Op::Flatten => io.y.copy_from_slice(io.x),
+            Op::DensePerPosition(dims, act, positions) => {
+                let io = Forward {
+                    batch: io.batch * positions,
+                    ..io
+                };
+                with_act!(act, |A| dense_forward::<A>(ctx, dims, io))
+            }
+            Op::Rnn(dims) => rnn_forward(ctx, dims, io),
         }
     }
 
@@ -176,6 +198,14 @@ impl Node {
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
             Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
             Op::Flatten => io.dx.give(io.dy),
+            Op::DensePerPosition(dims, act, positions) => {
+                let io = Backward {
+                    batch: io.batch * positions,
+                    ..io
+                };
+                with_act!(act, |A| dense_backward::<A>(ctx, dims, io))
+            }
+            Op::Rnn(dims) => rnn_backward(ctx, dims, io),
         }
     }
 }
@@ -246,13 +276,17 @@ impl Net {
         let start = self.layout.len();
         let (op, out_shape) = match kind {
             "Dense" => {
-                layer.check_keys(&["in", "units", "activation", "use_bias"])?;
-                let [inputs] = shape[..] else {
-                    return Err(format!(
-                        "{}: fusegraph's Dense takes vectors, not a {shape:?} input (insert a \
-                         Flatten)",
-                        layer.what
-                    ));
+                layer.check_keys(&["in", "units", "activation", "use_bias", "applied"])?;
+                let (positions, inputs) = match shape[..] {
+                    [inputs] => (None, inputs),
+                    [positions, inputs] => (Some(positions), inputs),
+                    _ => {
+                        return Err(format!(
+                            "{}: fusegraph's Dense takes vectors or sequences of them, not a \
+                             {shape:?} input (insert a Flatten)",
+                            layer.what
+                        ))
+                    }
                 };
                 layer.expect_size("in", inputs)?;
                 let outputs = layer.positive("units")?;
@@ -267,7 +301,13 @@ impl Net {
                     outputs,
                     bias,
                 };
-                (Op::Dense(dims, layer.act()?), vec![outputs])
+                match positions {
+                    None => (Op::Dense(dims, layer.act()?), vec![outputs]),
+                    Some(n) => (
+                        Op::DensePerPosition(dims, layer.act()?, n),
+                        vec![n, outputs],
+                    ),
+                }
             }
             "Conv2D" => {
                 layer.check_keys(&[
@@ -344,6 +384,7 @@ impl Net {
                 layer.check_keys(&["data_format"])?;
                 (Op::Flatten, vec![shape.iter().product()])
             }
+            "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
@@ -422,6 +463,90 @@ impl Net {
             self.layout.push(format!("{name}.bias"), vec![f]);
         }
         Ok((Op::Conv(dims, layer.act()?), vec![dims.out_w(), f]))
+    }
+}
+
+impl Net {
+    /// A `GRU` or `LSTM` descriptor (PyTorch's options: batch first, zero initial states, no
+    /// dropout, one direction) over a `[seq, features]` input; appends its tensors,
+    /// `{name}.weight_ih_l{l}`, `{name}.weight_hh_l{l}`, `{name}.bias_ih_l{l}` and
+    /// `{name}.bias_hh_l{l}` per layer, in PyTorch's layout.
+    fn recurrent(
+        &mut self,
+        layer: &Spec<'_>,
+        name: &str,
+        kind: &str,
+        shape: &[usize],
+    ) -> Result<(Op, Vec<usize>), String> {
+        layer.check_keys(&[
+            "input_size",
+            "hidden_size",
+            "num_layers",
+            "bias",
+            "batch_first",
+            "bidirectional",
+            "dropout",
+            "initial_state",
+            "gate_order",
+            "returns",
+            "note",
+        ])?;
+        let (cell, gates) = match kind {
+            "GRU" => (CellKind::Gru, ["r", "z", "n"].as_slice()),
+            _ => (CellKind::Lstm, ["i", "f", "g", "o"].as_slice()),
+        };
+        let &[steps, inputs] = shape else {
+            return Err(format!(
+                "{}: a recurrent layer takes [seq, features], not a {shape:?} input",
+                layer.what
+            ));
+        };
+        layer.expect_size("input_size", inputs)?;
+        layer.expect_value("bias", &Value::Bool(true))?;
+        layer.expect_value("batch_first", &Value::Bool(true))?;
+        layer.expect_value("bidirectional", &Value::Bool(false))?;
+        layer.expect_value("initial_state", &Value::from("zeros"))?;
+        layer.expect_value("gate_order", &Value::from(gates))?;
+        if layer.spec["dropout"].as_f64().is_some_and(|d| d != 0.0) {
+            return Err(format!(
+                "{}: unsupported dropout between layers",
+                layer.what
+            ));
+        }
+        let sequence = match layer.spec["returns"].as_str() {
+            Some("last_step") => false,
+            Some("sequence") => true,
+            _ => {
+                return Err(format!(
+                    "{}: `returns` is neither `last_step` nor `sequence`",
+                    layer.what
+                ))
+            }
+        };
+        let dims = RnnDims {
+            cell,
+            steps,
+            inputs,
+            hidden: layer.positive("hidden_size")?,
+            layers: layer.positive("num_layers")?,
+            sequence,
+        };
+        let g = dims.gate_rows();
+        for l in 0..dims.layers {
+            let (n, h) = (dims.layer_inputs(l), dims.hidden);
+            self.layout
+                .push(format!("{name}.weight_ih_l{l}"), vec![g, n]);
+            self.layout
+                .push(format!("{name}.weight_hh_l{l}"), vec![g, h]);
+            self.layout.push(format!("{name}.bias_ih_l{l}"), vec![g]);
+            self.layout.push(format!("{name}.bias_hh_l{l}"), vec![g]);
+        }
+        let out = if sequence {
+            vec![steps, dims.hidden]
+        } else {
+            vec![dims.hidden]
+        };
+        Ok((Op::Rnn(dims), out))
     }
 }
 
@@ -548,6 +673,15 @@ impl Spec<'_> {
                 "{}: `{key}` = {v}, but the stack gives {expected}",
                 self.what
             )),
+        }
+    }
+
+    /// Checks `key`, when present and not `null`, to be `expected`.
+    fn expect_value(&self, key: &str, expected: &Value) -> Result<(), String> {
+        match self.spec.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(v) if v == expected => Ok(()),
+            Some(v) => Err(format!("{}: unsupported `{key}` = {v}", self.what)),
         }
     }
 
@@ -731,5 +865,51 @@ mod tests {
         assert!(e.contains("`trainable`"), "{e}");
         let e = err(json!([{"type": "Flatten", "output_shape": [15]}]));
         assert!(e.contains("[16]"), "{e}");
+    }
+
+    #[test]
+    fn recurrent_layers_name_their_tensors_as_pytorch_does() {
+        let model = json!({"input_shape": [5, 3], "layers": [
+            {"name": "lstm", "type": "LSTM", "input_size": 3, "hidden_size": 4, "num_layers": 2,
+             "bias": true, "batch_first": true, "bidirectional": false, "dropout": 0.0,
+             "gate_order": ["i", "f", "g", "o"], "returns": "sequence", "output_shape": [5, 4]},
+            {"name": "fc", "type": "Dense", "in": 4, "units": 2, "applied": "every position"}
+        ]});
+        let net = Net::parse(&model).unwrap();
+        assert_eq!(
+            net.layout.names,
+            [
+                "lstm.weight_ih_l0",
+                "lstm.weight_hh_l0",
+                "lstm.bias_ih_l0",
+                "lstm.bias_hh_l0",
+                "lstm.weight_ih_l1",
+                "lstm.weight_hh_l1",
+                "lstm.bias_ih_l1",
+                "lstm.bias_hh_l1",
+                "fc.kernel",
+                "fc.bias"
+            ]
+        );
+        assert_eq!(net.layout.shapes[0], [16, 3]);
+        assert_eq!(net.layout.shapes[4], [16, 4]);
+        assert_eq!(net.output_shape, [5, 2]);
+        assert!(matches!(net.nodes[0].op, Op::Rnn(d) if d.cell == CellKind::Lstm && d.sequence));
+        assert!(matches!(net.nodes[1].op, Op::DensePerPosition(_, _, 5)));
+        // Per position: no saved values for a linear Dense; the LSTM's per step and layer.
+        assert_eq!((net.nodes[0].saved, net.nodes[1].saved), (2 * 5 * 28, 0));
+        let err = |options: Value| {
+            let mut spec = json!({"name": "g", "type": "GRU", "hidden_size": 2,
+                                  "num_layers": 1, "returns": "last_step"});
+            spec.as_object_mut()
+                .unwrap()
+                .extend(options.as_object().unwrap().clone());
+            Net::parse(&json!({"input_shape": [4, 2], "layers": [spec]})).unwrap_err()
+        };
+        assert!(err(json!({"bidirectional": true})).contains("`bidirectional`"));
+        assert!(err(json!({"gate_order": ["z", "r", "n"]})).contains("`gate_order`"));
+        assert!(err(json!({"dropout": 0.5})).contains("dropout"));
+        assert!(err(json!({"returns": "both"})).contains("`returns`"));
+        assert!(err(json!({"input_size": 3})).contains("stack gives 2"));
     }
 }

@@ -185,6 +185,10 @@ impl<'n> Machine<'n> {
                 SoftmaxCrossEntropy::loss_and_grad(pred, c, dpred, n)
             }
             Targets::Mse(v) => Mse::loss_and_grad(pred, v, dpred, n),
+            // `SequenceCrossEntropy<C>` is this, each position a row of `C` logits.
+            Targets::SequenceCrossEntropy { labels, classes } => {
+                SoftmaxCrossEntropy::loss_and_grad(pred, labels, dpred, *classes)
+            }
         };
         self.backward(params, x, batch, false, Mode::Train);
         loss

@@ -32,6 +32,13 @@ pub(crate) enum Targets {
     SoftmaxCrossEntropy(Vec<u32>),
     /// `mse`: one value per output.
     Mse(Vec<f32>),
+    /// `sequence_cross_entropy`: one class index per position of a `[seq, classes]` output.
+    SequenceCrossEntropy {
+        /// `[batch, seq]` class indices.
+        labels: Vec<u32>,
+        /// Classes at each position.
+        classes: usize,
+    },
 }
 
 impl Targets {
@@ -40,17 +47,27 @@ impl Targets {
         let v: &dyn Any = match self {
             Targets::SoftmaxCrossEntropy(c) => c,
             Targets::Mse(v) => v,
+            Targets::SequenceCrossEntropy { labels, .. } => labels,
         };
         v.downcast_ref::<Vec<T>>().map(Vec::as_slice)
     }
 
-    /// Whether `L` is this loss.
-    fn is<L: Loss + 'static>(&self) -> bool {
-        TypeId::of::<L>()
-            == match self {
-                Targets::SoftmaxCrossEntropy(_) => TypeId::of::<SoftmaxCrossEntropy>(),
-                Targets::Mse(_) => TypeId::of::<Mse>(),
+    /// Whether `L` is this loss, for a model of `outputs` values per sample. A sequence loss
+    /// is recognized by what it reads (its number of classes is a type parameter): one class
+    /// index per position, scored per position, as `SequenceCrossEntropy` does.
+    fn is<L: Loss + 'static>(&self, outputs: usize) -> bool {
+        match self {
+            Targets::SoftmaxCrossEntropy(_) => {
+                TypeId::of::<L>() == TypeId::of::<SoftmaxCrossEntropy>()
             }
+            Targets::Mse(_) => TypeId::of::<L>() == TypeId::of::<Mse>(),
+            Targets::SequenceCrossEntropy { classes, .. } => {
+                let positions = outputs / classes;
+                TypeId::of::<L::Target>() == TypeId::of::<u32>()
+                    && L::targets_per_sample(outputs) == positions
+                    && L::scored_per_sample(outputs) == positions
+            }
+        }
     }
 }
 
@@ -185,6 +202,7 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
                 format!("{what}.y holds something other than classes below {classes}")
             })?)
         }
+        "sequence_cross_entropy" => sequence_labels(net, &y, size, what)?,
         "mse" => {
             if y.shape.first() != Some(&size) || y.data.len() != size * net.outputs() {
                 return Err(format!(
@@ -197,6 +215,32 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
         other => return Err(format!("unsupported loss `{other}`")),
     };
     Ok(Batch { x: x.data, y, size })
+}
+
+/// The `[batch, seq]` class indices of a `sequence_cross_entropy` batch, for a model whose
+/// output is `[seq, classes]`.
+fn sequence_labels(net: &Net, y: &Tensor, size: usize, what: &str) -> Result<Targets, String> {
+    let &[seq, classes] = &net.output_shape[..] else {
+        return Err(format!(
+            "{what}: a sequence cross-entropy over outputs {:?}, not [seq, classes]",
+            net.output_shape
+        ));
+    };
+    if y.shape != [size, seq] {
+        return Err(format!(
+            "{what}: targets of shape {:?} for {size} sequences of {seq} positions",
+            y.shape
+        ));
+    }
+    let class =
+        |v: f32| (v >= 0.0 && v.fract() == 0.0 && (v as usize) < classes).then_some(v as u32);
+    let labels = y
+        .data
+        .iter()
+        .map(|&v| class(v))
+        .collect::<Option<Vec<u32>>>()
+        .ok_or_else(|| format!("{what}.y holds something other than classes below {classes}"))?;
+    Ok(Targets::SequenceCrossEntropy { labels, classes })
 }
 
 /// Runs a model case on a model built at run time from its layers.
@@ -276,7 +320,7 @@ where
             net.layout.shapes
         ));
     }
-    if !parsed.batches[0].y.is::<M::Loss>() {
+    if !parsed.batches[0].y.is::<M::Loss>(M::OUT) {
         return Err(format!(
             "the model trains with {}; the case with {:?}",
             std::any::type_name::<M::Loss>(),
@@ -349,5 +393,59 @@ mod tests {
         c["model"]["weight_order"] = json!(["d.bias", "d.kernel"]);
         let e = run(&c).unwrap_err();
         assert!(e.contains("weight_order"), "{e}");
+    }
+
+    /// A GRU tagger over two positions of one feature, two classes per position.
+    fn tagger(y: Value) -> Value {
+        let zeros = |shape: Value, n: usize| json!({"shape": shape, "data": vec![0.0; n]});
+        json!({
+            "kind": "model_training",
+            "framework": "torch",
+            "model": {
+                "input_shape": [2, 1],
+                "layers": [
+                    {"name": "gru", "type": "GRU", "input_size": 1, "hidden_size": 2,
+                     "num_layers": 1, "returns": "sequence", "gate_order": ["r", "z", "n"]},
+                    {"name": "fc", "type": "Dense", "in": 2, "units": 2}
+                ],
+                "loss": {"name": "sequence_cross_entropy"},
+                "weight_order": ["gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0",
+                                 "gru.bias_hh_l0", "fc.kernel", "fc.bias"]
+            },
+            "optimizer": {"class": "torch.optim.SGD", "args": {"lr": 0.1}},
+            "inputs": {
+                "num_steps": 1,
+                "initial_weights": {
+                    "gru.weight_ih_l0": zeros(json!([6, 1]), 6),
+                    "gru.weight_hh_l0": zeros(json!([6, 2]), 12),
+                    "gru.bias_ih_l0": zeros(json!([6]), 6),
+                    "gru.bias_hh_l0": zeros(json!([6]), 6),
+                    "fc.kernel": {"shape": [2, 2], "data": [1.0, 0.0, 0.0, 1.0]},
+                    "fc.bias": {"shape": [2], "data": [0.5, 0.0]}
+                },
+                "batches": [{"x": {"shape": [1, 2, 1], "data": [1.0, -1.0]}, "y": y}],
+                "probe_x": {"shape": [1, 2, 1], "data": [0.5, 0.5]}
+            }
+        })
+    }
+
+    #[test]
+    fn a_sequence_case_reads_labels_per_position() {
+        let got = run(&tagger(json!({"shape": [1, 2], "data": [0.0, 1.0]}))).unwrap();
+        assert_eq!(got["probe_outputs"][0]["shape"], json!([1, 2, 2]));
+        // Zero GRU weights give h = 0: the logits are the bias (0.5, 0) at both positions, so
+        // the loss is the mean of ln(1 + e^-0.5) (class 0) and ln(1 + e^0.5) (class 1).
+        let expected = ((1.0 + (-0.5f64).exp()).ln() + (1.0 + 0.5f64.exp()).ln()) / 2.0;
+        let loss = got["loss_step0"].as_f64().unwrap();
+        assert!((loss - expected).abs() < 1e-6, "{loss} vs {expected}");
+        let e = run(&tagger(json!({"shape": [1, 2], "data": [0.0, 2.0]}))).unwrap_err();
+        assert!(e.contains("classes below 2"), "{e}");
+        let e = run(&tagger(json!({"shape": [2], "data": [0.0, 1.0]}))).unwrap_err();
+        assert!(e.contains("2 positions"), "{e}");
+        let case = ModelCase::parse(&tagger(json!({"shape": [1, 2], "data": [0.0, 1.0]}))).unwrap();
+        let y = &case.batches[0].y;
+        assert!(y.is::<fusegraph::loss::SequenceCrossEntropy<2>>(4));
+        assert!(!y.is::<SoftmaxCrossEntropy>(4));
+        assert!(!y.is::<Mse>(4));
     }
 }

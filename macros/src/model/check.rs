@@ -287,7 +287,8 @@ fn chain(b: &mut Builder<'_>) {
     }
 }
 
-/// A loss is given, and `SoftmaxCrossEntropy` has at least two classes.
+/// A loss is given, `SoftmaxCrossEntropy` has at least two classes, and the outputs of a
+/// `SequenceCrossEntropy<C>` are whole positions of `C` logits.
 fn check_loss(b: &mut Builder<'_>) {
     let def = b.def;
     let Some(loss) = &def.loss else {
@@ -300,6 +301,11 @@ fn check_loss(b: &mut Builder<'_>) {
             if n < 2 {
                 b.errs.at(loss.span(), errors::softmax_outputs(n));
             }
+        }
+    }
+    if let (Some(c), Some(Some(n))) = (shapes::sequence_classes(loss), out) {
+        if c == 0 || n % c != 0 {
+            b.errs.at(loss.span(), errors::sequence_outputs(n, c));
         }
     }
 }

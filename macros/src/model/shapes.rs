@@ -102,6 +102,19 @@ pub fn dims(ty: &Type) -> Option<(usize, usize)> {
             ))
         }
         "Flatten" | "Dropout" | "LayerNorm" => Some((n(0)?, n(0)?)),
+        // `Gru<T, IN, H, LAYERS = 1, O = Last>`: `[T, IN]` in, `[H]` or (`Sequence`) `[T, H]` out.
+        "Gru" | "Lstm" => {
+            let (t, inputs, hidden) = (n(0)?, n(1)?, n(2)?);
+            let sequence = match a.len() > 4 {
+                true => match type_name(a.get(4))?.as_str() {
+                    "Sequence" => true,
+                    "Last" => false,
+                    _ => return None,
+                },
+                false => false,
+            };
+            Some((t * inputs, if sequence { t * hidden } else { hidden }))
+        }
         "BatchNorm" => {
             let spatial = if a.len() > 1 { n(1)? } else { 1 };
             Some((n(0)? * spatial, n(0)? * spatial))
@@ -113,6 +126,14 @@ pub fn dims(ty: &Type) -> Option<(usize, usize)> {
 /// The loss's name, for loss-specific checks.
 pub fn loss_name(ty: &Type) -> Option<String> {
     segments(ty).map(|(n, _)| n)
+}
+
+/// The classes of a `SequenceCrossEntropy<C>` written with a literal.
+pub fn sequence_classes(ty: &Type) -> Option<usize> {
+    match segments(ty)? {
+        (name, a) if name == "SequenceCrossEntropy" => lit(a.first()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -141,7 +162,15 @@ mod tests {
         assert_eq!(d("MeanOverTime<8, 4>"), Some((32, 4)));
         assert_eq!(d("PerPosition<Dense<4, 6, Gelu>, 10>"), Some((40, 60)));
         assert_eq!(d("PerPosition<MyLayer<4>, 10>"), None);
+        assert_eq!(d("Gru<6, 3, 5>"), Some((18, 5)));
+        assert_eq!(d("Lstm<6, 3, 5, 2, Sequence>"), Some((18, 30)));
+        assert_eq!(d("Gru<6, 3, 5, 2, Last>"), Some((18, 5)));
+        assert_eq!(d("Lstm<6, 3, 5, 1, MyOutput>"), None);
         assert_eq!(d("Dense<N, 4>"), None);
+        let classes = |s: &str| sequence_classes(&syn::parse_str(s).unwrap());
+        assert_eq!(classes("SequenceCrossEntropy<5>"), Some(5));
+        assert_eq!(classes("loss::SequenceCrossEntropy<C>"), None);
+        assert_eq!(classes("SoftmaxCrossEntropy"), None);
         assert_eq!(d("MyLayer<3>"), None);
     }
 }

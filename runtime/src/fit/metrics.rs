@@ -108,6 +108,8 @@ pub(crate) struct Accumulator {
     abs: f64,
     sq: f64,
     samples: usize,
+    /// What accuracy divides by: the samples, or the positions of a sequence loss.
+    scored: usize,
     values: usize,
 }
 
@@ -129,6 +131,7 @@ impl Accumulator {
         self.loss += f64::from(loss) * batch as f64;
         self.samples += batch;
         if self.set.accuracy {
+            self.scored += batch * L::scored_per_sample(width);
             match L::correct(out, y, width) {
                 Some(c) => self.correct += c,
                 None => self.has_accuracy = false,
@@ -150,7 +153,7 @@ impl Accumulator {
         Metrics {
             loss: per_sample(self.loss),
             accuracy: (self.set.accuracy && self.has_accuracy)
-                .then(|| per_sample(self.correct as f64)),
+                .then(|| (self.correct as f64 / self.scored.max(1) as f64) as f32),
             mae: self.set.mae.then(|| per_value(self.abs)),
             mse: self.set.mse.then(|| per_value(self.sq)),
         }
@@ -181,5 +184,17 @@ mod tests {
         acc.add::<SoftmaxCrossEntropy>(1.0, &out, &[1, 1, 1], 2);
         assert_eq!(acc.metrics().accuracy, Some(2.0 / 3.0));
         assert_eq!(Metric::Accuracy.name(), "accuracy");
+    }
+
+    #[test]
+    fn sequence_accuracy_is_per_position() {
+        use crate::loss::SequenceCrossEntropy;
+        let mut acc = Accumulator::new(MetricSet::new(&[Metric::Accuracy]));
+        // One sample of three positions of two classes: positions 0 and 2 are right.
+        let out = [0.1, 0.9, 0.8, 0.2, 0.3, 0.7];
+        acc.add::<SequenceCrossEntropy<2>>(1.0, &out, &[1, 1, 1], 6);
+        let m = acc.metrics();
+        assert_eq!(m.accuracy, Some(2.0 / 3.0));
+        assert_eq!(m.loss, 1.0, "the loss is per sample");
     }
 }

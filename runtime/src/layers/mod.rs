@@ -292,6 +292,7 @@ pub(crate) mod per_feature;
 pub mod per_position;
 pub mod pool;
 pub mod reshape;
+pub mod rnn;
 
 pub use activation::{
     Act, Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish,
@@ -316,3 +317,7 @@ pub use pool::{
     mean_over_time_backward, mean_over_time_forward, AvgPool2d, MaxPool2d, MeanOverTime,
 };
 pub use reshape::Flatten;
+pub use rnn::{
+    rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, CellKind, Gru, GruCell, Last, Lstm,
+    LstmCell, Recurrent, RecurrentCell, RnnDims, RnnOutput, Sequence,
+};

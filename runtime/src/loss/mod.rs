@@ -20,8 +20,16 @@ pub trait Loss {
     /// The loss alone.
     fn loss(pred: &[f32], target: &[Self::Target], n: usize) -> f32;
     /// How many samples are predicted right (arg-max equals the class; for binary targets,
-    /// the sign of the logit), for accuracy; `None` where accuracy has no meaning.
+    /// the sign of the logit), for accuracy; `None` where accuracy has no meaning. A loss over
+    /// positions counts positions ([`scored_per_sample`](Self::scored_per_sample)).
     fn correct(pred: &[f32], target: &[Self::Target], n: usize) -> Option<usize>;
+    /// How many predictions of a sample of `n` outputs [`correct`](Self::correct) counts, the
+    /// denominator of accuracy: 1, the sample, by default;
+    /// [`SequenceCrossEntropy`] counts every position.
+    fn scored_per_sample(n: usize) -> usize {
+        let _ = n;
+        1
+    }
 }
 
 use crate::math;
@@ -286,6 +294,73 @@ impl Loss for SoftmaxCrossEntropy {
     }
 }
 
+/// Softmax cross-entropy at every position of a sequence of `C`-way logits, with one class
+/// index per position: a sample's `n` outputs are `[T, C]` (`T = n / C` positions, each a row
+/// of logits), its targets `[T]`; the loss is the mean over the batch **and** the positions of
+/// `logsumexp(z) - z[class]`, PyTorch's
+/// `F.cross_entropy(logits.reshape(-1, C), y.reshape(-1))` for a language model or a sequence
+/// tagger. Every position counts (no masking).
+///
+/// Each position is a sample of [`SoftmaxCrossEntropy`] over `C` classes, with its bits: the
+/// gradient is `(softmax(z) - onehot) / (batch * T)`; [`correct`](Loss::correct) counts the
+/// positions whose first largest logit is their class, and
+/// [`scored_per_sample`](Loss::scored_per_sample) is `T`, so accuracy is per position.
+///
+/// ```
+/// use fusegraph_runtime::loss::{Loss, SequenceCrossEntropy};
+/// type Tagger = SequenceCrossEntropy<2>;
+/// // One sample of three positions, two classes each.
+/// let logits = [2.0, 0.0, 0.0, 1.0, 0.5, 0.5];
+/// let labels = [0, 1, 0];
+/// assert_eq!(Tagger::targets_per_sample(6), 3);
+/// assert_eq!(Tagger::correct(&logits, &labels, 6), Some(3)); // a tie goes to class 0
+/// let mut grad = [0.0; 6];
+/// let loss = Tagger::loss_and_grad(&logits, &labels, &mut grad, 6);
+/// let nll = |margin: f64| (1.0 + (-margin).exp()).ln(); // a row of two logits
+/// let expected = (nll(2.0) + nll(1.0) + nll(0.0)) / 3.0;
+/// assert!((f64::from(loss) - expected).abs() < 1e-6);
+/// // softmax minus one-hot, over the three positions: the tie gives (-1/2, 1/2) / 3.
+/// assert!((grad[5] - 0.5 / 3.0).abs() < 1e-7 && (grad[4] + 0.5 / 3.0).abs() < 1e-7);
+/// ```
+///
+/// # Panics
+/// If `n` is not a multiple of `C`, or a class index is not below `C`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SequenceCrossEntropy<const C: usize>;
+
+impl<const C: usize> SequenceCrossEntropy<C> {
+    /// Positions in a sample of `n` outputs.
+    fn positions(n: usize) -> usize {
+        assert!(
+            C > 0 && n.is_multiple_of(C),
+            "loss: {n} outputs per sample are not positions of {C} classes"
+        );
+        n / C
+    }
+}
+
+impl<const C: usize> Loss for SequenceCrossEntropy<C> {
+    type Target = u32;
+    fn targets_per_sample(n: usize) -> usize {
+        Self::positions(n)
+    }
+    fn loss_and_grad(pred: &[f32], target: &[u32], grad: &mut [f32], n: usize) -> f32 {
+        Self::positions(n);
+        SoftmaxCrossEntropy::loss_and_grad(pred, target, grad, C)
+    }
+    fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
+        Self::positions(n);
+        SoftmaxCrossEntropy::loss(pred, target, C)
+    }
+    fn correct(pred: &[f32], target: &[u32], n: usize) -> Option<usize> {
+        Self::positions(n);
+        SoftmaxCrossEntropy::correct(pred, target, C)
+    }
+    fn scored_per_sample(n: usize) -> usize {
+        Self::positions(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -440,6 +515,51 @@ mod tests {
         assert_eq!(SoftmaxCrossEntropy::correct(&[1.0, 1.0], &[0], 2), Some(1));
         assert_eq!(SoftmaxCrossEntropy::targets_per_sample(10), 1);
         assert_eq!(SoftmaxCrossEntropy::loss(&[], &[], 10), 0.0);
+    }
+
+    #[test]
+    fn sequence_cross_entropy_is_the_mean_over_positions() {
+        // Two samples of three positions of two classes.
+        let logits: [f32; 12] = [
+            0.3, -1.7, 2.5, 0.0, 4.0, -0.2, -0.5, 0.5, 1.25, 1.0, -3.0, 0.75,
+        ];
+        const LABELS: [u32; 6] = [1, 0, 0, 1, 0, 1];
+        let labels = LABELS;
+        type Seq = SequenceCrossEntropy<2>;
+        check_grad::<Seq>(&logits, &labels, 6, |z| {
+            z.chunks(2)
+                .zip(LABELS)
+                .map(|(r, c)| r.iter().map(|v| v.exp()).sum::<f64>().ln() - r[c as usize])
+                .sum::<f64>()
+                / 6.0
+        });
+        let mut seq = [f32::NAN; 12];
+        let mut rows = [f32::NAN; 12];
+        let l = Seq::loss_and_grad(&logits, &labels, &mut seq, 6);
+        let r = SoftmaxCrossEntropy::loss_and_grad(&logits, &labels, &mut rows, 2);
+        assert_eq!(
+            (l.to_bits(), seq),
+            (r.to_bits(), rows),
+            "each position a row"
+        );
+        // Every position is right but the first (0.3 > -1.7, labelled 1).
+        assert_eq!(Seq::correct(&logits, &labels, 6), Some(5));
+        assert_eq!(Seq::targets_per_sample(6), 3);
+        assert_eq!(Seq::scored_per_sample(6), 3);
+        assert_eq!(SoftmaxCrossEntropy::scored_per_sample(6), 1);
+        assert_eq!(Seq::loss(&[], &[], 6), 0.0);
+    }
+
+    #[test]
+    #[should_panic(expected = "class 2 of 2")]
+    fn sequence_class_out_of_range_panics() {
+        SequenceCrossEntropy::<2>::loss(&[0.0; 4], &[1, 2], 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "not positions of 2 classes")]
+    fn sequence_outputs_must_be_whole_positions() {
+        SequenceCrossEntropy::<2>::targets_per_sample(5);
     }
 
     #[test]

@@ -225,7 +225,9 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         self.input_backward(model, x, batch)
     }
 
-    /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode).
+    /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode);
+    /// accuracy is over what the loss scores ([`Loss::scored_per_sample`]: samples, or the
+    /// positions of a sequence loss).
     pub fn evaluate(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
         let (mut loss, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
@@ -241,9 +243,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             seen += batch;
         }
         let seen_f = seen.max(1) as f64;
+        let scored = (seen * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
         Evaluation {
             loss: (loss / seen_f) as f32,
-            accuracy: has_accuracy.then(|| (correct as f64 / seen_f) as f32),
+            accuracy: has_accuracy.then(|| (correct as f64 / scored) as f32),
         }
     }
 

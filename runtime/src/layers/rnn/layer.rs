@@ -1,0 +1,293 @@
+//! The recurrent layer types: [`Recurrent`] over a [`RecurrentCell`] and an [`RnnOutput`], with
+//! its aliases [`Gru`] and [`Lstm`], whose sizes and PyTorch tensor names are constants.
+
+use super::{rnn_backward, rnn_forward, rnn_products, rnn_scratch_len, CellKind, RnnDims};
+use crate::kernels::gemm::Product;
+use crate::layers::{buffers, Backward, Ctx, Forward, Init, Layer, Tensor, Torch};
+use core::marker::PhantomData;
+
+/// A recurrent cell a [`Recurrent`] layer runs: [`GruCell`] or [`LstmCell`].
+pub trait RecurrentCell {
+    /// The cell.
+    const KIND: CellKind;
+    /// PyTorch's module name, `"GRU"` or `"LSTM"`.
+    const NAME: &'static str;
+}
+
+/// The cell of [`Gru`]: PyTorch's `nn.GRU`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GruCell;
+
+impl RecurrentCell for GruCell {
+    const KIND: CellKind = CellKind::Gru;
+    const NAME: &'static str = "GRU";
+}
+
+/// The cell of [`Lstm`]: PyTorch's `nn.LSTM`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LstmCell;
+
+impl RecurrentCell for LstmCell {
+    const KIND: CellKind = CellKind::Lstm;
+    const NAME: &'static str = "LSTM";
+}
+
+/// What a recurrent layer outputs: [`Last`] or [`Sequence`].
+pub trait RnnOutput {
+    /// `true` for [`Sequence`].
+    const SEQUENCE: bool;
+}
+
+/// The top layer's hidden state after the last step, `[H]` per sample (PyTorch's
+/// `out[:, -1]`, which is `h_n[-1]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Last;
+
+impl RnnOutput for Last {
+    const SEQUENCE: bool = false;
+}
+
+/// The top layer's hidden state at every step, `[T, H]` per sample (PyTorch's `out` with
+/// `batch_first=True`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sequence;
+
+impl RnnOutput for Sequence {
+    const SEQUENCE: bool = true;
+}
+
+/// The most stacked layers a [`Recurrent`] type takes (the names of its tensors are constants).
+pub const MAX_RNN_LAYERS: usize = 8;
+
+/// `weight_ih_l{l}`, `weight_hh_l{l}`, `bias_ih_l{l}` and `bias_hh_l{l}` for each layer `l`.
+const NAMES: [[&str; 4]; MAX_RNN_LAYERS] = [
+    ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"],
+    ["weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1"],
+    ["weight_ih_l2", "weight_hh_l2", "bias_ih_l2", "bias_hh_l2"],
+    ["weight_ih_l3", "weight_hh_l3", "bias_ih_l3", "bias_hh_l3"],
+    ["weight_ih_l4", "weight_hh_l4", "bias_ih_l4", "bias_hh_l4"],
+    ["weight_ih_l5", "weight_hh_l5", "bias_ih_l5", "bias_hh_l5"],
+    ["weight_ih_l6", "weight_hh_l6", "bias_ih_l6", "bias_hh_l6"],
+    ["weight_ih_l7", "weight_hh_l7", "bias_ih_l7", "bias_hh_l7"],
+];
+
+/// The shapes of one layer's four tensors, in the order of [`NAMES`].
+type LayerShapes = [&'static [usize]; 4];
+
+/// The tensors of [`MAX_RNN_LAYERS`] layers (the first `4 * layers` are the layer's): the
+/// first layer's shapes `first`, the others' `above`, all initialized as PyTorch does,
+/// uniform in `±1/sqrt(hidden)`.
+const fn rnn_tensors(
+    first: LayerShapes,
+    above: LayerShapes,
+    hidden: usize,
+    gate_rows: usize,
+) -> [Tensor; 4 * MAX_RNN_LAYERS] {
+    let mut all = [Tensor {
+        name: "",
+        shape: &[],
+        fans: (0, 0),
+        init: Init::Zeros,
+    }; 4 * MAX_RNN_LAYERS];
+    let mut i = 0;
+    while i < 4 * MAX_RNN_LAYERS {
+        let shapes = if i < 4 { first } else { above };
+        all[i] = Tensor {
+            name: NAMES[i / 4][i % 4],
+            shape: shapes[i % 4],
+            // PyTorch bounds every tensor of a recurrent layer by 1/sqrt(hidden).
+            fans: (hidden, gate_rows),
+            init: Init::TorchDefault,
+        };
+        i += 1;
+    }
+    all
+}
+
+/// PyTorch's names of the tensors of [`MAX_RNN_LAYERS`] layers, in PyTorch's layout.
+const fn rnn_torch_names() -> [Torch; 4 * MAX_RNN_LAYERS] {
+    let mut all = [Torch {
+        name: "",
+        axes: &[],
+    }; 4 * MAX_RNN_LAYERS];
+    let mut i = 0;
+    while i < 4 * MAX_RNN_LAYERS {
+        all[i].name = NAMES[i / 4][i % 4];
+        i += 1;
+    }
+    all
+}
+
+/// The torch names of every layer, shared by every [`Recurrent`] type.
+const TORCH_NAMES: &[Torch; 4 * MAX_RNN_LAYERS] = &rnn_torch_names();
+
+/// A stack of `LAYERS` recurrent layers of cell `C` ([`GruCell`] or [`LstmCell`]) over
+/// sequences of `T` steps of `IN` features, with `H` hidden units, outputting `O` ([`Last`]
+/// or [`Sequence`]): PyTorch's `nn.GRU` / `nn.LSTM(IN, H, LAYERS, batch_first=True)` with zero
+/// initial states. Use it through [`Gru`] and [`Lstm`].
+///
+/// Input `[T, IN]` per sample; output `[H]` or `[T, H]`. Parameters, per layer `l` in order:
+/// `weight_ih_l{l}` `[G*H, in_l]`, `weight_hh_l{l}` `[G*H, H]`, `bias_ih_l{l}`, `bias_hh_l{l}`
+/// `[G*H]` (`in_0 = IN`, `in_l = H` above; `G` = 3 or 4 gates in PyTorch's row blocks), named
+/// and laid out as PyTorch's (a checkpoint loads into the PyTorch module), each initialized as
+/// PyTorch does, uniform in `±1/sqrt(H)` ([`Init::TorchDefault`] over fan-in `H`).
+///
+/// Forward and backward are [`rnn_forward`] and [`rnn_backward`] with [`DIMS`](Self::DIMS):
+/// the input projections of every step in one GEMM, one GEMM of `batch` rows per step, full
+/// backpropagation through time. [`SAVED`](Layer::SAVED) holds the gates, cell states and
+/// hidden states of every step and layer.
+#[derive(Clone, Copy, Default)]
+pub struct Recurrent<
+    C: RecurrentCell,
+    const T: usize,
+    const IN: usize,
+    const H: usize,
+    const LAYERS: usize,
+    O: RnnOutput,
+>(PhantomData<fn() -> (C, O)>);
+
+/// PyTorch's `nn.GRU(IN, H, LAYERS, batch_first=True)` over `T` steps: gates `r, z, n`,
+/// `r = σ(W_ir x + b_ir + W_hr h + b_hr)`, `z = σ(W_iz x + b_iz + W_hz h + b_hz)`,
+/// `n = tanh(W_in x + b_in + r * (W_hn h + b_hn))`, `h' = (1 - z) * n + z * h`, `h_0 = 0`.
+/// The output is the last hidden state ([`Last`], the default) or every one ([`Sequence`]).
+/// See [`Recurrent`] for the parameters.
+///
+/// ```
+/// use fusegraph_runtime::layers::{Ctx, Forward, Gru, Layer, Mode, Sequence};
+/// use fusegraph_runtime::rng::{Rng, Seed};
+///
+/// type G = Gru<3, 2, 4>; // 3 steps of 2 features, 4 hidden units
+/// assert_eq!((G::IN, G::OUT, G::PARAMS), (6, 4, 12 * 2 + 12 * 4 + 2 * 12));
+/// assert_eq!(G::TENSORS[1].name, "weight_hh_l0");
+/// assert_eq!(G::TENSORS[1].shape, &[12, 4]);
+/// assert_eq!(<Gru<3, 2, 4, 2, Sequence>>::OUT, 12);
+///
+/// // With zero weights every gate is σ(0) = 1/2 and n = 0: h halves at every step.
+/// let params = vec![0.0; G::PARAMS];
+/// let x = [1.0; 6];
+/// let (mut y, mut saved) = ([f32::NAN; 4], vec![0.0; G::SAVED]);
+/// let (mut gemm, mut scratch) = (vec![0.0; G::gemm_len(1)], vec![0.0; G::scratch_len(1)]);
+/// let mut rng = Rng::new(Seed(0));
+/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut scratch, rng: &mut rng, mode: Mode::Eval };
+/// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut saved, batch: 1 };
+/// G::forward(&mut ctx, io);
+/// assert_eq!(y, [0.0; 4]);
+/// ```
+pub type Gru<const T: usize, const IN: usize, const H: usize, const LAYERS: usize = 1, O = Last> =
+    Recurrent<GruCell, T, IN, H, LAYERS, O>;
+
+/// PyTorch's `nn.LSTM(IN, H, LAYERS, batch_first=True)` over `T` steps: gates `i, f, g, o`,
+/// `i = σ(W_ii x + b_ii + W_hi h + b_hi)` and likewise `f`, `o`, `g` with `tanh`;
+/// `c' = f * c + i * g`, `h' = o * tanh(c')`, `h_0 = c_0 = 0`. The output is the last hidden
+/// state ([`Last`], the default) or every one ([`Sequence`]). See [`Recurrent`] for the
+/// parameters.
+pub type Lstm<const T: usize, const IN: usize, const H: usize, const LAYERS: usize = 1, O = Last> =
+    Recurrent<LstmCell, T, IN, H, LAYERS, O>;
+
+impl<
+        C: RecurrentCell,
+        const T: usize,
+        const IN: usize,
+        const H: usize,
+        const LAYERS: usize,
+        O: RnnOutput,
+    > Recurrent<C, T, IN, H, LAYERS, O>
+{
+    /// The sizes, for [`rnn_forward`] and [`rnn_backward`].
+    pub const DIMS: RnnDims = {
+        assert!(
+            LAYERS >= 1 && LAYERS <= MAX_RNN_LAYERS,
+            "a recurrent layer stacks 1 to MAX_RNN_LAYERS layers"
+        );
+        let dims = RnnDims {
+            cell: C::KIND,
+            steps: T,
+            inputs: IN,
+            hidden: H,
+            layers: LAYERS,
+            sequence: O::SEQUENCE,
+        };
+        dims.check();
+        dims
+    };
+    /// Rows of each weight, `G * H`.
+    const G: usize = Self::DIMS.gate_rows();
+    /// The shape of the first layer's `weight_ih`, `[G*H, IN]`.
+    const SHAPE_IH: &'static [usize] = &[Self::G, IN];
+    /// The shape of `weight_hh` and of the upper layers' `weight_ih`, `[G*H, H]`.
+    const SHAPE_HH: &'static [usize] = &[Self::G, H];
+    /// The shape of a bias, `[G*H]`.
+    const SHAPE_BIAS: &'static [usize] = &[Self::G];
+    /// The tensors of every possible layer, of which the first `4 * LAYERS` are this type's.
+    const ALL_TENSORS: &'static [Tensor; 4 * MAX_RNN_LAYERS] = &rnn_tensors(
+        [
+            Self::SHAPE_IH,
+            Self::SHAPE_HH,
+            Self::SHAPE_BIAS,
+            Self::SHAPE_BIAS,
+        ],
+        [
+            Self::SHAPE_HH,
+            Self::SHAPE_HH,
+            Self::SHAPE_BIAS,
+            Self::SHAPE_BIAS,
+        ],
+        H,
+        Self::G,
+    );
+
+    /// The layer (it holds no data: parameters live in the model's flat buffer).
+    pub const fn new() -> Self {
+        Recurrent(PhantomData)
+    }
+}
+
+impl<
+        C: RecurrentCell,
+        const T: usize,
+        const IN: usize,
+        const H: usize,
+        const LAYERS: usize,
+        O: RnnOutput,
+    > core::fmt::Debug for Recurrent<C, T, IN, H, LAYERS, O>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let output = if O::SEQUENCE { "sequence" } else { "last" };
+        write!(
+            f,
+            "{}<{T} steps, {IN} -> {H}, layers: {LAYERS}, {output}>",
+            C::NAME
+        )
+    }
+}
+
+impl<
+        C: RecurrentCell,
+        const T: usize,
+        const IN: usize,
+        const H: usize,
+        const LAYERS: usize,
+        O: RnnOutput,
+    > Layer for Recurrent<C, T, IN, H, LAYERS, O>
+{
+    const IN: usize = Self::DIMS.input_len();
+    const OUT: usize = Self::DIMS.outputs();
+    const PARAMS: usize = Self::DIMS.params();
+    const STATE: usize = 0;
+    const SAVED: usize = Self::DIMS.saved();
+    const TENSORS: &'static [Tensor] = Self::ALL_TENSORS.split_at(4 * LAYERS).0;
+    /// The same names and layouts as PyTorch's.
+    const TORCH: &'static [Torch] = TORCH_NAMES.split_at(4 * LAYERS).0;
+    const SCRATCH_PER_SAMPLE: usize = rnn_scratch_len(Self::DIMS, 1);
+    const PRODUCTS: &'static [Product] = &rnn_products(Self::DIMS);
+
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        buffers::forward::<Self>(&io);
+        rnn_forward(ctx, Self::DIMS, io);
+    }
+
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        buffers::backward::<Self>(&io);
+        rnn_backward(ctx, Self::DIMS, io);
+    }
+}

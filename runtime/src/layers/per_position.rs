@@ -111,6 +111,10 @@ impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
         L::init_state(state);
     }
 
+    fn finish_init(params: &mut [f32]) {
+        L::finish_init(params);
+    }
+
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
         L::forward(

@@ -11,7 +11,9 @@
 
 use fusegraph::optim::{keras, torch, Rule};
 use fusegraph::prelude::*;
-use fusegraph_golden::{compare, run_case, run_file, run_typed_case, CaseResult, Report};
+use fusegraph_golden::{
+    compare, run_case, run_file, run_typed_case, CaseInput, CaseResult, Report,
+};
 use serde_json::{json, Value};
 
 const RTOL: f64 = 1e-5;
@@ -86,26 +88,6 @@ fn case<'a>(doc: &'a Value, id: &str) -> Result<&'a Value, String> {
         .ok_or_else(|| format!("{id}: no such case"))
 }
 
-/// Runs the cases `ids` of `file` (a file whose other cases the harness does not run yet) and
-/// asserts that each runs and passes.
-fn check_cases(file: &str, ids: &[&str]) {
-    let doc = reference(file);
-    let cases: Vec<&Value> = ids.iter().map(|id| case(&doc, id).unwrap()).collect();
-    let got: Vec<Value> = cases
-        .iter()
-        .zip(ids)
-        .map(|(c, id)| {
-            let got = run_case(c).unwrap_or_else(|e| panic!("{file}: {id} does not run: {e}"));
-            json!({"id": id, "got": got})
-        })
-        .collect();
-    let listed = json!({ "cases": cases });
-    check_results(
-        file,
-        &compare(&listed, &json!({ "cases": got }), RTOL, ATOL),
-    );
-}
-
 #[test]
 fn keras_optimizers_match() {
     check_file("optimizers_keras.json");
@@ -126,36 +108,9 @@ fn torch_models_match() {
     check_file("models_torch.json");
 }
 
-/// The sequence cases of layers fusegraph has (token inputs, recurrences and attention are
-/// not read yet).
-const SEQUENCE_CASES: &[&str] = &["torch.seq_conv1d.sgd_momentum"];
-
 #[test]
 fn torch_sequence_models_match() {
-    check_cases("models_torch_sequence.json", SEQUENCE_CASES);
-}
-
-#[test]
-fn sequence_cases_the_harness_cannot_read_are_skipped_with_the_reason() {
-    let doc = reference("models_torch_sequence.json");
-    let Report { got, skipped } = run_file(&doc);
-    let ran: Vec<&str> = got["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    for id in SEQUENCE_CASES {
-        assert!(ran.contains(id), "{id} did not run");
-    }
-    for s in &skipped {
-        println!("skipped {}: {}", s.id, s.reason);
-        assert!(s.reason.contains("unsupported"), "{}: {}", s.id, s.reason);
-    }
-    assert_eq!(
-        ran.len() + skipped.len(),
-        doc["cases"].as_array().unwrap().len()
-    );
+    check_file("models_torch_sequence.json");
 }
 
 /// `mlp_relu_ce`: 8 -> Dense(16, relu) -> Dense(4) logits.
@@ -232,7 +187,8 @@ fn same_bits(a: &Value, b: &Value, path: &str) -> Result<(), String> {
 /// (as [`check_result`]).
 fn typed<M, R, const B: usize>(doc: &Value, id: &str, model: M) -> Result<(), String>
 where
-    M: Model<Input = f32>,
+    M: Model,
+    M::Input: CaseInput,
     M::Loss: 'static,
     R: Rule + 'static,
 {
@@ -324,68 +280,6 @@ fn typed_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// The recurrent cases of `models_torch_sequence.json` (§7 of the reference README).
-const RECURRENT_CASES: [&str; 3] = [
-    "torch.seq_gru_last.adam",
-    "torch.seq_lstm_last.adam_clip",
-    "torch.seq_gru2_tagger.rmsprop",
-];
-
-/// The case `id` of `doc`.
-fn case_of<'a>(doc: &'a Value, id: &str) -> &'a Value {
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("{id}: no such case"))
-}
-
-#[test]
-fn torch_recurrent_cases_match() {
-    let doc = reference("models_torch_sequence.json");
-    let mut out = format!("models_torch_sequence.json: |got-ref| <= {ATOL:e} + {RTOL:e}*|ref|\n");
-    let mut failed = Vec::new();
-    for id in RECURRENT_CASES {
-        let case = case_of(&doc, id);
-        let got = run_case(case).unwrap_or_else(|e| panic!("{id}: {e}"));
-        let got = json!({"cases": [{"id": id, "got": got}]});
-        let r = compare(&json!({ "cases": [case] }), &got, RTOL, ATOL).remove(0);
-        out += &format!("{r}\n");
-        failed.extend(check_result(&r).err());
-    }
-    print!("{out}");
-    assert!(failed.is_empty(), "{failed:#?}");
-}
-
-#[test]
-fn sequence_cases_the_harness_cannot_run_are_skipped_with_their_reason() {
-    let doc = reference("models_torch_sequence.json");
-    let Report { got, skipped } = run_file(&doc);
-    let ran: Vec<&str> = got["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    for id in RECURRENT_CASES {
-        assert!(ran.contains(&id), "{id} did not run: {skipped:#?}");
-    }
-    assert_eq!(
-        ran.len() + skipped.len(),
-        doc["cases"].as_array().unwrap().len()
-    );
-    let lm = skipped
-        .iter()
-        .find(|s| s.id == "torch.seq_transformer_lm.adamw")
-        .expect("the transformer is skipped");
-    assert!(
-        lm.reason.contains("unsupported layer type"),
-        "{}",
-        lm.reason
-    );
-}
-
 /// `seq_gru_last`: x [6, 3] -> GRU(3 -> 5), last hidden state -> Dense(5 -> 2).
 #[fusegraph::model(loss = Mse)]
 pub struct GruLast {
@@ -400,27 +294,111 @@ pub struct LstmLast {
     fc: Dense<6, 3>,
 }
 
-#[test]
-fn typed_recurrent_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
-    let doc = reference("models_torch_sequence.json");
-    let runs = [
-        typed::<GruLast, torch::Adam, 8>(&doc, "torch.seq_gru_last.adam", GruLast::init(Seed(0))),
-        typed::<LstmLast, torch::Adam, 8>(
-            &doc,
-            "torch.seq_lstm_last.adam_clip",
-            LstmLast::init(Seed(0)),
-        ),
-    ];
-    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(failed.is_empty(), "{failed:#?}");
+/// `seq_gru2_tagger`: x [6, 3] -> GRU(3 -> 4, 2 layers), every hidden state -> Dense(4 -> 3)
+/// at every position.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct Gru2Tagger {
+    gru: Gru<6, 3, 4, 2, Sequence>,
+    fc: PerPosition<Dense<4, 3>, 6>,
+}
+
+/// `seq_embed_bag`: tokens [7] -> Embedding(12, 6) -> mean over positions -> Dense(6 -> 3).
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+pub struct EmbedBag {
+    embed: Embedding<12, 6, 7>,
+    pool: MeanOverTime<7, 6>,
+    fc: Dense<6, 3>,
+}
+
+/// `seq_transformer_lm`: tokens [6] -> token and position embeddings (width 8) -> a pre-LN
+/// block (causal self-attention with 2 heads, no key bias; GELU MLP 8 -> 32 -> 8) -> LayerNorm
+/// -> Dense(8 -> 16) at every position.
+#[fusegraph::model(loss = SequenceCrossEntropy<16>, input = u32, graph(
+    e = pos(tok(x)),
+    a = attn(ln1(e)) + e,
+    m = fc2(fc1(ln2(a))) + a,
+    logits = head(ln_f(m))
+))]
+pub struct TransformerLm {
+    tok: Embedding<16, 8, 6>,
+    pos: PositionalEmbedding<6, 8, 6>,
+    ln1: PerPosition<LayerNorm<8>, 6>,
+    attn: CausalSelfAttention<6, 8, 2, true, false, true, true>,
+    ln2: PerPosition<LayerNorm<8>, 6>,
+    fc1: PerPosition<Dense<8, 32, Gelu>, 6>,
+    fc2: PerPosition<Dense<32, 8>, 6>,
+    ln_f: PerPosition<LayerNorm<8>, 6>,
+    head: PerPosition<Dense<8, 16>, 6>,
 }
 
 #[test]
 fn typed_sequence_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     let doc = reference("models_torch_sequence.json");
-    let id = "torch.seq_conv1d.sgd_momentum";
-    let run = typed::<SeqConv1d, torch::SgdMomentum, 4>(&doc, id, SeqConv1d::init(Seed(0)));
-    assert!(run.is_ok(), "{run:?}");
+    let runs = [
+        (
+            "torch.seq_embed_bag.adam",
+            typed::<EmbedBag, torch::Adam, 4>(
+                &doc,
+                "torch.seq_embed_bag.adam",
+                EmbedBag::init(Seed(0)),
+            ),
+        ),
+        (
+            "torch.seq_conv1d.sgd_momentum",
+            typed::<SeqConv1d, torch::SgdMomentum, 4>(
+                &doc,
+                "torch.seq_conv1d.sgd_momentum",
+                SeqConv1d::init(Seed(0)),
+            ),
+        ),
+        (
+            "torch.seq_gru_last.adam",
+            typed::<GruLast, torch::Adam, 8>(
+                &doc,
+                "torch.seq_gru_last.adam",
+                GruLast::init(Seed(0)),
+            ),
+        ),
+        (
+            "torch.seq_lstm_last.adam_clip",
+            typed::<LstmLast, torch::Adam, 8>(
+                &doc,
+                "torch.seq_lstm_last.adam_clip",
+                LstmLast::init(Seed(0)),
+            ),
+        ),
+        (
+            "torch.seq_transformer_lm.adamw",
+            typed::<TransformerLm, torch::AdamW, 3>(
+                &doc,
+                "torch.seq_transformer_lm.adamw",
+                TransformerLm::init(Seed(0)),
+            ),
+        ),
+        (
+            "torch.seq_gru2_tagger.rmsprop",
+            typed::<Gru2Tagger, torch::RmsProp, 3>(
+                &doc,
+                "torch.seq_gru2_tagger.rmsprop",
+                Gru2Tagger::init(Seed(0)),
+            ),
+        ),
+    ];
+    let mut shipped: Vec<&str> = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let mut ran: Vec<&str> = runs.iter().map(|r| r.0).collect();
+    shipped.sort_unstable();
+    ran.sort_unstable();
+    assert_eq!(
+        ran, shipped,
+        "every shipped sequence case has its typed model"
+    );
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.1.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 #[test]

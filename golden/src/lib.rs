@@ -42,6 +42,7 @@ mod tensor;
 mod torch;
 
 pub use compare::{compare, CaseResult, Worst, OPTIONAL_KEYS};
+pub use model::CaseInput;
 
 use fusegraph::optim::Rule;
 use fusegraph::Model;
@@ -115,7 +116,8 @@ pub fn run_case(case: &Value) -> Result<Value, String> {
 /// from the case's, a batch exceeds `B`, or the case's optimizer maps to another rule.
 pub fn run_typed_case<M, R, const B: usize>(case: &Value, model: M) -> Result<Value, String>
 where
-    M: Model<Input = f32>,
+    M: Model,
+    M::Input: CaseInput,
     M::Loss: 'static,
     R: Rule + 'static,
 {

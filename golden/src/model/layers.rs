@@ -6,14 +6,21 @@
 //! sequences `[time, channels]`; a Conv1D is the convolution of an image of height 1.
 
 use crate::tensor::Layout;
+use fusegraph::kernels::gemm::{pool_threads, products_workspace_len};
+use fusegraph::layers::attention::attention_products;
 use fusegraph::layers::{
-    conv_backward, conv_forward, conv_gemm_len, conv_scratch_len, dense_backward, dense_forward,
-    dense_gemm_len, mean_over_time_backward, mean_over_time_forward, rnn_backward, rnn_forward,
-    rnn_gemm_len, rnn_scratch_len, Backward, CellKind, ConvDims, Ctx, DenseDims, Elu, Forward,
-    Gelu, Identity, Relu, RnnDims, Sigmoid, Softmax, Swish, Tanh,
+    attention_backward, attention_forward, conv_backward, conv_forward, conv_gemm_len,
+    conv_scratch_len, dense_backward, dense_forward, dense_gemm_len, embedding_backward,
+    embedding_forward, layer_norm_backward, layer_norm_forward, mean_over_time_backward,
+    mean_over_time_forward, positional_backward, positional_forward, rnn_backward, rnn_forward,
+    rnn_gemm_len, rnn_scratch_len, AttentionDims, Backward, CellKind, ConvDims, Ctx, DenseDims,
+    Elu, EmbeddingDims, Forward, Gelu, Identity, PositionalDims, Relu, RnnDims, Sigmoid, Softmax,
+    Swish, Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
+
+mod tokens;
 
 /// An activation of a Dense or Conv2D layer, by its Keras name.
 #[derive(Clone, Copy, Debug)]
@@ -119,6 +126,19 @@ pub(crate) enum Op {
     DensePerPosition(DenseDims, Act, usize),
     /// A stack of GRU or LSTM layers.
     Rnn(RnnDims),
+    /// Token ids to rows of a table.
+    Embedding(EmbeddingDims),
+    /// A learned row added at every position.
+    Positional(PositionalDims),
+    /// Layer normalization over the last axis (`features` values a row).
+    LayerNorm {
+        /// Values normalized together.
+        features: usize,
+        /// Rows of them per sample.
+        rows: usize,
+    },
+    /// Causal multi-head self-attention over a `[seq, dim]` sequence.
+    Attention(AttentionDims),
 }
 
 /// One layer of the stack, with its sizes per sample.
@@ -132,6 +152,8 @@ pub(crate) struct Node {
     pub saved: usize,
     /// Its parameters in the model's flat buffer (empty for Flatten).
     pub params: Range<usize>,
+    /// The node whose input is added to this node's output (`h = h + f(h)`), if any.
+    pub residual: Option<usize>,
 }
 
 impl Node {
@@ -144,12 +166,16 @@ impl Node {
                 positions * with_act!(act, |A| dims.saved::<A>())
             }
             Op::Rnn(dims) => dims.saved(),
+            Op::Embedding(_) | Op::Positional(_) => 0,
+            Op::LayerNorm { rows, .. } => 2 * rows,
+            Op::Attention(dims) => dims.saved(),
         };
         Node {
             op,
             outputs,
             saved,
             params,
+            residual: None,
         }
     }
 
@@ -158,7 +184,14 @@ impl Node {
         match self.op {
             Op::Conv(dims, _) => conv_scratch_len(dims, batch),
             Op::Rnn(dims) => rnn_scratch_len(dims, batch),
-            Op::Dense(..) | Op::MeanOverTime { .. } | Op::Flatten | Op::DensePerPosition(..) => 0,
+            Op::Attention(dims) => dims.scratch() * batch,
+            Op::Dense(..)
+            | Op::MeanOverTime { .. }
+            | Op::Flatten
+            | Op::DensePerPosition(..)
+            | Op::Embedding(_)
+            | Op::Positional(_)
+            | Op::LayerNorm { .. } => 0,
         }
     }
 
@@ -167,9 +200,16 @@ impl Node {
         match self.op {
             Op::Dense(dims, _) => dense_gemm_len(dims, batch),
             Op::Conv(dims, _) => conv_gemm_len(dims, batch),
-            Op::MeanOverTime { .. } | Op::Flatten => 0,
+            Op::MeanOverTime { .. }
+            | Op::Flatten
+            | Op::Embedding(_)
+            | Op::Positional(_)
+            | Op::LayerNorm { .. } => 0,
             Op::DensePerPosition(dims, _, positions) => dense_gemm_len(dims, batch * positions),
             Op::Rnn(dims) => rnn_gemm_len(dims, batch),
+            Op::Attention(dims) => {
+                products_workspace_len(&attention_products(dims), batch, pool_threads())
+            }
         }
     }
 
@@ -188,6 +228,10 @@ impl Node {
                 with_act!(act, |A| dense_forward::<A>(ctx, dims, io))
             }
             Op::Rnn(dims) => rnn_forward(ctx, dims, io),
+            Op::Embedding(dims) => embedding_forward(dims, io),
+            Op::Positional(dims) => positional_forward(dims, io),
+            Op::LayerNorm { features, .. } => layer_norm_forward(features, io),
+            Op::Attention(dims) => attention_forward(ctx, dims, io),
         }
     }
 
@@ -206,6 +250,10 @@ impl Node {
                 with_act!(act, |A| dense_backward::<A>(ctx, dims, io))
             }
             Op::Rnn(dims) => rnn_backward(ctx, dims, io),
+            Op::Embedding(dims) => embedding_backward(dims, io),
+            Op::Positional(dims) => positional_backward(dims, io),
+            Op::LayerNorm { features, .. } => layer_norm_backward(features, io),
+            Op::Attention(dims) => attention_backward(ctx, dims, io),
         }
     }
 }
@@ -221,15 +269,22 @@ pub(crate) struct Net {
     pub output_shape: Vec<usize>,
     /// The parameter tensors, in layer order.
     pub layout: Layout,
+    /// Whether the inputs are token ids (`input_dtype` `int (token ids)`), carried as `f32`.
+    pub tokens: bool,
+    /// The names of the layers, in order.
+    names: Vec<String>,
+    /// The output shape of each layer, in order.
+    shapes: Vec<Vec<usize>>,
 }
 
 impl Net {
-    /// Reads `model.input_shape` and `model.layers` of a model with float inputs.
+    /// Reads `model.input_dtype`, `model.input_shape` and `model.layers`.
     pub fn parse(model: &Value) -> Result<Net, String> {
-        match model.get("input_dtype").and_then(Value::as_str) {
-            None | Some("float32") => {}
+        let tokens = match model.get("input_dtype").and_then(Value::as_str) {
+            None | Some("float32") => false,
+            Some("int (token ids)") => true,
             Some(other) => return Err(format!("unsupported input_dtype `{other}`")),
-        }
+        };
         let input_shape = sizes(&model["input_shape"], "model.input_shape")?;
         let specs = model["layers"]
             .as_array()
@@ -240,6 +295,9 @@ impl Net {
             input_shape: input_shape.clone(),
             output_shape: input_shape,
             layout: Layout::default(),
+            tokens,
+            names: Vec::new(),
+            shapes: Vec::new(),
         };
         for (i, spec) in specs.iter().enumerate() {
             net.push(spec, i)?;
@@ -276,7 +334,15 @@ impl Net {
         let start = self.layout.len();
         let (op, out_shape) = match kind {
             "Dense" => {
-                layer.check_keys(&["in", "units", "activation", "use_bias", "applied"])?;
+                layer.check_keys(&[
+                    "in",
+                    "units",
+                    "activation",
+                    "use_bias",
+                    "applied",
+                    "approximate",
+                ])?;
+                layer.exact_gelu()?;
                 let (positions, inputs) = match shape[..] {
                     [inputs] => (None, inputs),
                     [positions, inputs] => (Some(positions), inputs),
@@ -291,11 +357,7 @@ impl Net {
                 layer.expect_size("in", inputs)?;
                 let outputs = layer.positive("units")?;
                 let bias = layer.flag("use_bias", true)?;
-                self.layout
-                    .push(format!("{name}.kernel"), vec![inputs, outputs]);
-                if bias {
-                    self.layout.push(format!("{name}.bias"), vec![outputs]);
-                }
+                self.push_kernel(&name, vec![inputs, outputs], bias);
                 let dims = DenseDims {
                     inputs,
                     outputs,
@@ -370,11 +432,7 @@ impl Net {
                     same,
                     bias,
                 };
-                self.layout
-                    .push(format!("{name}.kernel"), vec![kh, kw, c, f]);
-                if bias {
-                    self.layout.push(format!("{name}.bias"), vec![f]);
-                }
+                self.push_kernel(&name, vec![kh, kw, c, f], bias);
                 let out = vec![dims.out_h(), dims.out_w(), f];
                 (Op::Conv(dims, layer.act()?), out)
             }
@@ -385,15 +443,38 @@ impl Net {
                 (Op::Flatten, vec![shape.iter().product()])
             }
             "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
+            "Embedding" => self.embedding(&layer, &name, &shape)?,
+            "PositionalEmbedding" => self.positional(&layer, &name, &shape)?,
+            "LayerNorm" => self.layer_norm(&layer, &name, &shape)?,
+            "CausalSelfAttention" => self.attention(&layer, &name, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
             layer.expect_shape(v, &out_shape, "output_shape")?;
         }
-        let node = Node::new(op, out_shape.iter().product(), start..self.layout.len());
+        if self.tokens && self.nodes.is_empty() && !matches!(op, Op::Embedding(_)) {
+            return Err(format!(
+                "{}: token ids go to an Embedding first",
+                layer.what
+            ));
+        }
+        let mut node = Node::new(op, out_shape.iter().product(), start..self.layout.len());
+        node.residual = self.residual(&layer, &shape, &out_shape)?;
         self.nodes.push(node);
+        self.names.push(name);
+        self.shapes.push(out_shape.clone());
         self.output_shape = out_shape;
         Ok(())
+    }
+
+    /// Appends the tensors `{prefix}.kernel` of `shape` and, with `bias`, `{prefix}.bias` of
+    /// the kernel's last size (its outputs).
+    fn push_kernel(&mut self, prefix: &str, shape: Vec<usize>, bias: bool) {
+        let outputs = shape.last().copied().unwrap_or(0);
+        self.layout.push(format!("{prefix}.kernel"), shape);
+        if bias {
+            self.layout.push(format!("{prefix}.bias"), vec![outputs]);
+        }
     }
 
     /// A Conv1D over `[time, channels]` sequences (`shape`): a convolution of height 1, its
@@ -458,10 +539,7 @@ impl Net {
                 dims.pad_left()
             ));
         }
-        self.layout.push(format!("{name}.kernel"), vec![k, c, f]);
-        if bias {
-            self.layout.push(format!("{name}.bias"), vec![f]);
-        }
+        self.push_kernel(name, vec![k, c, f], bias);
         Ok((Op::Conv(dims, layer.act()?), vec![dims.out_w(), f]))
     }
 }
@@ -561,7 +639,15 @@ impl Spec<'_> {
     /// `description`, `input_shape`, `output_shape`, initializers: the initial weights are
     /// given), nor `null`.
     fn check_keys(&self, own: &[&str]) -> Result<(), String> {
-        const COMMON: &[&str] = &["name", "type", "description", "input_shape", "output_shape"];
+        const COMMON: &[&str] = &[
+            "name",
+            "type",
+            "description",
+            "input_shape",
+            "output_shape",
+            "residual",
+            "note",
+        ];
         let Some(keys) = self.spec.as_object() else {
             return Err(format!("{}: not an object", self.what));
         };
@@ -820,13 +906,16 @@ mod tests {
         let e = conv(json!({"padding": "causal"}));
         assert!(e.contains("`causal`"), "{e}");
         let e = err(json!([{"name": "e", "type": "Embedding", "vocab": 12, "dim": 6}]));
-        assert!(e.contains("`Embedding`"), "{e}");
+        assert!(e.contains("token ids"), "{e}");
         let e = Net::parse(
             &json!({"input_shape": [7], "input_dtype": "int (token ids)",
                                    "layers": [{"name": "gap", "type": "Flatten"}]}),
         )
         .unwrap_err();
-        assert!(e.contains("`int (token ids)`"), "{e}");
+        assert!(e.contains("go to an Embedding first"), "{e}");
+        let e = Net::parse(&json!({"input_shape": [7], "input_dtype": "int64", "layers": []}))
+            .unwrap_err();
+        assert!(e.contains("`int64`"), "{e}");
         let e = Net::parse(&json!({"input_shape": [4, 4, 1], "layers": [
             {"name": "gap", "type": "GlobalAveragePooling1D", "axis": 1}]}))
         .unwrap_err();

@@ -56,6 +56,11 @@ impl<'n> Machine<'n> {
         }
     }
 
+    /// The model these buffers serve.
+    pub fn net(&self) -> &Net {
+        self.net
+    }
+
     /// The gradients of the last [`loss_and_backward`](Self::loss_and_backward) (or input
     /// gradient), laid out as the parameters.
     pub fn grads(&self) -> &[f32] {
@@ -89,7 +94,8 @@ impl<'n> Machine<'n> {
             mode,
         };
         let mut rest = &mut self.acts[..];
-        let mut input = x;
+        // The input of every node so far: `x`, then each node's output.
+        let mut inputs: Vec<&[f32]> = vec![x];
         for node in &self.net.nodes {
             let (y, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
             let (saved, r) = r.split_at_mut(node.saved * batch);
@@ -97,13 +103,16 @@ impl<'n> Machine<'n> {
             let io = Forward {
                 params: &params[node.params.clone()],
                 state: &mut [],
-                x: input,
+                x: inputs[inputs.len() - 1],
                 y,
                 saved,
                 batch,
             };
             node.forward(&mut ctx, io);
-            input = y;
+            if let Some(from) = node.residual {
+                y.iter_mut().zip(inputs[from]).for_each(|(y, &r)| *y += r);
+            }
+            inputs.push(y);
         }
         batch
     }
@@ -152,9 +161,15 @@ impl<'n> Machine<'n> {
             ds.push(d);
             rest = r;
         }
+        // Whether a node's output gradient already holds a residual's share.
+        let mut given = vec![false; net.nodes.len()];
         for (k, node) in net.nodes.iter().enumerate().rev() {
             let (before, after) = ds.split_at_mut(k);
+            if let Some(from) = node.residual {
+                give_residual(before[from - 1], after[0], &mut given[from - 1]);
+            }
             let (input, dx) = match before.last_mut() {
+                Some(d) if given[k - 1] => (ys[k - 1], Grad::Add(d)),
                 Some(d) => (ys[k - 1], Grad::Set(d)),
                 None if with_dx => (x, Grad::Set(&mut dx[..net.inputs() * batch])),
                 None => (x, Grad::Skip),
@@ -201,6 +216,15 @@ impl<'n> Machine<'n> {
         &self.acts[out]
     }
 
+    /// d sum(output) / d params for a batch (inference mode), laid out as the parameters.
+    pub fn output_gradients(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+        let batch = self.forward(params, x, Mode::Eval);
+        let (_, grad) = self.output_ranges(batch);
+        self.node_grads[grad].fill(1.0);
+        self.backward(params, x, batch, false, Mode::Eval);
+        &self.grads
+    }
+
     /// d sum(output) / d x for a batch (inference mode).
     pub fn input_gradient(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
         let batch = self.forward(params, x, Mode::Eval);
@@ -208,6 +232,17 @@ impl<'n> Machine<'n> {
         self.node_grads[grad].fill(1.0);
         self.backward(params, x, batch, true, Mode::Eval);
         &self.dx[..self.net.inputs() * batch]
+    }
+}
+
+/// Gives a residual's output gradient `dy` to the output gradient `d` of the node before the
+/// block: the first share overwrites it, later ones (and the block's own path) add to it.
+fn give_residual(d: &mut [f32], dy: &[f32], given: &mut bool) {
+    if *given {
+        d.iter_mut().zip(dy).for_each(|(d, &g)| *d += g);
+    } else {
+        d.copy_from_slice(dy);
+        *given = true;
     }
 }
 
@@ -250,6 +285,35 @@ mod tests {
                 "{what}[{i}]: backward {g}, differences {numeric}"
             );
         }
+    }
+
+    #[test]
+    fn a_token_model_with_residuals_matches_finite_differences() {
+        let net = Net::parse(
+            &json!({"input_shape": [4], "input_dtype": "int (token ids)",
+                "layers": [
+                {"name": "tok", "type": "Embedding", "vocab": 5, "dim": 4},
+                {"name": "pos", "type": "PositionalEmbedding", "max_len": 6, "dim": 4},
+                {"name": "ln", "type": "LayerNorm", "features": 4},
+                {"name": "attn", "type": "CausalSelfAttention", "dim": 4, "num_heads": 2,
+                 "residual": "h = h + attn(ln(h))"},
+                {"name": "ff", "type": "Dense", "in": 4, "units": 4, "activation": "gelu",
+                 "residual": "h = h + ff(h)"},
+                {"name": "head", "type": "Dense", "in": 4, "units": 3}
+            ]}),
+        )
+        .unwrap();
+        let batch = 2;
+        let mut m = Machine::new(&net, batch);
+        let params = values(net.layout.len(), 4.0);
+        let x = [3.0, 1.0, 4.0, 1.0, 0.0, 2.0, 2.0, 4.0];
+        let targets = values(net.outputs() * batch, 5.0);
+        let y = Targets::Mse(targets.clone());
+        m.loss_and_backward(&params, &x, &y);
+        let grads = m.grads().to_vec();
+        check("params", &params, &grads, |p| {
+            f64::from(Mse::loss(m.predict(p, &x), &targets, 3))
+        });
     }
 
     #[test]

@@ -23,6 +23,7 @@ use machine::Machine;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
+pub use train::CaseInput;
 use train::{record, Dynamic, Typed};
 
 /// The loss of a case, with the targets of one batch.
@@ -180,6 +181,9 @@ fn samples(net: &Net, x: &Tensor, what: &str) -> Result<usize, String> {
 fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> {
     let x = Tensor::parse(&b["x"], &format!("{what}.x"))?;
     let size = samples(net, &x, &format!("{what}.x"))?;
+    if net.tokens && !x.data.iter().all(|&v| v >= 0.0 && v.fract() == 0.0) {
+        return Err(format!("{what}.x holds something other than token ids"));
+    }
     let y = Tensor::parse(&b["y"], &format!("{what}.y"))?;
     let y = match loss {
         "softmax_cross_entropy" => {
@@ -303,7 +307,8 @@ impl<R: Rule + 'static> WithRule for Exactly<R> {
 /// `TrainStep<M, R, B>`.
 pub(crate) fn run_typed<M, R, const B: usize>(case: &Value, mut model: M) -> Result<Value, String>
 where
-    M: Model<Input = f32>,
+    M: Model,
+    M::Input: CaseInput,
     M::Loss: 'static,
     R: Rule + 'static,
 {

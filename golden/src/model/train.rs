@@ -8,6 +8,7 @@ use crate::state::Conventions;
 use crate::tensor::to_json;
 use fusegraph::loss::Loss;
 use fusegraph::optim::{Optimizer, Rule};
+use fusegraph::train::InputValue;
 use fusegraph::{Model, TrainStep};
 use serde_json::{json, Value};
 
@@ -25,16 +26,19 @@ pub(crate) trait Trainee {
     fn params(&self) -> &[f32];
     /// The model's output for a batch.
     fn predict(&mut self, x: &[f32]) -> &[f32];
-    /// d sum(output) / d x for a batch.
-    fn input_gradient(&mut self, x: &[f32]) -> &[f32];
+    /// d sum(output) / d x for a batch; `None` for token ids, which have none.
+    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]>;
+    /// d sum(output) / d params for a batch, laid out as the parameters.
+    fn output_gradients(&mut self, x: &[f32]) -> &[f32];
     /// The optimizer.
     fn optimizer(&self) -> &Optimizer<Self::Rule>;
 }
 
 /// Trains `t` through the steps of `case` and returns the `got` object: `loss_step0` and
 /// `grads_step0` on the first batch, then per step the loss, the weights after it, and the
-/// probe outputs and input gradients (also before the first step), and the final optimizer
-/// state written by `conventions`.
+/// probe outputs and input gradients (also before the first step; for token ids, the gradient
+/// of the embedding table on the probe before the first step instead), and the final
+/// optimizer state written by `conventions`.
 pub(crate) fn record<T: Trainee>(
     t: &mut T,
     case: &ModelCase,
@@ -47,10 +51,17 @@ pub(crate) fn record<T: Trainee>(
         .chain(&case.net.output_shape)
         .copied()
         .collect();
+    let embedding_grad = case
+        .net
+        .tokens
+        .then(|| layout.tensors(t.output_gradients(&probe.data)))
+        .and_then(|grads| grads.as_object()?.get(&layout.names[0]).cloned());
     let (mut probe_outputs, mut input_grads) = (Vec::new(), Vec::new());
     let mut measure = |t: &mut T| {
         probe_outputs.push(to_json(&out_shape, t.predict(&probe.data)));
-        input_grads.push(to_json(&probe.shape, t.input_gradient(&probe.data)));
+        if let Some(dx) = t.input_gradient(&probe.data) {
+            input_grads.push(to_json(&probe.shape, dx));
+        }
     };
     measure(t);
     let loss_step0 = t.gradients(&case.batches[0]);
@@ -61,16 +72,20 @@ pub(crate) fn record<T: Trainee>(
         weights.push(layout.tensors(t.params()));
         measure(t);
     }
-    Ok(json!({
+    let mut got = json!({
         "loss_step0": f64::from(loss_step0),
         "grads_step0": grads_step0,
         "losses": losses,
         "weights": weights,
         "probe_outputs": probe_outputs,
-        "input_grads": input_grads,
         "final_optimizer_state": conventions.state(t.optimizer(), layout)?,
         "final_optimizer_scalars": conventions.scalars(t.optimizer()),
-    }))
+    });
+    match embedding_grad {
+        Some(g) => got["embedding_grad_step0"] = g,
+        None => got["input_grads"] = input_grads.into(),
+    }
+    Ok(got)
 }
 
 /// The model built at run time: its buffers, its own flat parameter buffer and the optimizer
@@ -110,12 +125,56 @@ impl<R: Rule> Trainee for Dynamic<'_, R> {
         self.machine.predict(&self.params, x)
     }
 
-    fn input_gradient(&mut self, x: &[f32]) -> &[f32] {
-        self.machine.input_gradient(&self.params, x)
+    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]> {
+        let tokens = self.machine.net().tokens;
+        (!tokens).then(|| self.machine.input_gradient(&self.params, x))
+    }
+
+    fn output_gradients(&mut self, x: &[f32]) -> &[f32] {
+        self.machine.output_gradients(&self.params, x)
     }
 
     fn optimizer(&self) -> &Optimizer<R> {
         &self.optimizer
+    }
+}
+
+/// How a case's inputs (ids as `f32` for token models) reach a typed model.
+pub trait CaseInput: InputValue {
+    /// The case's values as the model's input.
+    fn from_case(x: &[f32]) -> Vec<Self>;
+    /// d sum(output) / d x, if the input has a gradient.
+    fn input_gradient<'s, M: Model<Input = Self>, R: Rule, const B: usize>(
+        step: &'s mut TrainStep<M, R, B>,
+        model: &M,
+        x: &[Self],
+    ) -> Option<&'s [f32]>;
+}
+
+impl CaseInput for f32 {
+    fn from_case(x: &[f32]) -> Vec<f32> {
+        x.to_vec()
+    }
+    fn input_gradient<'s, M: Model<Input = f32>, R: Rule, const B: usize>(
+        step: &'s mut TrainStep<M, R, B>,
+        model: &M,
+        x: &[f32],
+    ) -> Option<&'s [f32]> {
+        Some(step.input_gradient(model, x))
+    }
+}
+
+impl CaseInput for u32 {
+    fn from_case(x: &[f32]) -> Vec<u32> {
+        // The harness checked that every id is a whole number in the vocabulary.
+        x.iter().map(|&v| v as u32).collect()
+    }
+    fn input_gradient<'s, M: Model<Input = u32>, R: Rule, const B: usize>(
+        _step: &'s mut TrainStep<M, R, B>,
+        _model: &M,
+        _x: &[u32],
+    ) -> Option<&'s [f32]> {
+        None
     }
 }
 
@@ -137,12 +196,16 @@ impl<M: Model, R: Rule, const B: usize> Typed<M, R, B> {
     }
 }
 
-impl<M: Model<Input = f32>, R: Rule, const B: usize> Trainee for Typed<M, R, B> {
+impl<M: Model, R: Rule, const B: usize> Trainee for Typed<M, R, B>
+where
+    M::Input: CaseInput,
+{
     type Rule = R;
 
     fn gradients(&mut self, batch: &Batch) -> f32 {
         let y = Self::targets(batch);
-        self.step.gradients(&mut self.model, &batch.x, y)
+        let x = M::Input::from_case(&batch.x);
+        self.step.gradients(&mut self.model, &x, y)
     }
 
     fn grads(&self) -> &[f32] {
@@ -151,7 +214,8 @@ impl<M: Model<Input = f32>, R: Rule, const B: usize> Trainee for Typed<M, R, B> 
 
     fn step(&mut self, batch: &Batch) -> f32 {
         let y = Self::targets(batch);
-        self.step.run(&mut self.model, &batch.x, y)
+        let x = M::Input::from_case(&batch.x);
+        self.step.run(&mut self.model, &x, y)
     }
 
     fn params(&self) -> &[f32] {
@@ -159,11 +223,18 @@ impl<M: Model<Input = f32>, R: Rule, const B: usize> Trainee for Typed<M, R, B> 
     }
 
     fn predict(&mut self, x: &[f32]) -> &[f32] {
-        self.step.predict(&self.model, x)
+        let x = M::Input::from_case(x);
+        self.step.predict(&self.model, &x)
     }
 
-    fn input_gradient(&mut self, x: &[f32]) -> &[f32] {
-        self.step.input_gradient(&self.model, x)
+    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]> {
+        let x = M::Input::from_case(x);
+        M::Input::input_gradient(&mut self.step, &self.model, &x)
+    }
+
+    fn output_gradients(&mut self, x: &[f32]) -> &[f32] {
+        let x = M::Input::from_case(x);
+        self.step.output_gradients(&self.model, &x)
     }
 
     fn optimizer(&self) -> &Optimizer<R> {

@@ -297,7 +297,8 @@ impl<'a> Expansion<'a> {
         let grads = nodes.clone().map(|k| self.width(k));
         let count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
         quote! {
-            const __ACTS: [usize; 2 * #count + 1] = [#carried, #(#acts),*];
+            const __CARRIED: usize = #carried;
+            const __ACTS: [usize; 2 * #count + 1] = [__CARRIED, #(#acts),*];
             const __GRADS: [usize; #count] = [#(#grads),*];
         }
     }

@@ -369,8 +369,8 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     for (i, (dy, y, dparams)) in inputs.into_iter().enumerate() {
         let dx = match dx.as_mut() {
             None => Grad::Skip,
-            Some((dx, false)) if i == 0 => Grad::Set(&mut **dx),
-            Some((dx, _)) => Grad::Add(&mut **dx),
+            Some((dx, false)) if i == 0 => Grad::Set(dx),
+            Some((dx, _)) => Grad::Add(dx),
         };
         let to_x = ProjectionBackward {
             x: io.x,

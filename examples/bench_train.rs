@@ -28,6 +28,11 @@
 //!   the argument `products`, each of the step's products at batch 64 is also timed on its
 //!   own (shape, with `ᵀ` on an operand the layer passes transposed; GFLOP/s).
 //!   outside the products (im2col/col2im, pooling, activations, biases, loss, update).
+//! - W5, a causal transformer language model (`support/w5.rs`): vocabulary 64, width 64, 4
+//!   heads, 2 pre-LayerNorm blocks, sequence 64, batch 16, AdamW, one thread then two:
+//!   microseconds per step, its products' FLOPs (`w5_flops`, 729 MFLOP), GFLOP/s, and that
+//!   rate as a fraction of the GEMM's on the step's largest product (the MLP's `X·W`, 1024x64
+//!   by 64x256) timed in the same run.
 //! - W6, a GRU over 32 steps of 16 features with 64 hidden units, its last hidden state read by
 //!   a dense 10, softmax cross-entropy, Adam, batch 32, one thread then two: microseconds per
 //!   step, the step's matrix-product FLOPs (`w6_flops`), GFLOP/s, and that rate as a fraction of
@@ -40,6 +45,8 @@
 
 #[path = "support/timing.rs"]
 mod timing;
+#[path = "support/w5.rs"]
+mod w5;
 
 use fusegraph::kernels::cpu::Kernel;
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
@@ -556,7 +563,7 @@ fn tiny_table() -> f64 {
 }
 
 /// Whether the table `name` was asked for: every table without arguments, else the ones
-/// named (`mlp`, `w4`, `w6`, `tiny`).
+/// named (`mlp`, `w4`, `w5`, `w6`, `tiny`).
 fn wanted(name: &str) -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
     args.is_empty() || args.iter().any(|a| a == name)
@@ -581,6 +588,15 @@ fn main() {
     if wanted("w4") {
         w4_table(1);
         w4_table(2);
+    }
+    if wanted("w5") {
+        let fraction = w5::w5_table(1);
+        w5::w5_table(2);
+        let ok = if fraction >= 0.6 { "met" } else { "missed" };
+        println!(
+            "  W5 step >= 60% of the GEMM rate on its largest product: {:.0}% -> {ok}",
+            fraction * 100.0
+        );
     }
     if wanted("w6") {
         let fraction = w6_table(1);

@@ -8,10 +8,10 @@ use fusegraph::optim::{
 };
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
-    model, AvgPool2d, BatchNorm, Conv1d, Conv2d, Dataset, Dense, Dropout, EarlyStopping,
-    FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d, MeanOverTime, Metric, Model,
-    Monitor, PerPosition, Relu, Same, Seed, Sequence, SoftmaxCrossEntropy, TrainStep, Trainer,
-    Valid, Verbose,
+    model, AvgPool2d, BatchNorm, CausalSelfAttention, Conv1d, Conv2d, Dataset, Dense, Dropout,
+    EarlyStopping, Embedding, FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d,
+    MeanOverTime, Metric, Model, Monitor, PerPosition, PositionalEmbedding, Relu, Same, Seed,
+    Sequence, SequenceCrossEntropy, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
 };
 use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -220,7 +220,45 @@ fn allocations_during_train_steps<
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
+/// A pre-LayerNorm transformer block over token ids, with a padding id.
+#[model(loss = SequenceCrossEntropy<16>, input = u32, graph(
+    e = pos(tok(x)),
+    a = attn(ln1(e)) + e,
+    m = fc2(fc1(ln2(a))) + a,
+    logits = head(ln_f(m))
+))]
+pub struct TokenBlock {
+    tok: Embedding<16, 8, 6, 0>,
+    pos: PositionalEmbedding<8, 8, 6>,
+    ln1: PerPosition<LayerNorm<8>, 6>,
+    attn: CausalSelfAttention<6, 8, 2>,
+    ln2: PerPosition<LayerNorm<8>, 6>,
+    fc1: PerPosition<Dense<8, 32, Gelu>, 6>,
+    fc2: PerPosition<Dense<32, 8>, 6>,
+    ln_f: PerPosition<LayerNorm<8>, 6>,
+    head: PerPosition<Dense<8, 16>, 6>,
+}
+
+/// Allocations in train steps, predictions and output gradients of a token model, after the
+/// first step.
+fn allocations_during_token_steps() -> usize {
+    let mut model = TokenBlock::init(Seed(5));
+    let x: Vec<u32> = (0..8 * 6).map(|i| (i * 5 % 16) as u32).collect();
+    let y: Vec<u32> = (0..8 * 6).map(|i| (i * 3 % 16) as u32).collect();
+    let mut step = TrainStep::<TokenBlock, keras::Adam, 8>::new(&model, keras::Adam::default());
+    step.run(&mut model, &x, &y);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        step.run(&mut model, &x, &y);
+        std::hint::black_box(step.predict(&model, &x[..6]));
+        std::hint::black_box(step.output_gradients(&model, &x));
+    }
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
 fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
+    let tokens = allocations_during_token_steps();
+    assert_eq!(tokens, 0, "{tokens} allocations in steps of a token model");
     let serial = allocations_during_train_steps::<_, 8>(Everything::init(Seed(1)));
     assert_eq!(
         serial, 0,

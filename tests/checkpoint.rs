@@ -416,6 +416,46 @@ fn conv1d_weight_is_out_in_k_and_a_per_position_dense_is_pytorch_s_linear() {
     );
 }
 
+/// Token ids through an embedding and causal self-attention without a key bias.
+#[fusegraph::model(loss = SequenceCrossEntropy<5>, input = u32)]
+struct Attn {
+    tok: Embedding<5, 4, 3>,
+    attn: CausalSelfAttention<3, 4, 2, true, false>,
+    head: PerPosition<Dense<4, 5>, 3>,
+}
+
+#[test]
+fn attention_projections_save_as_pytorch_linears_and_embeddings_as_they_are() {
+    let model = Attn::init(Seed(3));
+    let f = Parsed::new(&checkpoint::model_to_bytes(&model).unwrap());
+    let w = model.attn().tensor("o_weight").unwrap(); // [in = 4, out = 4]
+    assert_eq!(f.shape("attn.o.weight"), [4, 4]);
+    let transposed: Vec<f32> = (0..4)
+        .flat_map(|o| (0..4).map(move |i| w[i * 4 + o]))
+        .collect();
+    assert_eq!(bits(&f.f32s("attn.o.weight")), bits(&transposed));
+    assert_eq!(f.shape("tok.weight"), [5, 4]);
+    assert_eq!(bits(&f.f32s("tok.weight")), bits(model.tok().weight()));
+    assert_eq!(
+        f.names(),
+        [
+            "attn.k.weight",
+            "attn.o.bias",
+            "attn.o.weight",
+            "attn.q.bias",
+            "attn.q.weight",
+            "attn.v.bias",
+            "attn.v.weight",
+            "head.bias",
+            "head.weight",
+            "tok.weight"
+        ]
+    );
+    let mut back = Attn::init(Seed(4));
+    checkpoint::model_from_bytes(&checkpoint::model_to_bytes(&model).unwrap(), &mut back).unwrap();
+    assert_eq!(bits(back.params()), bits(model.params()));
+}
+
 #[test]
 fn conv_weight_is_oihw_and_batchnorm_has_pytorch_state() {
     let mut model = Conv::init(Seed(6));

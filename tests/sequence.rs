@@ -191,3 +191,62 @@ fn an_id_past_the_vocabulary_stops_the_step() {
     x[9] = VOCAB as u32;
     step.run(&mut model, &x, &labels(2));
 }
+
+/// One pre-LayerNorm block whose products over a batch of 16 (512 positions of width 64, the
+/// MLP 64 -> 256) are large enough to be split across the pool.
+#[fusegraph::model(loss = SequenceCrossEntropy<32>, input = u32, graph(
+    e = pos(tok(x)),
+    a = attn(ln1(e)) + e,
+    m = fc2(fc1(ln2(a))) + a,
+    logits = head(ln_f(m))
+))]
+struct Block {
+    tok: Embedding<32, 64, 32, 0>,
+    pos: PositionalEmbedding<40, 64, 32>,
+    ln1: PerPosition<LayerNorm<64>, 32>,
+    attn: CausalSelfAttention<32, 64, 4, true, false>,
+    ln2: PerPosition<LayerNorm<64>, 32>,
+    fc1: PerPosition<Dense<64, 256, Gelu>, 32>,
+    fc2: PerPosition<Dense<256, 64>, 32>,
+    ln_f: PerPosition<LayerNorm<64>, 32>,
+    head: PerPosition<Dense<64, 32>, 32>,
+}
+
+/// Ids and next ids of 16 sequences of 32 tokens.
+fn block_batch() -> (Vec<u32>, Vec<u32>) {
+    let x: Vec<u32> = (0..16 * 32).map(|i| (i * 11 % 31) as u32).collect();
+    let y: Vec<u32> = (0..16 * 32).map(|i| ((i * 11 + 5) % 31) as u32).collect();
+    (x, y)
+}
+
+#[test]
+fn a_transformer_trains_to_the_same_bits_on_one_and_two_threads() {
+    use fusegraph::kernels::gemm::PARALLEL_FLOPS;
+    const {
+        assert!(
+            2 * 16 * 32 * 64 * 256 >= PARALLEL_FLOPS,
+            "the MLP's products split"
+        )
+    };
+    let (x, y) = block_batch();
+    let run = |threads: usize| {
+        common::on_threads(threads, || {
+            let mut model = Block::init(Seed(2));
+            let mut step = TrainStep::<Block, Adam, 16>::new(&model, Adam::default());
+            let losses: Vec<u32> = (0..3)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            let table = common::bits(step.output_gradients(&model, &x));
+            (losses, common::bits(model.params()), table)
+        })
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "losses");
+    assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
+    assert!(
+        one.2 == two.2,
+        "output gradients differ between 1 and 2 threads"
+    );
+    let losses: Vec<f32> = one.0.iter().map(|&b| f32::from_bits(b)).collect();
+    assert!(losses[2] < losses[0], "the loss falls: {losses:?}");
+}

@@ -56,7 +56,7 @@ use fusegraph::optim::{Full, Fused, UpdateMode};
 use fusegraph::prelude::*;
 use fusegraph::train::{Bytes, EmbeddedStep};
 use std::hint::black_box;
-use timing::{measure, stats, value, Variant, REPS};
+use timing::{against_gemm, measure, stats, value, Variant, REPS};
 
 /// The MLP of the benchmark suite.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -147,38 +147,15 @@ fn w6_gemm_variant<'a>() -> Variant<'a> {
 
 /// W6 on `threads` threads; returns the step's fraction of the GEMM's rate.
 fn w6_table(threads: usize) -> f64 {
-    let pool = pool(threads);
-    pool.install(|| {
-        println!(
-            "
-W6 GRU 16 -> 64 over 32 steps - dense 10, softmax cross-entropy, Adam, {threads} thread(s)"
-        );
-        println!(
-            "  {:<34} {:>18} {:>8} {:>12} {:>9}",
-            "variant", "us/step med (best)", "MFLOP", "GFLOP/s med", "of gemm"
-        );
-        let (t, _, h, b) = W6_SIZES;
-        let gemm_flops = 2.0 * (3 * h * b * t * h) as f64;
-        let mut vs = vec![w6_gemm_variant(), w6_variant()];
-        measure(&mut vs, 4);
-        let (g_med, _) = stats(&vs[0]);
-        let gemm_rate = gemm_flops / g_med / 1e9;
-        let mut fraction = 0.0;
-        for (v, flops) in vs.iter().zip([gemm_flops, w6_flops()]) {
-            let (med, best) = stats(v);
-            let rate = flops / med / 1e9;
-            fraction = rate / gemm_rate;
-            println!(
-                "  {:<34} {:>8.0} ({:>7.0}) {:>8.1} {:>12.1} {:>8.0}%",
-                v.name,
-                med * 1e6,
-                best * 1e6,
-                flops / 1e6,
-                rate,
-                fraction * 100.0
-            );
-        }
-        fraction
+    let title = format!(
+        "W6 GRU 16 -> 64 over 32 steps - dense 10, softmax cross-entropy, Adam, {threads} \
+         thread(s)"
+    );
+    let (t, _, h, b) = W6_SIZES;
+    let gemm_flops = 2.0 * (3 * h * b * t * h) as f64;
+    pool(threads).install(|| {
+        let (gemm, step) = (w6_gemm_variant(), w6_variant());
+        against_gemm(&title, gemm, step, [gemm_flops, w6_flops()], 4)
     })
 }
 

@@ -3,7 +3,7 @@
 //! PyTorch's AdamW), against the GEMM on the step's largest product. Included with
 //! `#[path = "support/w5.rs"] mod w5;` beside `timing`.
 
-use crate::timing::{measure, stats, value, Variant};
+use crate::timing::{against_gemm, value, Variant};
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::torch::AdamW;
 use fusegraph::prelude::*;
@@ -93,35 +93,13 @@ pub fn w5_table(threads: usize) -> f64 {
         .num_threads(threads)
         .build()
         .unwrap();
+    let title = format!(
+        "W5 transformer LM (vocabulary {VOCAB}, width {DIM}, {HEADS} heads, 2 blocks, sequence \
+         {SEQ}), sequence cross-entropy, AdamW, {threads} thread(s)"
+    );
+    let gemm_flops = 2.0 * (BATCH * SEQ * DIM * MLP) as f64;
     pool.install(|| {
-        println!(
-            "\nW5 transformer LM (vocabulary {VOCAB}, width {DIM}, {HEADS} heads, 2 blocks, \
-             sequence {SEQ}), sequence cross-entropy, AdamW, {threads} thread(s)"
-        );
-        println!(
-            "  {:<34} {:>18} {:>8} {:>12} {:>9}",
-            "variant", "us/step med (best)", "MFLOP", "GFLOP/s med", "of gemm"
-        );
-        let gemm_flops = 2.0 * (BATCH * SEQ * DIM * MLP) as f64;
-        let mut vs = vec![w5_gemm_variant(), w5_variant()];
-        measure(&mut vs, 2);
-        let (g_med, _) = stats(&vs[0]);
-        let gemm_rate = gemm_flops / g_med / 1e9;
-        let mut fraction = 0.0;
-        for (v, flops) in vs.iter().zip([gemm_flops, w5_flops()]) {
-            let (med, best) = stats(v);
-            let rate = flops / med / 1e9;
-            fraction = rate / gemm_rate;
-            println!(
-                "  {:<34} {:>8.0} ({:>7.0}) {:>8.1} {:>12.1} {:>8.0}%",
-                v.name,
-                med * 1e6,
-                best * 1e6,
-                flops / 1e6,
-                rate,
-                fraction * 100.0
-            );
-        }
-        fraction
+        let (gemm, step) = (w5_gemm_variant(), w5_variant());
+        against_gemm(&title, gemm, step, [gemm_flops, w5_flops()], 2)
     })
 }

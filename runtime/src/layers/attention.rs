@@ -241,15 +241,22 @@ pub fn attention_forward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Forward<'_>) {
     project(ctx, d, params, 3, c, y);
 }
 
-/// The gradients of one sample's heads: `dv_h = pᵀ·dc_h`, then through the softmax
-/// (`ds`, scratch) `dq_h = ds·k_h * scale` and `dk_h = dsᵀ·q_h * scale`.
+/// Where one sample's input-projection gradients go, and scratch for one head's scores.
 struct HeadGrads<'a> {
+    /// d loss / d q, `[seq, dim]`.
     dq: &'a mut [f32],
+    /// d loss / d k.
     dk: &'a mut [f32],
+    /// d loss / d v.
     dv: &'a mut [f32],
+    /// One head's score gradient, `[seq, seq]`.
     ds: &'a mut [f32],
 }
 
+/// The backward pass of [`attend`] for one sample (`saved`: its `q`, `k`, `v` and attention
+/// weights; `dc`: d loss / d the mixed heads), head by head: `dv_h = pᵀ·dc_h`, the gradient of
+/// the weights `dc_h·v_hᵀ` through the softmax into `ds`, then `dq_h = ds·k_h * scale` and
+/// `dk_h = dsᵀ·q_h * scale`.
 fn attend_backward(
     ctx: &mut Ctx<'_>,
     d: AttentionDims,
@@ -292,16 +299,21 @@ fn attend_backward(
     }
 }
 
-/// Backward through projection `i` over `rows` positions: its parameter gradient into
-/// `dparams`, its input gradient into `dx`.
+/// The buffers of a projection's backward pass over every position of the batch.
 struct ProjectionBackward<'a> {
+    /// The projection's input.
     x: &'a [f32],
+    /// Its output.
     y: &'a [f32],
+    /// d loss / d output.
     dy: &'a mut [f32],
+    /// Where d loss / d input goes.
     dx: Grad<'a>,
+    /// d loss / d the projection's weight and bias.
     dparams: &'a mut [f32],
 }
 
+/// Backward through projection `i` (query, key, value, output) as a dense layer.
 fn project_backward(
     ctx: &mut Ctx<'_>,
     d: AttentionDims,

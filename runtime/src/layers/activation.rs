@@ -320,7 +320,7 @@ pub struct Softmax;
 
 impl Softmax {
     /// Softmax of one row, in place.
-    fn row(y: &mut [f32]) {
+    pub(crate) fn row(y: &mut [f32]) {
         let max = y
             .iter()
             .fold(f32::NEG_INFINITY, |m, &v| crate::math::max(m, v));
@@ -335,6 +335,19 @@ impl Softmax {
         for (i, n) in pieces(y.len()) {
             let v = load_padded(&y[i..i + n], 0.0) / sum;
             store_partial(&mut y[i..i + n], v);
+        }
+    }
+
+    /// The gradient through the softmax of one row `y`: `dy` becomes `y * (dy - Σ y dy)`.
+    pub(crate) fn row_backward(y: &[f32], dy: &mut [f32]) {
+        let mut dot = f32x8::ZERO;
+        for (i, n) in pieces(y.len()) {
+            dot += load_padded(&y[i..i + n], 0.0) * load_padded(&dy[i..i + n], 0.0);
+        }
+        let dot = f32x8::splat(dot.reduce_add());
+        for (i, n) in pieces(y.len()) {
+            let d = load_padded(&y[i..i + n], 0.0) * (load_padded(&dy[i..i + n], 0.0) - dot);
+            store_partial(&mut dy[i..i + n], d);
         }
     }
 }
@@ -367,15 +380,7 @@ impl Activation for Softmax {
             return;
         }
         for (yr, dr) in y.chunks_exact(row).zip(dy.chunks_exact_mut(row)) {
-            let mut dot = f32x8::ZERO;
-            for (i, n) in pieces(row) {
-                dot += load_padded(&yr[i..i + n], 0.0) * load_padded(&dr[i..i + n], 0.0);
-            }
-            let dot = f32x8::splat(dot.reduce_add());
-            for (i, n) in pieces(row) {
-                let d = load_padded(&yr[i..i + n], 0.0) * (load_padded(&dr[i..i + n], 0.0) - dot);
-                store_partial(&mut dr[i..i + n], d);
-            }
+            Self::row_backward(yr, dr);
         }
     }
 }

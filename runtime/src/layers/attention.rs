@@ -10,7 +10,7 @@
 //! position of the batch at once; scores and mixing are GEMMs per sample and head.
 
 use super::dense::{dense_backward, dense_forward, DenseDims};
-use super::{buffers, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Tensor, Torch};
+use super::{buffers, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Softmax, Tensor, Torch};
 use crate::kernels::gemm::{gemm, MatMut, MatRef, Product, Scaled};
 use crate::math;
 
@@ -144,33 +144,27 @@ fn head_mut(d: AttentionDims, sample: &mut [f32], h: usize) -> MatMut<'_> {
     )
 }
 
-/// Row `i` of the scores becomes the softmax of its first `i + 1` values, and 0 after them.
+/// Row `i` of the scores becomes the softmax of its first `i + 1` values (the lane softmax of
+/// [`Softmax`]), and 0 after them.
 fn causal_softmax(scores: &mut [f32], seq: usize) {
     for (i, row) in scores.chunks_exact_mut(seq).enumerate() {
         let (seen, masked) = row.split_at_mut(i + 1);
-        let top = seen.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let mut sum = 0.0;
-        for v in seen.iter_mut() {
-            *v = math::exp(*v - top);
-            sum += *v;
-        }
-        seen.iter_mut().for_each(|v| *v /= sum);
+        Softmax::row(seen);
         masked.fill(0.0);
     }
 }
 
-/// `dp` becomes the gradient of the scores: `p * (dp - Σ_j p[j] dp[j])` per row, 0 where masked.
+/// `dp` becomes the gradient of the scores: `p * (dp - Σ_j p[j] dp[j])` over each row's first
+/// `i + 1` values, 0 where masked.
 fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize) {
     for (i, (p, dp)) in p
         .chunks_exact(seq)
         .zip(dp.chunks_exact_mut(seq))
         .enumerate()
     {
-        let dot: f32 = p[..=i].iter().zip(&dp[..=i]).map(|(p, g)| p * g).sum();
-        for (g, &p) in dp[..=i].iter_mut().zip(&p[..=i]) {
-            *g = p * (*g - dot);
-        }
-        dp[i + 1..].fill(0.0);
+        let (seen, masked) = dp.split_at_mut(i + 1);
+        Softmax::row_backward(&p[..=i], seen);
+        masked.fill(0.0);
     }
 }
 

@@ -193,7 +193,8 @@ fn an_id_past_the_vocabulary_stops_the_step() {
 }
 
 /// One pre-LayerNorm block whose products over a batch of 16 (512 positions of width 64, the
-/// MLP 64 -> 256) are large enough to be split across the pool.
+/// MLP 64 -> 256) and whose heads (8 heads of 32x32 scores a sample) are large enough to be
+/// split across the pool.
 #[fusegraph::model(loss = SequenceCrossEntropy<32>, input = u32, graph(
     e = pos(tok(x)),
     a = attn(ln1(e)) + e,
@@ -204,7 +205,7 @@ struct Block {
     tok: Embedding<32, 64, 32, 0>,
     pos: PositionalEmbedding<40, 64, 32>,
     ln1: PerPosition<LayerNorm<64>, 32>,
-    attn: CausalSelfAttention<32, 64, 4, true, false>,
+    attn: CausalSelfAttention<32, 64, 8, true, false>,
     ln2: PerPosition<LayerNorm<64>, 32>,
     fc1: PerPosition<Dense<64, 256, Gelu>, 32>,
     fc2: PerPosition<Dense<256, 64>, 32>,

@@ -11,8 +11,10 @@
 
 use super::dense::{dense_backward, dense_forward, DenseDims};
 use super::{buffers, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Softmax, Tensor, Torch};
-use crate::kernels::gemm::{gemm, MatMut, MatRef, Product, Scaled};
+use crate::kernels::gemm::{gemm, workspace_len_threads, MatMut, MatRef, Product, Scaled};
+use crate::kernels::parallel::{for_sample_runs, PerSample, Samples};
 use crate::math;
+use core::ops::Range;
 
 /// The sizes and biases of a causal self-attention layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,10 +61,20 @@ impl AttentionDims {
         4 * self.seq * self.dim + self.heads * self.seq * self.seq
     }
 
-    /// Scratch values per sample `backward` needs: the gradients of `c`, `q`, `k`, `v` and of
-    /// one head's scores.
+    /// Scratch values per sample: for `backward`, the gradients of `c`, `q`, `k`, `v`, then
+    /// [`head_scratch`](Self::head_scratch); `forward` uses the latter alone.
     pub const fn scratch(&self) -> usize {
-        4 * self.seq * self.dim + self.seq * self.seq
+        4 * self.seq * self.dim + self.head_scratch()
+    }
+
+    /// Scratch per sample for its heads, one at a time: the gradient of a head's scores
+    /// (`seq * seq`) and the GEMM workspace of the per-head products, so that samples can
+    /// run on different threads.
+    pub const fn head_scratch(&self) -> usize {
+        let (s, hd) = (self.seq, self.head_dim());
+        let a = workspace_len_threads(s, hd, s, 1);
+        let b = workspace_len_threads(s, s, hd, 1);
+        s * s + if a > b { a } else { b }
     }
 
     /// `1 / sqrt(head_dim)`, the scale of the scores.
@@ -71,24 +83,35 @@ impl AttentionDims {
     }
 }
 
-/// The products of [`attention_forward`] and [`attention_backward`]: each projection's `x·W`,
-/// `xᵀ·dy` and `dy·Wᵀ` over `seq` rows a sample, and per sample and head `q_h·k_hᵀ`, `p·v_h`,
-/// `pᵀ·dc_h`, `dc_h·v_hᵀ`, `ds·k_h` and `dsᵀ·q_h` (declared as growing with the batch, which
-/// only overestimates their workspace).
-pub const fn attention_products(d: AttentionDims) -> [Product; 5] {
-    let (s, m, hd) = (d.seq, d.dim, d.head_dim());
+/// The products of [`attention_forward`] and [`attention_backward`] that use the GEMM
+/// workspace: each projection's `x·W` and `dy·Wᵀ` over `seq` rows a sample, and `xᵀ·dy`. (The
+/// per-sample, per-head products take their workspace from the scratch:
+/// [`AttentionDims::head_scratch`].)
+pub const fn attention_products(d: AttentionDims) -> [Product; 2] {
+    let (s, m) = (d.seq, d.dim);
     [
-        product(s, m, m, Scaled::M),
-        product(m, s, m, Scaled::K),
-        product(s, hd, s, Scaled::M),
-        product(s, s, hd, Scaled::M),
-        product(s, s, s, Scaled::M),
+        Product {
+            m: s,
+            k: m,
+            n: m,
+            scaled: Scaled::M,
+        },
+        Product {
+            m,
+            k: s,
+            n: m,
+            scaled: Scaled::K,
+        },
     ]
 }
 
-/// A [`Product`] in one line.
-const fn product(m: usize, k: usize, n: usize, scaled: Scaled) -> Product {
-    Product { m, k, n, scaled }
+/// Panics, naming the pass, unless the scratch holds `need` values.
+fn enough_scratch(pass: &str, scratch: &[f32], need: usize) {
+    assert!(
+        scratch.len() >= need,
+        "{pass}: the scratch holds {} values, {need} needed (AttentionDims::scratch a sample)",
+        scratch.len()
+    );
 }
 
 /// Projection `i`'s parameters within the layer's.
@@ -168,24 +191,36 @@ fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize) {
     }
 }
 
-/// `p = causal softmax(q_h·k_hᵀ * scale)` and `c_h = p·v_h` for every head of one sample.
-fn attend(ctx: &mut Ctx<'_>, d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32]) {
+/// `p = causal softmax(q_h·k_hᵀ * scale)` and `c_h = p·v_h` for every head of one sample,
+/// with `ws` as GEMM workspace.
+fn attend(d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32], ws: &mut [f32]) {
     let [q, k, v] = qkv;
     let (s, scale) = (d.seq, d.scale());
     for (h, p) in p.chunks_exact_mut(s * s).enumerate() {
         let scores = MatMut::row_major(p, s, s);
-        gemm(
-            scale,
-            head(d, q, h),
-            head(d, k, h).t(),
-            0.0,
-            scores,
-            ctx.gemm,
-        );
+        gemm(scale, head(d, q, h), head(d, k, h).t(), 0.0, scores, ws);
         causal_softmax(p, s);
         let p = MatRef::row_major(p, s, s);
-        gemm(1.0, p, head(d, v, h), 0.0, head_mut(d, c, h), ctx.gemm);
+        gemm(1.0, p, head(d, v, h), 0.0, head_mut(d, c, h), ws);
     }
+}
+
+/// Runs `f(sample, outputs)` for every sample of the batch, the samples cut into runs across
+/// the pool when the heads' work is large enough ([`for_sample_runs`]); each sample's work is
+/// the same wherever it runs, so the bits are too.
+fn each_sample<O, F>(d: AttentionDims, batch: usize, out: O, f: F)
+where
+    O: Samples,
+    F: Fn(usize, O) + Sync,
+{
+    let work = batch * d.heads * d.seq * d.seq;
+    for_sample_runs(batch, work, out, &|samples: Range<usize>, mut rest: O| {
+        for b in samples {
+            let (one, tail) = rest.split_at(1);
+            rest = tail;
+            f(b, one);
+        }
+    });
 }
 
 /// The buffers `forward` saves, cut out of `saved`: `q`, `k`, `v`, `c` and the weights.
@@ -224,14 +259,28 @@ pub fn attention_forward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Forward<'_>) {
     for (i, out) in [&mut *q, &mut *k, &mut *v].into_iter().enumerate() {
         project(ctx, d, params, i, x, out);
     }
-    let per = d.seq * d.dim;
-    let weights = d.heads * d.seq * d.seq;
-    for b in 0..batch {
+    let (q, k, v) = (&*q, &*k, &*v);
+    let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
+    enough_scratch(name, ctx.scratch, batch * d.head_scratch());
+    let heads = &mut ctx.scratch[..batch * d.head_scratch()];
+    let out = (
+        PerSample {
+            data: p,
+            per: weights,
+        },
+        (
+            PerSample { data: c, per },
+            PerSample {
+                data: heads,
+                per: d.head_scratch(),
+            },
+        ),
+    );
+    each_sample(d, batch, out, |b, (p, (c, hs))| {
         let at = b * per..(b + 1) * per;
-        let qkv = [&q[at.clone()], &k[at.clone()], &v[at.clone()]];
-        let p = &mut p[b * weights..(b + 1) * weights];
-        attend(ctx, d, qkv, p, &mut c[at]);
-    }
+        let qkv = [&q[at.clone()], &k[at.clone()], &v[at]];
+        attend(d, qkv, p.data, c.data, &mut hs.data[d.seq * d.seq..]);
+    });
     project(ctx, d, params, 3, c, y);
 }
 
@@ -245,50 +294,32 @@ struct HeadGrads<'a> {
     dv: &'a mut [f32],
     /// One head's score gradient, `[seq, seq]`.
     ds: &'a mut [f32],
+    /// GEMM workspace.
+    ws: &'a mut [f32],
 }
 
 /// The backward pass of [`attend`] for one sample (`saved`: its `q`, `k`, `v` and attention
 /// weights; `dc`: d loss / d the mixed heads), head by head: `dv_h = pᵀ·dc_h`, the gradient of
 /// the weights `dc_h·v_hᵀ` through the softmax into `ds`, then `dq_h = ds·k_h * scale` and
 /// `dk_h = dsᵀ·q_h * scale`.
-fn attend_backward(
-    ctx: &mut Ctx<'_>,
-    d: AttentionDims,
-    saved: [&[f32]; 4],
-    dc: &[f32],
-    g: HeadGrads<'_>,
-) {
+fn attend_backward(d: AttentionDims, saved: [&[f32]; 4], dc: &[f32], g: HeadGrads<'_>) {
     let [q, k, v, p] = saved;
     let (s, scale) = (d.seq, d.scale());
     for (h, p) in p.chunks_exact(s * s).enumerate() {
         let pm = MatRef::row_major(p, s, s);
-        gemm(
-            1.0,
-            pm.t(),
-            head(d, dc, h),
-            0.0,
-            head_mut(d, g.dv, h),
-            ctx.gemm,
-        );
+        gemm(1.0, pm.t(), head(d, dc, h), 0.0, head_mut(d, g.dv, h), g.ws);
         let dp = MatMut::row_major(g.ds, s, s);
-        gemm(1.0, head(d, dc, h), head(d, v, h).t(), 0.0, dp, ctx.gemm);
+        gemm(1.0, head(d, dc, h), head(d, v, h).t(), 0.0, dp, g.ws);
         causal_softmax_backward(p, g.ds, s);
         let ds = MatRef::row_major(g.ds, s, s);
-        gemm(
-            scale,
-            ds,
-            head(d, k, h),
-            0.0,
-            head_mut(d, g.dq, h),
-            ctx.gemm,
-        );
+        gemm(scale, ds, head(d, k, h), 0.0, head_mut(d, g.dq, h), g.ws);
         gemm(
             scale,
             ds.t(),
             head(d, q, h),
             0.0,
             head_mut(d, g.dk, h),
-            ctx.gemm,
+            g.ws,
         );
     }
 }
@@ -342,10 +373,11 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     buffers::expect(name, "saved", io.saved.len(), batch * d.saved());
     let n = batch * d.seq * d.dim;
     let scratch = core::mem::take(&mut ctx.scratch);
+    enough_scratch(name, scratch, batch * d.scratch());
     let (dc, rest) = scratch[..batch * d.scratch()].split_at_mut(n);
     let (dq, rest) = rest.split_at_mut(n);
     let (dk, rest) = rest.split_at_mut(n);
-    let (dv, ds) = rest.split_at_mut(n);
+    let (dv, heads) = rest.split_at_mut(n);
     let [q, k, v, c, p] = saved_parts(d, io.saved, batch);
     let [gq, gk, gv, go] = projection_grads(d, io.dparams);
     let to_c = ProjectionBackward {
@@ -357,19 +389,47 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     };
     project_backward(ctx, d, io.params, 3, to_c);
     let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
-    for b in 0..batch {
+    let dc = &*dc;
+    let out = (
+        (
+            PerSample {
+                data: &mut *dq,
+                per,
+            },
+            PerSample {
+                data: &mut *dk,
+                per,
+            },
+        ),
+        (
+            PerSample {
+                data: &mut *dv,
+                per,
+            },
+            PerSample {
+                data: heads,
+                per: d.head_scratch(),
+            },
+        ),
+    );
+    each_sample(d, batch, out, |b, ((dq, dk), (dv, hs))| {
         let at = b * per..(b + 1) * per;
-        let saved = [&q[at.clone()], &k[at.clone()], &v[at.clone()]];
-        let [qs, ks, vs] = saved;
+        let (ds, ws) = hs.data.split_at_mut(d.seq * d.seq);
         let g = HeadGrads {
-            dq: &mut dq[at.clone()],
-            dk: &mut dk[at.clone()],
-            dv: &mut dv[at.clone()],
-            ds: &mut ds[..d.seq * d.seq],
+            dq: dq.data,
+            dk: dk.data,
+            dv: dv.data,
+            ds,
+            ws,
         };
         let p = &p[b * weights..(b + 1) * weights];
-        attend_backward(ctx, d, [qs, ks, vs, p], &dc[at], g);
-    }
+        attend_backward(
+            d,
+            [&q[at.clone()], &k[at.clone()], &v[at.clone()], p],
+            &dc[at],
+            g,
+        );
+    });
     let mut dx = io.dx.destination();
     let inputs = [(&mut *dq, q, gq), (&mut *dk, k, gk), (&mut *dv, v, gv)];
     for (i, (dy, y, dparams)) in inputs.into_iter().enumerate() {
@@ -654,9 +714,10 @@ mod tests {
         let mut rng = Rng::new(Seed(4));
         let params: Vec<f32> = (0..L::PARAMS).map(|_| rng.uniform(-1.0, 1.0)).collect();
         let mut gemm = vec![0.0; L::gemm_len(batch)];
+        let mut scratch = vec![0.0; L::scratch_len(batch)];
         let mut ctx = Ctx {
             gemm: &mut gemm,
-            scratch: &mut [],
+            scratch: &mut scratch,
             rng: &mut rng,
             mode: Mode::Eval,
         };

@@ -108,8 +108,9 @@ impl Act {
 /// What a layer computes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Op {
-    /// A fully connected layer.
-    Dense(DenseDims, Act),
+    /// A fully connected layer applied to each of `positions` vectors (1 for a vector input,
+    /// the positions of a sequence): the Dense layer over `batch * positions` rows.
+    Dense(DenseDims, Act, usize),
     /// A convolution over NHWC images (of height 1 for a Conv1D over a sequence).
     Conv(ConvDims, Act),
     /// The mean over the positions of a `[time, channels]` sequence.
@@ -121,9 +122,6 @@ pub(crate) enum Op {
     },
     /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
     Flatten,
-    /// A fully connected layer applied to each of `positions` vectors of a sequence: the
-    /// Dense layer over `batch * positions` rows.
-    DensePerPosition(DenseDims, Act, usize),
     /// A stack of GRU or LSTM layers.
     Rnn(RnnDims),
     /// Token ids to rows of a table.
@@ -159,12 +157,9 @@ pub(crate) struct Node {
 impl Node {
     fn new(op: Op, outputs: usize, params: Range<usize>) -> Node {
         let saved = match op {
-            Op::Dense(dims, act) => with_act!(act, |A| dims.saved::<A>()),
+            Op::Dense(dims, act, positions) => positions * with_act!(act, |A| dims.saved::<A>()),
             Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::MeanOverTime { .. } | Op::Flatten => 0,
-            Op::DensePerPosition(dims, act, positions) => {
-                positions * with_act!(act, |A| dims.saved::<A>())
-            }
             Op::Rnn(dims) => dims.saved(),
             Op::Embedding(_) | Op::Positional(_) => 0,
             Op::LayerNorm { rows, .. } => 2 * rows,
@@ -188,7 +183,6 @@ impl Node {
             Op::Dense(..)
             | Op::MeanOverTime { .. }
             | Op::Flatten
-            | Op::DensePerPosition(..)
             | Op::Embedding(_)
             | Op::Positional(_)
             | Op::LayerNorm { .. } => 0,
@@ -198,14 +192,13 @@ impl Node {
     /// GEMM workspace one call needs for `batch` samples.
     pub fn gemm_len(&self, batch: usize) -> usize {
         match self.op {
-            Op::Dense(dims, _) => dense_gemm_len(dims, batch),
+            Op::Dense(dims, _, positions) => dense_gemm_len(dims, batch * positions),
             Op::Conv(dims, _) => conv_gemm_len(dims, batch),
             Op::MeanOverTime { .. }
             | Op::Flatten
             | Op::Embedding(_)
             | Op::Positional(_)
             | Op::LayerNorm { .. } => 0,
-            Op::DensePerPosition(dims, _, positions) => dense_gemm_len(dims, batch * positions),
             Op::Rnn(dims) => rnn_gemm_len(dims, batch),
             Op::Attention(dims) => {
                 products_workspace_len(&attention_products(dims), batch, pool_threads())
@@ -216,11 +209,10 @@ impl Node {
     /// The layer's forward pass, as its `Layer` implementation runs it.
     pub fn forward(&self, ctx: &mut Ctx<'_>, io: Forward<'_>) {
         match self.op {
-            Op::Dense(dims, act) => with_act!(act, |A| dense_forward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
             Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
             Op::Flatten => io.y.copy_from_slice(io.x),
-            Op::DensePerPosition(dims, act, positions) => {
+            Op::Dense(dims, act, positions) => {
                 let io = Forward {
                     batch: io.batch * positions,
                     ..io
@@ -238,11 +230,10 @@ impl Node {
     /// The layer's backward pass, as its `Layer` implementation runs it.
     pub fn backward(&self, ctx: &mut Ctx<'_>, io: Backward<'_>) {
         match self.op {
-            Op::Dense(dims, act) => with_act!(act, |A| dense_backward::<A>(ctx, dims, io)),
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
             Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
             Op::Flatten => io.dx.give(io.dy),
-            Op::DensePerPosition(dims, act, positions) => {
+            Op::Dense(dims, act, positions) => {
                 let io = Backward {
                     batch: io.batch * positions,
                     ..io
@@ -363,13 +354,11 @@ impl Net {
                     outputs,
                     bias,
                 };
-                match positions {
-                    None => (Op::Dense(dims, layer.act()?), vec![outputs]),
-                    Some(n) => (
-                        Op::DensePerPosition(dims, layer.act()?, n),
-                        vec![n, outputs],
-                    ),
-                }
+                let out = match positions {
+                    None => vec![outputs],
+                    Some(n) => vec![n, outputs],
+                };
+                (Op::Dense(dims, layer.act()?, positions.unwrap_or(1)), out)
             }
             "Conv2D" => {
                 layer.check_keys(&[
@@ -984,7 +973,7 @@ mod tests {
         assert_eq!(net.layout.shapes[4], [16, 4]);
         assert_eq!(net.output_shape, [5, 2]);
         assert!(matches!(net.nodes[0].op, Op::Rnn(d) if d.cell == CellKind::Lstm && d.sequence));
-        assert!(matches!(net.nodes[1].op, Op::DensePerPosition(_, _, 5)));
+        assert!(matches!(net.nodes[1].op, Op::Dense(_, _, 5)));
         // Per position: no saved values for a linear Dense; the LSTM's per step and layer.
         assert_eq!((net.nodes[0].saved, net.nodes[1].saved), (2 * 5 * 28, 0));
         let err = |options: Value| {

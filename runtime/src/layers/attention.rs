@@ -233,6 +233,23 @@ fn saved_parts(d: AttentionDims, saved: &[f32], batch: usize) -> [&[f32]; 5] {
     [q, k, v, c, p]
 }
 
+/// Of the four projections' `[weight, bias]` entries, each weight and the biases `bias` keeps,
+/// in storage order, and how many that is.
+const fn with_biases<T: Copy>(all: [[T; 2]; 4], bias: [bool; 4]) -> ([T; 8], usize) {
+    let mut out = [all[0][0]; 8];
+    let (mut n, mut i) = (0, 0);
+    while i < 4 {
+        out[n] = all[i][0];
+        n += 1;
+        if bias[i] {
+            out[n] = all[i][1];
+            n += 1;
+        }
+        i += 1;
+    }
+    (out, n)
+}
+
 /// The forward pass over `io.batch` samples of `[seq, dim]`; saves `q`, `k`, `v`, `c` and the
 /// attention weights ([`AttentionDims::saved`] per sample) for [`attention_backward`].
 ///
@@ -509,72 +526,120 @@ impl<
         CausalSelfAttention
     }
 
-    /// The parameter tensors of the projections that have them, in storage order.
+    /// The parameter tensors of the projections that have them, in storage order, and how
+    /// many there are.
     const TENSOR_TABLE: ([Tensor; 8], usize) = {
-        let mut t = [Tensor {
+        let w = Tensor {
             name: "",
-            shape: &[],
-            fans: (0, 0),
+            shape: &[DIM, DIM],
+            fans: (DIM, DIM),
+            init: Init::GlorotUniform,
+        };
+        let b = Tensor {
+            shape: &[DIM],
             init: Init::Zeros,
-        }; 8];
-        let names = [
-            ["q_weight", "q_bias"],
-            ["k_weight", "k_bias"],
-            ["v_weight", "v_bias"],
-            ["o_weight", "o_bias"],
+            ..w
+        };
+        let all = [
+            [
+                Tensor {
+                    name: "q_weight",
+                    ..w
+                },
+                Tensor {
+                    name: "q_bias",
+                    ..b
+                },
+            ],
+            [
+                Tensor {
+                    name: "k_weight",
+                    ..w
+                },
+                Tensor {
+                    name: "k_bias",
+                    ..b
+                },
+            ],
+            [
+                Tensor {
+                    name: "v_weight",
+                    ..w
+                },
+                Tensor {
+                    name: "v_bias",
+                    ..b
+                },
+            ],
+            [
+                Tensor {
+                    name: "o_weight",
+                    ..w
+                },
+                Tensor {
+                    name: "o_bias",
+                    ..b
+                },
+            ],
         ];
-        let (mut n, mut i) = (0, 0);
-        while i < 4 {
-            t[n] = Tensor {
-                name: names[i][0],
-                shape: &[DIM, DIM],
-                fans: (DIM, DIM),
-                init: Init::GlorotUniform,
-            };
-            n += 1;
-            if Self::DIMS.bias[i] {
-                t[n] = Tensor {
-                    name: names[i][1],
-                    shape: &[DIM],
-                    fans: (DIM, DIM),
-                    init: Init::Zeros,
-                };
-                n += 1;
-            }
-            i += 1;
-        }
-        (t, n)
+        with_biases(all, Self::DIMS.bias)
     };
 
     /// PyTorch's names of [`TENSOR_TABLE`](Self::TENSOR_TABLE), in the same order.
-    const TORCH_TABLE: [Torch; 8] = {
-        let mut t = [Torch {
-            name: "",
-            axes: &[],
-        }; 8];
-        let names = [
-            ["q.weight", "q.bias"],
-            ["k.weight", "k.bias"],
-            ["v.weight", "v.bias"],
-            ["o.weight", "o.bias"],
-        ];
-        let (mut n, mut i) = (0, 0);
-        while i < 4 {
-            t[n] = Torch {
-                name: names[i][0],
+    const TORCH_TABLE: ([Torch; 8], usize) = {
+        let (w, b) = (
+            Torch {
+                name: "",
                 axes: &[1, 0],
-            };
-            n += 1;
-            if Self::DIMS.bias[i] {
-                t[n] = Torch {
-                    name: names[i][1],
-                    axes: &[],
-                };
-                n += 1;
-            }
-            i += 1;
-        }
-        t
+            },
+            Torch {
+                name: "",
+                axes: &[],
+            },
+        );
+        let all = [
+            [
+                Torch {
+                    name: "q.weight",
+                    ..w
+                },
+                Torch {
+                    name: "q.bias",
+                    ..b
+                },
+            ],
+            [
+                Torch {
+                    name: "k.weight",
+                    ..w
+                },
+                Torch {
+                    name: "k.bias",
+                    ..b
+                },
+            ],
+            [
+                Torch {
+                    name: "v.weight",
+                    ..w
+                },
+                Torch {
+                    name: "v.bias",
+                    ..b
+                },
+            ],
+            [
+                Torch {
+                    name: "o.weight",
+                    ..w
+                },
+                Torch {
+                    name: "o.bias",
+                    ..b
+                },
+            ],
+        ];
+        with_biases(all, Self::DIMS.bias)
     };
 }
 
@@ -594,7 +659,7 @@ impl<
     const STATE: usize = 0;
     const SAVED: usize = Self::DIMS.saved();
     const TENSORS: &'static [Tensor] = Self::TENSOR_TABLE.0.split_at(Self::TENSOR_TABLE.1).0;
-    const TORCH: &'static [Torch] = Self::TORCH_TABLE.split_at(Self::TENSOR_TABLE.1).0;
+    const TORCH: &'static [Torch] = Self::TORCH_TABLE.0.split_at(Self::TORCH_TABLE.1).0;
     const SCRATCH_PER_SAMPLE: usize = Self::DIMS.scratch();
     const PRODUCTS: &'static [Product] = &attention_products(Self::DIMS);
 

@@ -43,11 +43,14 @@
 //! table gives the median and the best sample, so that a noisy neighbour shows as a gap
 //! between the two.
 
+#[path = "support/against_gemm.rs"]
+mod against_gemm;
 #[path = "support/timing.rs"]
 mod timing;
 #[path = "support/w5.rs"]
 mod w5;
 
+use against_gemm::against_gemm;
 use fusegraph::kernels::cpu::Kernel;
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::keras::{Adam, SgdMomentum};
@@ -56,7 +59,7 @@ use fusegraph::optim::{Full, Fused, UpdateMode};
 use fusegraph::prelude::*;
 use fusegraph::train::{Bytes, EmbeddedStep};
 use std::hint::black_box;
-use timing::{against_gemm, measure, stats, value, Variant, REPS};
+use timing::{measure, stats, value, Variant, REPS};
 
 /// The MLP of the benchmark suite.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]

@@ -101,6 +101,7 @@ pub mod prelude;
 pub use fusegraph_runtime::checkpoint;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::data;
+pub use fusegraph_runtime::distributed;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::fit;
 #[cfg(feature = "std")]

@@ -366,6 +366,7 @@ fn with_ctx<R>(f: impl FnOnce(&mut fusegraph::layers::Ctx<'_>) -> R) -> R {
         gemm: &mut [],
         scratch: &mut [],
         rng: &mut rng,
+        first_sample: 0,
         mode: fusegraph::layers::Mode::Train,
     })
 }

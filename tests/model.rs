@@ -359,6 +359,7 @@ impl Work {
             gemm: &mut self.gemm,
             scratch: &mut self.scratch,
             rng: &mut self.rng,
+            first_sample: 0,
             mode: fusegraph::layers::Mode::Train,
         }
     }

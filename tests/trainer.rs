@@ -249,6 +249,7 @@ fn state<'a>(
         model,
         step,
         history,
+        rank: 0,
     }
 }
 

@@ -3,7 +3,8 @@
 //! PyTorch's AdamW), against the GEMM on the step's largest product. Included with
 //! `#[path = "support/w5.rs"] mod w5;` beside `timing`.
 
-use crate::timing::{against_gemm, value, Variant};
+use crate::against_gemm::against_gemm;
+use crate::timing::{value, Variant};
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
 use fusegraph::optim::torch::AdamW;
 use fusegraph::prelude::*;

@@ -33,6 +33,7 @@ extern crate std;
 pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
+pub mod distributed;
 #[cfg(feature = "std")]
 pub mod fit;
 #[cfg(feature = "std")]

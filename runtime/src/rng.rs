@@ -46,6 +46,18 @@ impl Rng {
         r
     }
 
+    /// A generator for item `index` of a draw keyed by `key` (one sample's dropout mask in
+    /// one layer and step): both are mixed into the seed with SplitMix64, so that neighbouring
+    /// indices give unrelated streams.
+    pub fn keyed(key: u64, index: u64) -> Self {
+        Self::with_stream(Seed(splitmix64(key ^ splitmix64(index))), index)
+    }
+
+    /// 64 random bits (two draws).
+    pub fn next_u64(&mut self) -> u64 {
+        (u64::from(self.next_u32()) << 32) | u64::from(self.next_u32())
+    }
+
     /// 32 random bits.
     pub fn next_u32(&mut self) -> u32 {
         let old = self.state;
@@ -124,6 +136,15 @@ impl Rng {
             }
         }
     }
+}
+
+/// SplitMix64's finalizer (Steele, Lea and Flood 2014): a bijection of `u64` that mixes
+/// every input bit into every output bit.
+const fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -91,6 +91,7 @@ impl<'n> Machine<'n> {
             gemm: &mut self.gemm,
             scratch: &mut self.scratch,
             rng: &mut self.rng,
+            first_sample: 0,
             mode,
         };
         let mut rest = &mut self.acts[..];
@@ -143,6 +144,7 @@ impl<'n> Machine<'n> {
             gemm,
             scratch,
             rng,
+            first_sample: 0,
             mode,
         };
         let (mut ys, mut saved) = (Vec::new(), Vec::new());

@@ -4,6 +4,7 @@
 //! [`checkpoint`](crate::checkpoint).
 
 mod callbacks;
+mod data_parallel;
 mod error;
 mod history;
 mod metrics;

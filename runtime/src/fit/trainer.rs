@@ -1,6 +1,7 @@
 //! [`Trainer`]: fit, evaluate and predict over data sets, as Keras' `Model.fit`.
 
 use super::callbacks::{Callback, Control, FitState};
+use super::data_parallel::Parallel;
 use super::error::TrainError;
 use super::history::{EpochLog, History, Stop};
 use super::metrics::{Accumulator, Metric, MetricSet, Metrics, TargetValue};
@@ -34,17 +35,19 @@ pub type Callbacks<'a, 'b, M, R, const B: usize> =
 /// # Ok(()) }
 /// ```
 pub struct Trainer<M: Model, R: Rule, const B: usize> {
-    model: M,
-    step: TrainStep<M, R, B>,
+    pub(super) model: M,
+    pub(super) step: TrainStep<M, R, B>,
     metrics: Vec<Metric>,
     verbose: Verbose,
     #[cfg(feature = "parallel")]
     pool: Option<rayon::ThreadPool>,
     #[cfg(feature = "parallel")]
     threads: usize,
-    order: Vec<usize>,
-    bx: Vec<f32>,
-    by: Vec<Target<M>>,
+    pub(super) order: Vec<usize>,
+    pub(super) bx: Vec<f32>,
+    pub(super) by: Vec<Target<M>>,
+    /// The data-parallel step, when the trainer runs on several processes or accumulates.
+    pub(super) parallel: Option<Parallel<M, R, B>>,
 }
 
 impl<M, R, const B: usize> Trainer<M, R, B>
@@ -68,6 +71,7 @@ where
             order: Vec::new(),
             bx: Vec::with_capacity(B * M::IN),
             by: Vec::with_capacity(B * <M::Loss as Loss>::targets_per_sample(M::OUT)),
+            parallel: None,
         }
     }
 
@@ -134,12 +138,17 @@ where
 
     /// Saves the model and the training state to `path` (see
     /// [`checkpoint`](crate::checkpoint)), recording that `epoch` epochs are done.
+    ///
+    /// In data-parallel training only rank 0 writes; the other ranks return `Ok` at once.
     #[cfg(feature = "checkpoint")]
     pub fn save_checkpoint(
         &self,
         path: impl AsRef<std::path::Path>,
         epoch: usize,
     ) -> Result<(), TrainError> {
+        if self.rank() != 0 {
+            return Ok(());
+        }
         let epoch = std::string::ToString::to_string(&epoch);
         crate::checkpoint::save_with(path, &self.model, &self.step, &[("epoch", &epoch)])?;
         Ok(())
@@ -149,7 +158,8 @@ where
     /// [`ModelCheckpoint`](super::ModelCheckpoint) into the model and the train step; returns
     /// the epochs it records as done (0 if none), to pass to
     /// [`FitOptions::initial_epoch`]. Resuming a fit this way gives the same bits as never
-    /// stopping it.
+    /// stopping it. In data-parallel training every rank loads the same file, and the next fit
+    /// broadcasts rank 0's state.
     #[cfg(feature = "checkpoint")]
     pub fn resume(&mut self, path: impl AsRef<std::path::Path>) -> Result<usize, TrainError> {
         let meta = crate::checkpoint::load(path, &mut self.model, &mut self.step)?;
@@ -231,7 +241,9 @@ where
                 "the training data has no samples",
             )));
         }
-        self.in_pool(|t| t.fit_loop(train, val, options, batch, set, callbacks))
+        self.plan_shards(batch)?;
+        let fitted = self.in_pool(|t| t.fit_loop(train, val, options, batch, set, callbacks));
+        self.abort_job_on(fitted)
     }
 
     fn fit_loop(
@@ -244,13 +256,20 @@ where
         callbacks: Callbacks<'_, '_, M, R, B>,
     ) -> Result<History, TrainError> {
         let mut history = History::new(&self.metrics, options.epochs);
-        let mut progress = Progress::new(self.verbose, options.epochs);
+        let verbose = if self.rank() == 0 {
+            self.verbose
+        } else {
+            Verbose::Silent
+        };
+        let mut progress = Progress::new(verbose, options.epochs);
         for cb in callbacks.iter_mut() {
             cb.on_train_begin(self.state(&history))?;
         }
+        self.broadcast_state();
         self.order.clear();
         self.order.extend(0..train.len());
-        let batches = train.len().div_ceil(batch);
+        let global = self.global_batch(batch);
+        let batches = train.len().div_ceil(global);
         for epoch in options.initial_epoch + 1..=options.epochs {
             for cb in callbacks.iter_mut() {
                 cb.on_epoch_begin(epoch, self.state(&history))?;
@@ -266,11 +285,8 @@ where
             let mut acc = Accumulator::new(set);
             let mut stop = None;
             for b in 0..batches {
-                let idx = &self.order[b * batch..((b + 1) * batch).min(train.len())];
-                train.gather_into(idx, &mut self.bx, &mut self.by);
-                let loss = self.step.run(&mut self.model, &self.bx, &self.by);
-                acc.add::<M::Loss>(loss, self.step.output(idx.len()), &self.by, M::OUT);
-                let seen = (b * batch + idx.len()).min(train.len());
+                let seen = ((b + 1) * global).min(train.len());
+                let loss = self.train_batch(train, b * global..seen, &mut acc);
                 progress.batch(b + 1, || acc.metrics().loss, seen, start);
                 for cb in callbacks.iter_mut() {
                     if cb.on_batch_end(epoch, b + 1, loss) == Control::Stop {
@@ -324,10 +340,12 @@ where
     }
 
     fn state<'a>(&'a mut self, history: &'a History) -> FitState<'a, M, R, B> {
+        let rank = self.rank();
         FitState {
             model: &mut self.model,
             step: &mut self.step,
             history,
+            rank,
         }
     }
 

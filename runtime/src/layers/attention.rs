@@ -784,6 +784,7 @@ mod tests {
             gemm: &mut gemm,
             scratch: &mut scratch,
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Eval,
         };
         let mut y = vec![0.0; batch * L::OUT];

@@ -796,6 +796,7 @@ mod tests {
                 gemm: &mut gemm,
                 scratch: &mut scratch,
                 rng: &mut rng,
+                first_sample: 0,
                 mode: Mode::Train,
             };
             let mut y = std::vec![0.0; dims.outputs() * batch];

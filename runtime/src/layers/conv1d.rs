@@ -323,6 +323,7 @@ mod tests {
         let train = Mode::Train;
         let one = forward_backward::<Conv1d<T, C_IN, C_OUT, K, S, P, A>>(
             train,
+            0,
             &params,
             &[],
             &x,
@@ -331,6 +332,7 @@ mod tests {
         );
         let two = forward_backward::<Conv2d<1, T, C_IN, C_OUT, 1, K, S, P, A>>(
             train,
+            0,
             &params,
             &[],
             &x,

@@ -2,13 +2,16 @@
 
 use super::{buffers, Backward, Ctx, Forward, Layer, Mode, Tensor};
 use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::rng::Rng;
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
 ///
-/// In [`Mode::Train`] each value is dropped with that probability (one draw of
-/// [`Ctx::rng`] per value, in order) and the others are scaled by `1 / (1 - rate)`, so the
+/// In [`Mode::Train`] each value is dropped with that probability and the others are scaled by `1 / (1 - rate)`, so the
 /// expected output is the input (Keras and PyTorch); the mask of factors (0 or the scale) is
-/// saved for backward. In [`Mode::Eval`] the layer is the identity and saves nothing; its
+/// saved for backward. The draws are keyed: the layer takes one key from [`Ctx::rng`], and
+/// sample `i` of the call draws its `N` values in order from [`Rng::keyed`] with that key and
+/// its global index [`Ctx::first_sample`]` + i`, so a sample's mask is the same whether its
+/// batch ran whole or cut into shards on several processes. In [`Mode::Eval`] the layer is the identity and saves nothing; its
 /// backward must then run in `Eval` as well, where it is the identity too.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dropout<const N: usize, const RATE_PER_MILLE: u32>;
@@ -49,9 +52,13 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
             y.copy_from_slice(x);
             return;
         }
-        for m in saved.iter_mut() {
-            let drop = u64::from(ctx.rng.next_u32()) < Self::THRESHOLD;
-            *m = if drop { 0.0 } else { Self::SCALE };
+        let key = ctx.rng.next_u64();
+        for (i, mask) in saved.chunks_exact_mut(N).enumerate() {
+            let mut rng = Rng::keyed(key, (ctx.first_sample + i) as u64);
+            for m in mask {
+                let drop = u64::from(rng.next_u32()) < Self::THRESHOLD;
+                *m = if drop { 0.0 } else { Self::SCALE };
+            }
         }
         for (i, n) in pieces(y.len()) {
             let v = load_padded(&x[i..i + n], 0.0) * load_padded(&saved[i..i + n], 0.0);
@@ -93,12 +100,14 @@ mod tests {
         x: &[f32],
         batch: usize,
         seed: u64,
+        first: usize,
     ) -> (std::vec::Vec<f32>, std::vec::Vec<f32>, std::vec::Vec<f32>) {
         let mut rng = Rng::new(Seed(seed));
         let mut ctx = Ctx {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: first,
             mode,
         };
         let mut y = vec![f32::NAN; x.len()];
@@ -138,7 +147,7 @@ mod tests {
         const N: usize = 1000;
         let batch = 20;
         let x = vec![1.0f32; N * batch];
-        let (y, saved, _) = run::<N, 300>(Mode::Train, &x, batch, 3);
+        let (y, saved, _) = run::<N, 300>(Mode::Train, &x, batch, 3, 0);
         let scale = Dropout::<N, 300>::SCALE;
         assert_eq!(scale, 1.0 / 0.7f32);
         let kept = saved.iter().filter(|&&m| m == scale).count();
@@ -156,24 +165,41 @@ mod tests {
         assert!((mean - 1.0).abs() < 0.03, "{mean}");
         // The same seed repeats the mask, another one does not.
         assert_eq!(
-            bits(&run::<N, 300>(Mode::Train, &x, batch, 3).1),
+            bits(&run::<N, 300>(Mode::Train, &x, batch, 3, 0).1),
             bits(&saved)
         );
         assert_ne!(
-            bits(&run::<N, 300>(Mode::Train, &x, batch, 4).1),
+            bits(&run::<N, 300>(Mode::Train, &x, batch, 4, 0).1),
             bits(&saved)
         );
+    }
+
+    /// The masks of `batch` samples of `N` values whose first has global index `first`.
+    fn masks<const N: usize>(batch: usize, first: usize) -> std::vec::Vec<f32> {
+        run::<N, 500>(Mode::Train, &vec![1.0; N * batch], batch, 11, first).1
+    }
+
+    #[test]
+    fn a_sample_mask_does_not_depend_on_how_the_batch_is_cut() {
+        let whole = masks::<16>(6, 0);
+        let mut shards = masks::<16>(2, 0);
+        shards.extend(masks::<16>(3, 2));
+        shards.extend(masks::<16>(1, 5));
+        assert_eq!(bits(&shards), bits(&whole));
+        // Samples differ from each other: each has a stream of its own.
+        assert_ne!(bits(&whole[..16]), bits(&whole[16..32]));
+        assert_ne!(bits(&masks::<16>(1, 7)), bits(&masks::<16>(1, 8)));
     }
 
     #[test]
     fn eval_is_the_identity_and_rate_zero_keeps_all() {
         let x: std::vec::Vec<f32> = (0..30).map(|i| i as f32 - 7.5).collect();
-        let (y, saved, _) = run::<10, 500>(Mode::Eval, &x, 3, 1);
+        let (y, saved, _) = run::<10, 500>(Mode::Eval, &x, 3, 1, 0);
         assert_eq!(bits(&y), bits(&x));
         assert!(saved.iter().all(|v| v.is_nan()), "Eval saves nothing");
-        let (y, _, _) = run::<10, 0>(Mode::Train, &x, 3, 1);
+        let (y, _, _) = run::<10, 0>(Mode::Train, &x, 3, 1, 0);
         assert_eq!(bits(&y), bits(&x));
-        let (_, saved, _) = run::<10, 999>(Mode::Train, &x, 3, 1);
+        let (_, saved, _) = run::<10, 999>(Mode::Train, &x, 3, 1, 0);
         assert!(saved.iter().filter(|&&m| m == 0.0).count() >= 25);
         assert_eq!(Dropout::<3, 500>::new(), Dropout::<3, 500>);
     }

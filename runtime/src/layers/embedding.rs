@@ -100,7 +100,7 @@ pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_>) {
 /// let ids = [2.0, 0.0];
 /// let mut y = [0.0; 4];
 /// let mut rng = Rng::new(Seed(0));
-/// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, mode: Mode::Eval };
+/// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval };
 /// let io = Forward { params: &table, state: &mut [], x: &ids, y: &mut y, saved: &mut [], batch: 1 };
 /// Tok::forward(&mut ctx, io);
 /// assert_eq!(y, [20.0, 21.0, 0.0, 1.0]);
@@ -330,6 +330,7 @@ mod tests {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Train,
         };
         let io = Forward {
@@ -371,6 +372,7 @@ mod tests {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Eval,
         };
         let io = Forward {
@@ -431,6 +433,7 @@ mod tests {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Train,
         };
         let io = Backward {

@@ -110,6 +110,7 @@ impl Check {
             gemm: &mut gemm,
             scratch: &mut scratch,
             rng: &mut step_rng,
+            first_sample: 0,
             mode,
         };
 
@@ -209,9 +210,10 @@ impl Passes {
 }
 
 /// Forward (in `mode`, from `state`) and backward (from the output gradient `dy`) of `L` on
-/// `batch` samples of `x`.
+/// `batch` samples of `x`, whose first has global index `first_sample`.
 pub(crate) fn forward_backward<L: Layer>(
     mode: Mode,
+    first_sample: usize,
     params: &[f32],
     state: &[f32],
     x: &[f32],
@@ -225,6 +227,7 @@ pub(crate) fn forward_backward<L: Layer>(
         gemm: &mut gemm,
         scratch: &mut scratch,
         rng: &mut rng,
+        first_sample,
         mode,
     };
     let (mut y, mut state) = (vec![0.0; L::OUT * batch], state.to_vec());

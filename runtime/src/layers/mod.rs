@@ -169,8 +169,13 @@ pub struct Ctx<'a> {
     pub gemm: &'a mut [f32],
     /// Per-call scratch, at least the largest [`Layer::scratch_len`] of the model.
     pub scratch: &'a mut [f32],
-    /// The random stream of this step (dropout masks).
+    /// The random stream of this step: each layer that draws (dropout) takes one key from
+    /// it, in layer order, and keys each sample's draws by that and the sample's index.
     pub rng: &'a mut Rng,
+    /// The index of the call's first sample in the global batch (0 unless the batch is a
+    /// shard of a larger one: see [`distributed::Shards`](crate::distributed::Shards)), so that a
+    /// sample's dropout mask does not depend on how the global batch was cut.
+    pub first_sample: usize,
     /// Training or inference.
     pub mode: Mode,
 }

@@ -117,6 +117,8 @@ impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
+        let first = ctx.first_sample;
+        ctx.first_sample = first * T;
         L::forward(
             ctx,
             Forward {
@@ -124,6 +126,7 @@ impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
                 ..io
             },
         );
+        ctx.first_sample = first;
     }
 
     fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
@@ -143,7 +146,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::layers::activation::reference::Ref64;
-    use crate::layers::gradcheck::{assert_same_bits, forward_backward, Check};
+    use crate::layers::gradcheck::{assert_same_bits, bits, forward_backward, Check};
     use crate::layers::{BatchNorm, Dense, Dropout, Gelu, Identity, LayerNorm, Mode, Tanh};
     use crate::rng::{Rng, Seed};
     use std::vec;
@@ -216,8 +219,9 @@ mod tests {
         let dy = uniform(Whole::OUT * batch);
         let mut state = vec![0.0; Whole::STATE];
         Whole::init_state(&mut state);
-        let per = forward_backward::<PerPosition<Inner, T>>(mode, &params, &state, &x, &dy, batch);
-        let whole = forward_backward::<Whole>(mode, &params, &state, &x, &dy, batch);
+        let per =
+            forward_backward::<PerPosition<Inner, T>>(mode, 0, &params, &state, &x, &dy, batch);
+        let whole = forward_backward::<Whole>(mode, 0, &params, &state, &x, &dy, batch);
         assert_same_bits(&per, &whole);
     }
 
@@ -225,6 +229,20 @@ mod tests {
     fn batch_statistics_and_masks_cover_the_positions() {
         same_bits::<BatchNorm<3>, BatchNorm<3, 5>, 5>(Mode::Train);
         same_bits::<BatchNorm<3>, BatchNorm<3, 5>, 5>(Mode::Eval);
-        same_bits::<Dropout<4, 300>, Dropout<24, 300>, 6>(Mode::Train);
+    }
+
+    /// Dropout per position keys each position's mask by its global place (sample times
+    /// positions plus position): a batch cut in two gives the masks of the whole one.
+    #[test]
+    fn masks_follow_the_global_positions() {
+        type P = PerPosition<Dropout<4, 300>, 6>;
+        let x = vec![1.0; 24 * 3];
+        let (dy, state) = (vec![1.0; 24 * 3], []);
+        let whole = forward_backward::<P>(Mode::Train, 0, &[], &state, &x, &dy, 3);
+        let head = forward_backward::<P>(Mode::Train, 0, &[], &state, &x[..24], &dy[..24], 1);
+        let tail = forward_backward::<P>(Mode::Train, 1, &[], &state, &x[24..], &dy[24..], 2);
+        let cut: Vec<f32> = head.y.iter().chain(&tail.y).copied().collect();
+        assert_eq!(bits(&cut), bits(&whole.y));
+        assert!(whole.y.contains(&0.0) && whole.y.iter().any(|&v| v > 1.0));
     }
 }

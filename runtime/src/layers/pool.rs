@@ -449,6 +449,7 @@ mod tests {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Train,
         };
         let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0];
@@ -486,6 +487,7 @@ mod tests {
             gemm: &mut [],
             scratch: &mut [],
             rng: &mut rng,
+            first_sample: 0,
             mode: Mode::Train,
         };
         let x = [1.0, 3.0, 3.0, 2.0, 5.0, f32::NAN, 7.0, 8.0];

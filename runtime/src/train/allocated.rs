@@ -41,6 +41,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
             },
             optimizer: Optimizer::allocate(rule, &lens, config),
             seed: DEFAULT_SEED,
+            first_sample: 0,
             model: PhantomData,
         }
     }

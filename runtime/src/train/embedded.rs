@@ -119,6 +119,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
             bufs,
             optimizer,
             seed: DEFAULT_SEED,
+            first_sample: 0,
             model: PhantomData,
         })
     }

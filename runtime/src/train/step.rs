@@ -77,6 +77,9 @@ pub struct Step<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> {
     pub(crate) bufs: Buffers<S::Floats>,
     pub(crate) optimizer: Optimizer<R, U, S>,
     pub(crate) seed: Seed,
+    /// The global index of the next batch's first sample (a shard's place in its global
+    /// batch), for the dropout keys; 0 for a whole batch.
+    pub(crate) first_sample: usize,
     pub(crate) model: PhantomData<fn() -> M>,
 }
 
@@ -181,6 +184,27 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         loss
     }
 
+    /// [`gradients`](Self::gradients) of one shard of a larger global batch, whose first
+    /// sample has index `first_sample` there: dropout draws each sample's mask from its
+    /// global index, so the shard gets the masks it would get inside the whole batch. The
+    /// data-parallel step ([`DataParallel`](crate::distributed::DataParallel)) runs its
+    /// shards through this.
+    pub fn shard_gradients(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &[Target<M>],
+        first_sample: usize,
+    ) -> f32
+    where
+        U: AllGradientsFirst,
+    {
+        self.first_sample = first_sample;
+        let loss = self.gradients(model, x, y);
+        self.first_sample = 0;
+        loss
+    }
+
     /// The model's output for a batch (inference mode).
     pub fn predict(&mut self, model: &M, x: &[M::Input]) -> &[f32] {
         let batch = self.forward_eval(model, x);
@@ -275,8 +299,9 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ) -> usize {
         let batch = batch_of::<M>(x, B);
         let mut rng = self.stream();
+        let first = self.first_sample;
         let b = &mut self.bufs;
-        let mut ctx = context(&mut b.gemm, &mut b.scratch, &mut rng, mode);
+        let mut ctx = context(&mut b.gemm, &mut b.scratch, &mut rng, first, mode);
         let state = match state {
             Some(s) => s,
             None => &mut b.state,
@@ -313,6 +338,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         mode: Mode,
     ) {
         let mut rng = self.stream();
+        let first = self.first_sample;
         let Buffers {
             grads,
             acts,
@@ -322,7 +348,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             gemm,
             ..
         } = &mut self.bufs;
-        let mut ctx = context(gemm, scratch, &mut rng, mode);
+        let mut ctx = context(gemm, scratch, &mut rng, first, mode);
         let dx = if with_dx {
             Grad::Set(&mut dx[..M::IN * batch])
         } else {
@@ -370,12 +396,14 @@ fn context<'b>(
     gemm: &'b mut [f32],
     scratch: &'b mut [f32],
     rng: &'b mut Rng,
+    first_sample: usize,
     mode: Mode,
 ) -> Ctx<'b> {
     Ctx {
         gemm,
         scratch,
         rng,
+        first_sample,
         mode,
     }
 }

@@ -193,6 +193,9 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for ModelCheckpoint {
             }
             self.best = value;
         }
+        if state.rank != 0 {
+            return Ok(Control::Continue);
+        }
         let path = self.path_for_log(log)?;
         let epoch = log.epoch.to_string();
         crate::checkpoint::save_with(&path, state.model, state.step, &[("epoch", &epoch)])?;

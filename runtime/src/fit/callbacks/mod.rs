@@ -39,6 +39,9 @@ pub struct FitState<'a, M: Model, R: Rule, const B: usize> {
     pub step: &'a mut TrainStep<M, R, B>,
     /// The epochs completed so far.
     pub history: &'a History,
+    /// This process's rank in data-parallel training (0 otherwise): callbacks that write
+    /// files write on rank 0 only.
+    pub rank: usize,
 }
 
 /// Code called by [`Trainer::fit`](super::Trainer::fit). Every method has a default that does

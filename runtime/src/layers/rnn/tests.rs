@@ -202,6 +202,7 @@ fn a_run_time_size_of_zero_panics() {
         gemm: &mut [],
         scratch: &mut [],
         rng: &mut rng,
+        first_sample: 0,
         mode: Mode::Eval,
     };
     let io = Forward {

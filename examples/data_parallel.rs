@@ -1,0 +1,179 @@
+//! Data-parallel training of the digits MLP, the same bits on any number of processes.
+//!
+//! ```text
+//! cargo run --release --example data_parallel                    # one process, accumulating
+//! cargo build --release --features mpi --example data_parallel
+//! mpirun -np 4 target/release/examples/data_parallel             # four processes (as root:
+//!                                                                # --allow-run-as-root)
+//! ```
+//!
+//! Each global batch of 64 images is cut into 4 shards of 16 in the order of one seeded
+//! permutation; each process computes the gradients of its shards, the processes gather
+//! them, and every process adds them in shard order and runs the same fused Adam update. The
+//! model has dropout, whose masks are keyed by each image's place in the global batch. The
+//! last line, `state <hex>`, is a hash of the bits of the parameters, Adam's slots and the step
+//! counter: it is the same for a run without MPI and for 1, 2 and 4 processes (every process
+//! prints it).
+//!
+//! Options: `--epochs N` (3), `--shards N` (4), `--batch N` (16 per shard, at most 32),
+//! `--threads N` per process (1), `--save PATH` (a checkpoint after the fit, written by rank
+//! 0), `--resume PATH` (start from such a checkpoint: the run ends with the state of one that
+//! never stopped), `--fail-rank R` (rank `R` fails at the end of the first epoch: the job ends
+//! with an error on every process instead of hanging).
+
+use fusegraph::data::{Csv, Standardize};
+use fusegraph::distributed::Communicator;
+use fusegraph::fit::{Control, EpochLog, FitState, Hook, TrainError};
+use fusegraph::optim::keras::Adam;
+use fusegraph::prelude::*;
+use std::error::Error;
+
+/// 8x8 images in, ten class logits out, with dropout between the layers.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Digits {
+    hidden: Dense<64, 128, Relu>,
+    drop: Dropout<128, 100>,
+    out: Dense<128, 10>,
+}
+
+const BATCH: usize = 32;
+
+/// The command line.
+struct Options {
+    epochs: usize,
+    shards: usize,
+    batch: usize,
+    threads: usize,
+    save: Option<String>,
+    resume: Option<String>,
+    fail_rank: Option<usize>,
+}
+
+fn options() -> Result<Options, Box<dyn Error>> {
+    let mut o = Options {
+        epochs: 3,
+        shards: 4,
+        batch: 16,
+        threads: 1,
+        save: None,
+        resume: None,
+        fail_rank: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        let number = || {
+            value
+                .parse::<usize>()
+                .map_err(|e| format!("{flag} {value}: {e}"))
+        };
+        match flag.as_str() {
+            "--epochs" => o.epochs = number()?,
+            "--shards" => o.shards = number()?,
+            "--batch" => o.batch = number()?,
+            "--threads" => o.threads = number()?,
+            "--fail-rank" => o.fail_rank = Some(number()?),
+            "--save" => o.save = Some(value),
+            "--resume" => o.resume = Some(value),
+            _ => return Err(format!("unknown option {flag}").into()),
+        }
+    }
+    Ok(o)
+}
+
+/// The processes: MPI's world with the `mpi` feature, else this process alone.
+#[cfg(feature = "mpi")]
+fn world() -> Result<impl Communicator + Send + 'static, Box<dyn Error>> {
+    Ok(fusegraph::distributed::Mpi::init()?)
+}
+
+/// The processes: MPI's world with the `mpi` feature, else this process alone.
+#[cfg(not(feature = "mpi"))]
+fn world() -> Result<impl Communicator + Send + 'static, Box<dyn Error>> {
+    Ok(fusegraph::distributed::Solo)
+}
+
+/// FNV-1a over the bits of the parameters, Adam's slots and the step counter.
+fn state_hash(model: &Digits, step: &TrainStep<Digits, Adam, BATCH>) -> u64 {
+    let opt = step.optimizer();
+    let slots = Adam::SLOTS
+        .iter()
+        .flat_map(|s| opt.slot(s).unwrap_or_default());
+    let words = model
+        .params()
+        .iter()
+        .chain(slots)
+        .map(|v| u64::from(v.to_bits()))
+        .chain([opt.iterations()]);
+    words.fold(0xcbf2_9ce4_8422_2325, |h, w| {
+        w.to_le_bytes()
+            .iter()
+            .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    })
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let o = options()?;
+    let comm = world()?;
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let csv = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+    let mut data = Csv::new()
+        .label_column("label")
+        .classes(10)
+        .read_classes(csv)?;
+    Standardize::fit(&data).apply(&mut data);
+
+    let model = Digits::init(Seed(7));
+    let step = TrainStep::<Digits, Adam, BATCH>::new(&model, Adam::default().with_lr(0.001))
+        .with_seed(Seed(3));
+    let mut trainer = Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent)
+        .threads(o.threads)
+        .data_parallel(comm, o.shards)?;
+    let initial_epoch = match &o.resume {
+        Some(path) => trainer.resume(path)?,
+        None => 0,
+    };
+    if rank == 0 {
+        println!(
+            "{} images, {ranks} process(es) x {} thread(s); global batches of {} shards x {} \
+             images, epochs {}..={}",
+            data.len(),
+            o.threads,
+            o.shards,
+            o.batch,
+            initial_epoch + 1,
+            o.epochs
+        );
+    }
+    let fail_rank = o.fail_rank;
+    let mut fail = Hook::new(
+        move |_: &EpochLog, state: FitState<'_, Digits, Adam, BATCH>| match fail_rank {
+            Some(r) if r == state.rank => Err(TrainError::Config(format!(
+                "rank {r} fails on purpose (--fail-rank)"
+            ))),
+            _ => Ok(Control::Continue),
+        },
+    );
+    let options = FitOptions::new(o.epochs)
+        .batch_size(o.batch)
+        .initial_epoch(initial_epoch)
+        .seed(Seed(1));
+    let history = trainer.fit(&data, &options, &mut [&mut fail])?;
+    if let Some(path) = &o.save {
+        trainer.save_checkpoint(path, o.epochs)?;
+    }
+    if let (0, Some(last)) = (rank, history.epochs.last()) {
+        println!(
+            "epoch {}: loss {:.6}, accuracy {:.4}, {} steps",
+            last.epoch,
+            last.train.loss,
+            last.train.accuracy.unwrap_or(f32::NAN),
+            last.steps
+        );
+    }
+    let (model, step) = trainer.into_parts();
+    println!("state {:016x}", state_hash(&model, &step));
+    Ok(())
+}

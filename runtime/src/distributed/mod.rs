@@ -1,0 +1,21 @@
+//! Data-parallel training, bit-identical for any number of processes: a global batch is cut
+//! into a fixed number of [`Shards`] in global sample order; each process computes the mean
+//! gradients of its shards, the processes gather them ([`Communicator`]), and every process
+//! adds them in shard order ([`add_shard`]) and runs the same fused update
+//! ([`DataParallel`]). Nothing depends on how a reduction library orders its sums. On one
+//! process ([`Solo`]) the same step is gradient accumulation. Feature `mpi` adds
+//! [`Mpi`], a communicator over MPI's world.
+
+mod communicator;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod shards;
+#[cfg(feature = "alloc")]
+mod step;
+
+pub use communicator::{Communicator, Solo};
+#[cfg(feature = "mpi")]
+pub use mpi::{Mpi, MpiError};
+pub use shards::{add_shard, Shards};
+#[cfg(feature = "alloc")]
+pub use step::{DataParallel, ShardError, ShardOutcome};

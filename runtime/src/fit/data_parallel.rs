@@ -1,0 +1,130 @@
+//! The [`Trainer`]'s data-parallel and accumulating modes: each global batch runs through a
+//! [`DataParallel`] step, and the metrics add its shards in shard order.
+
+use super::error::TrainError;
+use super::metrics::{Accumulator, TargetValue};
+use super::trainer::Trainer;
+use crate::data::Dataset;
+use crate::distributed::{Communicator, DataParallel, Shards, Solo};
+use crate::loss::Loss;
+use crate::optim::Rule;
+use crate::train::{Model, Target};
+use core::ops::Range;
+use std::boxed::Box;
+
+/// The trainer's data-parallel step, over any communicator.
+pub(super) type Parallel<M, R, const B: usize> =
+    DataParallel<M, R, B, Box<dyn Communicator + Send>>;
+
+impl<M, R, const B: usize> Trainer<M, R, B>
+where
+    M: Model<Input = f32> + Send,
+    R: Rule,
+    Target<M>: TargetValue,
+{
+    /// Trains data-parallel on `comm`'s processes: each global batch is `shards` batches of
+    /// the fit's batch size, cut in the order of the one seeded permutation that every process
+    /// draws, and each process computes `shards / comm.size()` of them (see
+    /// [`DataParallel`]). The parameters, the optimizer's state, the losses and the metrics
+    /// are the same bits on every process and for any number of processes that divides
+    /// `shards`; rank 0 alone prints progress and writes checkpoints. A fit that fails on one
+    /// process ends the job on all of them ([`Communicator::abort`]).
+    ///
+    /// Every process must hold the whole data set (each reads its shards from it) and call
+    /// `fit` with the same options.
+    pub fn data_parallel(
+        mut self,
+        comm: impl Communicator + Send + 'static,
+        shards: usize,
+    ) -> Result<Self, TrainError> {
+        if shards == 0 {
+            return Err(TrainError::Config(std::string::String::from(
+                "data-parallel training needs at least one shard",
+            )));
+        }
+        let comm: Box<dyn Communicator + Send> = Box::new(comm);
+        let step = DataParallel::new(comm, Shards::new(shards, B))
+            .map_err(|e| TrainError::Config(std::string::ToString::to_string(&e)))?;
+        self.parallel = Some(step);
+        Ok(self)
+    }
+
+    /// Gradient accumulation: global batches of `k` times the fit's batch size, their `k`
+    /// shards' gradients added in order before one update; the same bits as
+    /// [`data_parallel`](Self::data_parallel) with `k` shards on any number of processes.
+    pub fn accumulate(self, k: usize) -> Result<Self, TrainError> {
+        self.data_parallel(Solo, k)
+    }
+
+    /// This process's rank in data-parallel training (0 otherwise).
+    pub fn rank(&self) -> usize {
+        self.parallel
+            .as_ref()
+            .map_or(0, |p| p.communicator().rank())
+    }
+
+    /// The samples of one update: the batch, times the shards of a data-parallel fit.
+    pub(super) fn global_batch(&self, batch: usize) -> usize {
+        self.parallel
+            .as_ref()
+            .map_or(batch, |p| p.shards().count() * batch)
+    }
+
+    /// Cuts the data-parallel step's global batches into shards of `batch` samples.
+    pub(super) fn plan_shards(&mut self, batch: usize) -> Result<(), TrainError> {
+        if let Some(p) = &mut self.parallel {
+            p.set_shards(Shards::new(p.shards().count(), batch))
+                .map_err(|e| TrainError::Config(std::string::ToString::to_string(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// Gives every process rank 0's model and training state.
+    pub(super) fn broadcast_state(&mut self) {
+        if let Some(p) = &self.parallel {
+            p.broadcast(&mut self.model, &mut self.step);
+        }
+    }
+
+    /// Trains on the samples `at` of the epoch's order; adds them to `acc` and returns the
+    /// batch's loss.
+    pub(super) fn train_batch(
+        &mut self,
+        train: &Dataset<Target<M>>,
+        at: Range<usize>,
+        acc: &mut Accumulator,
+    ) -> f32 {
+        train.gather_into(&self.order[at], &mut self.bx, &mut self.by);
+        let Some(p) = &mut self.parallel else {
+            let loss = self.step.run(&mut self.model, &self.bx, &self.by);
+            let n = self.bx.len() / M::IN;
+            acc.add::<M::Loss>(loss, self.step.output(n), &self.by, M::OUT);
+            return loss;
+        };
+        let loss = p.run(&mut self.model, &mut self.step, &self.bx, &self.by);
+        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+        let n = self.bx.len() / M::IN;
+        for s in 0..p.shards().count() {
+            let shard = p.shard(s);
+            let at = p.shards().samples(s, n);
+            if shard.samples > 0 {
+                let ys = &self.by[at.start * per..at.end * per];
+                acc.add::<M::Loss>(shard.loss, shard.outputs, ys, M::OUT);
+            }
+        }
+        loss
+    }
+
+    /// In a job of several processes, ends every one of them when this one's fit failed, so
+    /// that none waits for it in a gather; otherwise returns `fitted`.
+    pub(super) fn abort_job_on<T>(&self, fitted: Result<T, TrainError>) -> Result<T, TrainError> {
+        match (&fitted, &self.parallel) {
+            (Err(e), Some(p)) if p.communicator().size() > 1 => {
+                let comm = p.communicator();
+                std::eprintln!("rank {}: {e}; ending the job", comm.rank());
+                comm.abort(1)
+            }
+            _ => fitted,
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Data-parallel training and gradient accumulation: any number of processes that divides the
+//! shards gives the bits of one process computing every shard, the global gradient is the sum
+//! of the shards' in shard order, dropout follows the global sample order, a resumed run
+//! continues with the same bits, and BatchNorm is refused. Processes are threads here, over a
+//! communicator of shared memory; `.ci/run` runs the same under `mpirun`.
+
+use fusegraph::distributed::{add_shard, Communicator, DataParallel, ShardError, Shards, Solo};
+use fusegraph::fit::{History, TrainError};
+use fusegraph::optim::keras::Adam;
+use fusegraph::prelude::*;
+use std::sync::{Arc, Barrier, Mutex};
+
+/// Three classes from four features, with dropout.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Net {
+    fc1: Dense<4, 16, Relu>,
+    drop: Dropout<16, 250>,
+    fc2: Dense<16, 3>,
+}
+
+/// The same with batch statistics.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Normed {
+    fc1: Dense<4, 8>,
+    bn: BatchNorm<8>,
+    fc2: Dense<8, 3>,
+}
+
+const B: usize = 8;
+
+/// `size` processes as threads: gathers and broadcasts go through shared memory.
+struct ThreadRanks {
+    rank: usize,
+    size: usize,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    barrier: Barrier,
+    floats: Mutex<Vec<Vec<f32>>>,
+    words: Mutex<Vec<u64>>,
+}
+
+impl ThreadRanks {
+    fn group(size: usize) -> Vec<ThreadRanks> {
+        let shared = Arc::new(Shared {
+            barrier: Barrier::new(size),
+            floats: Mutex::new(vec![Vec::new(); size]),
+            words: Mutex::new(Vec::new()),
+        });
+        (0..size)
+            .map(|rank| ThreadRanks {
+                rank,
+                size,
+                shared: Arc::clone(&shared),
+            })
+            .collect()
+    }
+}
+
+impl Communicator for ThreadRanks {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn all_gather(&self, mine: &[f32], all: &mut [f32]) {
+        self.shared.floats.lock().unwrap()[self.rank] = mine.to_vec();
+        self.shared.barrier.wait();
+        for (r, part) in all.chunks_exact_mut(mine.len()).enumerate() {
+            part.copy_from_slice(&self.shared.floats.lock().unwrap()[r]);
+        }
+        self.shared.barrier.wait();
+    }
+    fn broadcast(&self, values: &mut [f32]) {
+        if self.rank == 0 {
+            self.shared.floats.lock().unwrap()[0] = values.to_vec();
+        }
+        self.shared.barrier.wait();
+        values.copy_from_slice(&self.shared.floats.lock().unwrap()[0]);
+        self.shared.barrier.wait();
+    }
+    fn broadcast_u64(&self, values: &mut [u64]) {
+        if self.rank == 0 {
+            *self.shared.words.lock().unwrap() = values.to_vec();
+        }
+        self.shared.barrier.wait();
+        values.copy_from_slice(&self.shared.words.lock().unwrap());
+        self.shared.barrier.wait();
+    }
+    fn abort(&self, code: i32) -> ! {
+        panic!("rank {} aborted the job with code {code}", self.rank)
+    }
+}
+
+/// Three Gaussian blobs in four dimensions, `n` samples.
+fn blobs(n: usize) -> Dataset<u32> {
+    let mut rng = Rng::new(Seed(9));
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let c = i % 3;
+        for d in 0..4 {
+            x.push(if d == c { 2.0 } else { 0.0 } + 0.7 * rng.normal());
+        }
+        y.push(c as u32);
+    }
+    Dataset::new(x, y, 4).unwrap()
+}
+
+fn trainer() -> Trainer<Net, Adam, B> {
+    let model = Net::init(Seed(3));
+    let step = TrainStep::new(&model, Adam::default().with_lr(0.01)).with_seed(Seed(5));
+    Trainer::new(model, step)
+        .metrics(&[Metric::Accuracy])
+        .verbose(Verbose::Silent)
+        .threads(1)
+}
+
+/// What a fit leaves: the bits of the parameters, of Adam's slots and the step counter, and
+/// the history.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    params: Vec<u32>,
+    slots: Vec<u32>,
+    steps: u64,
+    losses: Vec<u32>,
+    accuracies: Vec<u32>,
+}
+
+fn outcome(t: &Trainer<Net, Adam, B>, history: &History) -> Outcome {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let opt = t.step().optimizer();
+    let slots = Adam::SLOTS
+        .iter()
+        .flat_map(|s| bits(opt.slot(s).unwrap()))
+        .collect();
+    Outcome {
+        params: bits(t.model().params()),
+        slots,
+        steps: opt.iterations(),
+        losses: history
+            .epochs
+            .iter()
+            .map(|e| e.train.loss.to_bits())
+            .collect(),
+        accuracies: history
+            .epochs
+            .iter()
+            .map(|e| e.train.accuracy.unwrap().to_bits())
+            .collect(),
+    }
+}
+
+/// 61 samples: the last global batch of 4 shards x 5 is partial, with an empty shard.
+const SAMPLES: usize = 61;
+
+fn options(epochs: usize) -> FitOptions<'static, u32> {
+    FitOptions::new(epochs).batch_size(5).seed(Seed(2))
+}
+
+fn accumulated(shards: usize, epochs: usize) -> Outcome {
+    let mut t = trainer().accumulate(shards).unwrap();
+    let h = t.fit(&blobs(SAMPLES), &options(epochs), &mut []).unwrap();
+    outcome(&t, &h)
+}
+
+/// Fits on `ranks` threads; every rank's outcome.
+fn on_ranks(ranks: usize, shards: usize, epochs: usize) -> Vec<Outcome> {
+    let data = blobs(SAMPLES);
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = ThreadRanks::group(ranks)
+            .into_iter()
+            .map(|comm| {
+                let data = &data;
+                s.spawn(move || {
+                    let mut t = trainer().data_parallel(comm, shards).unwrap();
+                    let h = t.fit(data, &options(epochs), &mut []).unwrap();
+                    outcome(&t, &h)
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn any_number_of_ranks_gives_the_bits_of_one_process_accumulating() {
+    let one = accumulated(4, 3);
+    assert_eq!(one.steps, 3 * SAMPLES.div_ceil(20) as u64);
+    for ranks in [1, 2, 4] {
+        for (rank, got) in on_ranks(ranks, 4, 3).iter().enumerate() {
+            assert_eq!(got, &one, "rank {rank} of {ranks}");
+        }
+    }
+    // The shard count is part of the computation: two shards of 5 are other batches.
+    assert_ne!(accumulated(2, 3).params, one.params);
+}
+
+#[test]
+fn one_shard_on_one_process_is_the_plain_step() {
+    let mut plain = trainer();
+    let h = plain.fit(&blobs(SAMPLES), &options(2), &mut []).unwrap();
+    let plain = outcome(&plain, &h);
+    let one = accumulated(1, 2);
+    assert_eq!(one.params, plain.params);
+    assert_eq!(one.slots, plain.slots);
+    assert_eq!(one.steps, plain.steps);
+}
+
+#[test]
+fn the_update_uses_the_weighted_sum_of_the_shards_in_shard_order() {
+    let data = blobs(13);
+    let (x, y) = (data.x(), data.y());
+    let mut model = Net::init(Seed(3));
+    let mut step = TrainStep::<Net, Adam, B>::new(&model, Adam::default()).with_seed(Seed(5));
+    let mut want_model = Net::init(Seed(3));
+    let mut want_step = TrainStep::<Net, Adam, B>::new(&model, Adam::default());
+    let shards = Shards::new(3, 5);
+    let mut dp = DataParallel::<Net, Adam, B, Solo>::new(Solo, shards).unwrap();
+    let loss = dp.run(&mut model, &mut step, x, y);
+
+    // By hand: each shard's mean gradient from the same weights; the shards 0..5, 5..10,
+    // 10..13 weighted 5/13, 5/13, 3/13 and added in order. Dropout draws each sample's mask
+    // from its global index, so the shards are run with their offsets.
+    let mut sum = vec![0.0; Net::PARAMS];
+    let mut want_loss = 0.0f32;
+    for s in 0..3 {
+        let at = shards.samples(s, 13);
+        let mut m = Net::init(Seed(3));
+        let mut st = TrainStep::<Net, Adam, B>::new(&m, Adam::default()).with_seed(Seed(5));
+        let (xs, ys) = (&x[at.start * 4..at.end * 4], &y[at.clone()]);
+        let l = st.shard_gradients(&mut m, xs, ys, at.start);
+        let w = at.len() as f32 / 13.0;
+        add_shard(&mut sum, st.grads(), w, s == 0);
+        want_loss = if s == 0 { w * l } else { want_loss + w * l };
+    }
+    want_step
+        .optimizer_mut()
+        .step(want_model.params_mut(), &sum);
+    assert_eq!(loss.to_bits(), want_loss.to_bits());
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(model.params()), bits(want_model.params()));
+    assert_eq!(dp.shard(2).samples, 3);
+    assert_eq!(dp.shard(1).outputs.len(), 5 * 3);
+    assert_eq!(
+        dp.bytes_sent_per_step(),
+        3 * DataParallel::<Net, Adam, B, Solo>::RECORD * 4
+    );
+}
+
+#[test]
+fn batch_statistics_are_refused_with_shards_and_allowed_without() {
+    let model = Normed::init(Seed(1));
+    let step = TrainStep::<Normed, Adam, B>::new(&model, Adam::default());
+    let err = Trainer::new(model, step).accumulate(2).err().unwrap();
+    assert!(
+        matches!(&err, TrainError::Config(m) if m.contains("BatchNorm")),
+        "{err}"
+    );
+    let model = Normed::init(Seed(1));
+    let step = TrainStep::<Normed, Adam, B>::new(&model, Adam::default());
+    assert!(Trainer::new(model, step).accumulate(1).is_ok());
+    assert_eq!(
+        DataParallel::<Net, Adam, B, Solo>::new(Solo, Shards::new(2, 9)).err(),
+        Some(ShardError::ShardTooLarge {
+            per_shard: 9,
+            max: B
+        })
+    );
+    let three = ThreadRanks::group(2).into_iter().next().unwrap();
+    assert_eq!(
+        DataParallel::<Net, Adam, B, _>::new(three, Shards::new(3, 4)).err(),
+        Some(ShardError::Ranks {
+            ranks: 2,
+            shards: 3
+        })
+    );
+}
+
+#[test]
+fn a_resumed_data_parallel_run_continues_with_the_same_bits() {
+    let dir = std::env::temp_dir().join(format!("fusegraph-dp-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("dp.safetensors");
+    let data = blobs(SAMPLES);
+    let run = |epochs: usize, resume: bool, save: bool| -> Vec<Outcome> {
+        std::thread::scope(|s| {
+            let jobs: Vec<_> = ThreadRanks::group(2)
+                .into_iter()
+                .map(|comm| {
+                    let (data, path) = (&data, &path);
+                    s.spawn(move || {
+                        let mut t = trainer().data_parallel(comm, 4).unwrap();
+                        let first = if resume { t.resume(path).unwrap() } else { 0 };
+                        let h = t
+                            .fit(data, &options(epochs).initial_epoch(first), &mut [])
+                            .unwrap();
+                        if save {
+                            t.save_checkpoint(path, epochs).unwrap();
+                        }
+                        outcome(&t, &h)
+                    })
+                })
+                .collect();
+            jobs.into_iter().map(|j| j.join().unwrap()).collect()
+        })
+    };
+    let whole = run(3, false, false);
+    run(1, false, true);
+    let resumed = run(3, true, false);
+    for (w, r) in whole.iter().zip(&resumed) {
+        assert_eq!(w.params, r.params);
+        assert_eq!(w.slots, r.slots);
+        assert_eq!(w.steps, r.steps);
+        assert_eq!(w.losses[1..], r.losses[..], "epochs 2 and 3");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -124,16 +124,19 @@
 //! [`Config`]: crate::optim::Config
 //! [`Config::ema`]: crate::optim::Config::ema
 
+mod checksum;
 mod error;
 mod format;
 mod header;
 mod layout;
 mod metadata;
+mod warning;
 
 pub use error::CheckpointError;
 pub use format::{from_bytes, model_from_bytes, model_to_bytes, to_bytes, to_bytes_with};
-pub use layout::signature;
+pub use layout::{layers, signature};
 pub use metadata::Metadata;
+pub use warning::Warning;
 
 use crate::fs::write_atomic;
 use crate::optim::Rule;
@@ -167,15 +170,16 @@ pub fn save_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     Ok(write_atomic(path, &to_bytes_with(model, step, extra)?)?)
 }
 
-/// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layout,
-/// optimizer and EMA setting; returns its metadata. Nothing changes unless the whole file is
-/// valid.
+/// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layers,
+/// optimizer and EMA setting; returns its metadata (with the [warnings](Metadata::warnings)
+/// of the load). Nothing changes unless the whole file is valid; non-finite values are
+/// refused (see [`Loader`]).
 pub fn load<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     path: impl AsRef<Path>,
     model: &mut M,
     step: &mut Step<M, R, B, U, S>,
 ) -> Result<Metadata, CheckpointError> {
-    from_bytes(&read(path.as_ref())?, model, step)
+    Loader::new().load(path, model, step)
 }
 
 /// Saves the model's parameters and state only (for inference), atomically.
@@ -184,10 +188,85 @@ pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<(), Che
 }
 
 /// Loads parameters and state from a file of [`save_model`] or [`save`]; returns its
-/// metadata. Nothing changes unless the whole file fits the model.
+/// metadata. Nothing changes unless the whole file fits the model; non-finite values are
+/// refused (see [`Loader`]).
 pub fn load_model<M: Model>(
     path: impl AsRef<Path>,
     model: &mut M,
 ) -> Result<Metadata, CheckpointError> {
-    model_from_bytes(&read(path.as_ref())?, model)
+    Loader::new().load_model(path, model)
+}
+
+/// How to load a checkpoint: [`load`], [`load_model`], [`from_bytes`] and
+/// [`model_from_bytes`] with choices. By default a NaN or an infinity in any floating-point
+/// tensor is an error ([`CheckpointError::NonFinite`], naming the tensor and the index of its
+/// first such value), since resuming from it would train on garbage.
+///
+/// ```ignore
+/// // Inspect the weights of a run that diverged.
+/// let meta = Loader::new().allow_non_finite().load_model("diverged.safetensors", &mut model)?;
+/// for w in meta.warnings() {
+///     eprintln!("{w}"); // checkpoint tensor `fc1.weight` holds a NaN or an infinity at index 3
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Loader {
+    allow_non_finite: bool,
+}
+
+impl Loader {
+    /// The default choices: non-finite values are refused.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts NaNs and infinities, noting the first of each tensor in
+    /// [`Metadata::warnings`] ([`Warning::NonFinite`]).
+    pub fn allow_non_finite(mut self) -> Self {
+        self.allow_non_finite = true;
+        self
+    }
+
+    /// Whether non-finite values load (with a warning).
+    pub(crate) fn accepts_non_finite(&self) -> bool {
+        self.allow_non_finite
+    }
+
+    /// [`load`] with these choices.
+    pub fn load<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+        &self,
+        path: impl AsRef<Path>,
+        model: &mut M,
+        step: &mut Step<M, R, B, U, S>,
+    ) -> Result<Metadata, CheckpointError> {
+        self.from_bytes(&read(path.as_ref())?, model, step)
+    }
+
+    /// [`load_model`] with these choices.
+    pub fn load_model<M: Model>(
+        &self,
+        path: impl AsRef<Path>,
+        model: &mut M,
+    ) -> Result<Metadata, CheckpointError> {
+        self.model_from_bytes(&read(path.as_ref())?, model)
+    }
+
+    /// [`from_bytes`] with these choices.
+    pub fn from_bytes<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+        &self,
+        bytes: &[u8],
+        model: &mut M,
+        step: &mut Step<M, R, B, U, S>,
+    ) -> Result<Metadata, CheckpointError> {
+        format::read_training(bytes, model, step, self)
+    }
+
+    /// [`model_from_bytes`] with these choices.
+    pub fn model_from_bytes<M: Model>(
+        &self,
+        bytes: &[u8],
+        model: &mut M,
+    ) -> Result<Metadata, CheckpointError> {
+        format::read_model(bytes, model, self)
+    }
 }

@@ -603,14 +603,7 @@ impl<
     > core::fmt::Debug for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let padding = if P::SAME { "same" } else { "valid" };
-        write!(
-            f,
-            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {padding}, {}>",
-            Self::OH,
-            Self::OW,
-            A::NAME
-        )
+        <Self as Layer>::describe(f)
     }
 }
 
@@ -626,6 +619,18 @@ impl<
         A: Activation,
     > Layer for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        let padding = if P::SAME { "same" } else { "valid" };
+        write!(
+            out,
+            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {padding}, ",
+            Self::OH,
+            Self::OW,
+        )?;
+        A::describe(out)?;
+        out.write_str(">")
+    }
+
     const IN: usize = Self::DIMS.inputs();
     const OUT: usize = Self::DIMS.outputs();
     const PARAMS: usize = Self::DIMS.params();

@@ -255,7 +255,7 @@ pub(crate) mod tests {
 pub fn describe(head: TokenStream, consts: &[Const], naming: Naming) -> TokenStream {
     let fields = consts.iter().enumerate().map(|(i, c)| {
         let id = naming(&c.name);
-        let text = format!("{}{}: {{}}", if i == 0 { " { " } else { ", " }, c.name);
+        let text = format!("{}{}: {{}}", if i == 0 { " {{ " } else { ", " }, c.name);
         quote!(::core::write!(out, #text, Self::#id)?;)
     });
     let close = (!consts.is_empty()).then(|| quote!(out.write_str(" }")?;));

@@ -379,7 +379,8 @@ impl<'a> Expansion<'a> {
         }
     }
 
-    /// The statements that write node `k` of the graph as `n<k> = op(inputs); `.
+    /// The statements that write node `k` of the graph as `n<k> = op(inputs)`, after a `; `
+    /// but for the first.
     fn describe_node(&self, k: usize) -> TokenStream {
         let n = &self.net.nodes[k];
         let inputs: Vec<String> = n
@@ -390,7 +391,7 @@ impl<'a> Expansion<'a> {
                 Src::Node(j) => format!("n{j}"),
             })
             .collect();
-        let args = format!("({}); ", inputs.join(", "));
+        let args = format!("({})", inputs.join(", "));
         let op = match &n.op {
             Op::Layer(f) => {
                 let name = self.def.fields[*f].name.to_string();
@@ -404,7 +405,11 @@ impl<'a> Expansion<'a> {
             Op::Mul => quote!(out.write_str("mul")?;),
             Op::Concat => quote!(out.write_str("concat")?;),
         };
-        let lhs = format!("n{k} = ");
+        let lhs = if k == 0 {
+            "n0 = ".to_string()
+        } else {
+            format!("; n{k} = ")
+        };
         quote! {
             out.write_str(#lhs)?;
             #op

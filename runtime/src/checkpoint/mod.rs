@@ -60,7 +60,11 @@
 //! - `train.seed`: the dropout seed, its 64 bits as I64 `[]`.
 //!
 //! The metadata (the header's string map) holds `format` = `fusegraph`, `format_version` =
-//! `1`, `contents` = `model` or `training`, `model_signature` (see [`signature`]), and for a
+//! `2`, `contents` = `model` or `training`, `model_signature` (see [`signature`]),
+//! `model_layers` (see [`layers`]: a `name: kind` line per layer, then the graph's wiring and
+//! the loss), `checksum.<tensor>` for every tensor (the CRC-32 of its bytes in the file, zlib's,
+//! as 8 hex digits), `metadata_checksum` (the CRC-32 of every other entry in key order, each
+//! key and value as its length, a little-endian `u64`, and its UTF-8 bytes), and for a
 //! training checkpoint `optimizer` (the rule's name), `optimizer.slots`, `optimizer.carried`,
 //! `optimizer.hyper.<name>` for every hyper-parameter (printed so that it parses back to the
 //! same `f32`), `optimizer.config` and `optimizer.schedule` (Rust's `Debug` of the
@@ -69,9 +73,18 @@
 //! # Loading
 //!
 //! Loading checks the whole file before it changes anything: the format and its version, the
-//! model's signature, the optimizer's name, slots and carried scalars, the presence, type and
-//! shape of every tensor, and that there are no others; each failure is a
-//! [`CheckpointError`] that names the tensor or key and what was expected. Then it copies the
+//! metadata's checksum, the model's layers (the first that differs is named with both sides:
+//! `fc1: Dense<4, 16, tanh, bias: true> in the file, Dense<4, 24, tanh, bias: true> in this
+//! model`) and signature, the optimizer's name, slots and carried scalars, the presence, type
+//! and shape of every tensor and that there are no others, each tensor's checksum, and that
+//! its values are finite; each failure is a [`CheckpointError`] that names the tensor, layer
+//! or key and what was expected. Any single flipped bit in a file is an error or changes
+//! nothing. NaNs and infinities are refused unless [`Loader::allow_non_finite`] accepts them,
+//! with a [`Warning`] in [`Metadata::warnings`].
+//!
+//! A file of format version 1 (before checksums and layer kinds) loads with two warnings:
+//! its damage cannot be detected, and only its tensors' names and shapes are checked, not
+//! the layers' kinds and options. Then it copies the
 //! values, sets the step counter and the dropout seed, and restores the hyper-parameters with
 //! [`Rule::set_hyper`]. The [`Config`] (clipping, weight
 //! decay, schedule) is the train step's: it is recorded in the file but not checked, so that
@@ -81,7 +94,9 @@
 //! # Writing
 //!
 //! Files are replaced atomically ([`write_atomic`]): after a crash, a kill or a failed write,
-//! the path holds the old checkpoint or the new one, never a mix.
+//! the path holds the old checkpoint or the new one, never a mix. A failed write names the
+//! path it was given; the next save of that path removes the temporary files that killed
+//! saves of it left.
 //!
 //! # From Python
 //!
@@ -110,8 +125,11 @@
 //! step = int(sd["train.step"])
 //!
 //! from safetensors import safe_open
+//! import zlib
 //! with safe_open("run.safetensors", "np") as f:
 //!     meta = f.metadata()  # {"optimizer": "Adam", "optimizer.hyper.lr": "0.001", ...}
+//!     w = f.get_tensor("fc1.weight")
+//! assert f"{zlib.crc32(w.tobytes()):08x}" == meta["checksum.fc1.weight"]
 //! ```
 //!
 //! Without torch, `safetensors.numpy.load_file` reads the same dictionary as numpy arrays.

@@ -573,42 +573,37 @@ mod tests {
         assert_eq!(d.unwrap().x(), &[2.0]);
     }
 
+    /// Fields after a quoted line break are on their own line; broken quoting is an error
+    /// that says where.
     #[test]
-    fn fields_after_a_quoted_line_break_are_on_their_own_line() {
-        assert_eq!(
-            message(classes("y,a,b\n1,\"2\n\",z\n")),
-            "t.csv:3:3: \"z\" is not a number"
-        );
-        assert_eq!(
-            message(classes("y,a\n1,\"2\n\n\"\n0,\"x\"\n")),
-            "t.csv:5:2: \"x\" is not a number"
-        );
-        assert_eq!(
-            message(classes("y,a\n1,\"2\n\",3\n")),
-            "t.csv:2: expected 2 fields, got 3"
-        );
-    }
-
-    #[test]
-    fn broken_quoting_is_an_error_that_says_where() {
-        assert_eq!(
-            message(classes("y,a\n1,2\n1,\"2\n3,4\n")),
-            "t.csv:3:2: a quoted field is not closed before the end of the input"
-        );
-        assert_eq!(
-            message(classes("y,a\n1,\"2\"3\n")),
-            "t.csv:2:2: text after the closing quote of a field \
-             (a quote inside a quoted field is written twice)"
-        );
-        assert_eq!(
-            message(classes("y,a\n1,\"\"\n")),
-            "t.csv:2:2: \"\" is not a number"
-        );
-        assert_eq!(message(classes("y,a\n\"\"\n")), "t.csv: no samples");
-        assert_eq!(
-            message(classes("y,a\n1,2\"3\n")),
-            "t.csv:2:2: a quote inside an unquoted field (quote the field and write the quote twice)"
-        );
+    fn quoting_errors_name_the_line_of_their_field() {
+        let cases = [
+            ("y,a,b\n1,\"2\n\",z\n", "t.csv:3:3: \"z\" is not a number"),
+            (
+                "y,a\n1,\"2\n\n\"\n0,\"x\"\n",
+                "t.csv:5:2: \"x\" is not a number",
+            ),
+            ("y,a\n1,\"2\n\",3\n", "t.csv:2: expected 2 fields, got 3"),
+            (
+                "y,a\n1,2\n1,\"2\n3,4\n",
+                "t.csv:3:2: a quoted field is not closed before the end of the input",
+            ),
+            (
+                "y,a\n1,\"2\"3\n",
+                "t.csv:2:2: text after the closing quote of a field \
+                 (a quote inside a quoted field is written twice)",
+            ),
+            (
+                "y,a\n1,2\"3\n",
+                "t.csv:2:2: a quote inside an unquoted field \
+                 (quote the field and write the quote twice)",
+            ),
+            ("y,a\n1,\"\"\n", "t.csv:2:2: \"\" is not a number"),
+            ("y,a\n\"\"\n", "t.csv: no samples"),
+        ];
+        for (text, says) in cases {
+            assert_eq!(message(classes(text)), says, "{text:?}");
+        }
     }
 
     #[test]

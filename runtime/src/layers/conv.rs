@@ -19,6 +19,8 @@ use core::ops::Range;
 pub trait Padding {
     /// `true` for [`Same`].
     const SAME: bool;
+    /// Keras' name: `same` or `valid`.
+    const NAME: &'static str = if Self::SAME { "same" } else { "valid" };
 }
 
 /// No padding: the output is `(in - k) / stride + 1` positions long.
@@ -620,12 +622,12 @@ impl<
     > Layer for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
     fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
-        let padding = if P::SAME { "same" } else { "valid" };
         write!(
             out,
-            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {padding}, ",
+            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {}, ",
             Self::OH,
             Self::OW,
+            P::NAME,
         )?;
         A::describe(out)?;
         out.write_str(">")

@@ -158,11 +158,11 @@ impl<
     > Layer for Conv1d<T, C_IN, C_OUT, K, S, P, A>
 {
     fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
-        let padding = if P::SAME { "same" } else { "valid" };
         write!(
             out,
-            "Conv1d<{T}x{C_IN} -> {}x{C_OUT}, {K}/{S}, {padding}, ",
+            "Conv1d<{T}x{C_IN} -> {}x{C_OUT}, {K}/{S}, {}, ",
             Self::OUT_T,
+            P::NAME,
         )?;
         A::describe(out)?;
         out.write_str(">")

@@ -171,26 +171,8 @@ impl Csv {
                 "{source}:{first}: an empty line where the {what} should be"
             )));
         }
-        let width = fields.len();
-        let header: Vec<String> = if self.header {
-            fields
-                .iter()
-                .map(|f| String::from_utf8_lossy(&f.value()).into_owned())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let targets = self.resolve(&header, width, source)?;
-        let mut is_target = vec![false; width];
-        for &t in &targets {
-            is_target[t] = true;
-        }
+        let (width, targets, is_target) = self.columns(&fields, source)?;
         let features = is_target.iter().filter(|&&t| !t).count();
-        if features == 0 {
-            return Err(DataError::Shape(std::format!(
-                "{source}: no feature columns: every column is a target"
-            )));
-        }
         let (mut x, mut y) = (Vec::new(), Vec::new());
         let mut push = |line: usize, fields: &[Field<'_>]| {
             if fields.len() != width {
@@ -222,6 +204,35 @@ impl Csv {
             return Err(empty(source));
         }
         Dataset::new(x, y, features)
+    }
+
+    /// The columns of rows like the first, `fields`: their number, the 0-based indices of the
+    /// targets in order, and whether each column is a target; an error without features.
+    fn columns(
+        &self,
+        fields: &[Field<'_>],
+        source: &str,
+    ) -> Result<(usize, Vec<usize>, Vec<bool>), DataError> {
+        let width = fields.len();
+        let header: Vec<String> = if self.header {
+            fields
+                .iter()
+                .map(|f| String::from_utf8_lossy(&f.value()).into_owned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let targets = self.resolve(&header, width, source)?;
+        let mut is_target = vec![false; width];
+        for &t in &targets {
+            is_target[t] = true;
+        }
+        if is_target.iter().all(|&t| t) {
+            return Err(DataError::Shape(std::format!(
+                "{source}: no feature columns: every column is a target"
+            )));
+        }
+        Ok((width, targets, is_target))
     }
 
     /// The 0-based indices of the target columns.

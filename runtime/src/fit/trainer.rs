@@ -149,7 +149,9 @@ where
     /// [`ModelCheckpoint`](super::ModelCheckpoint) into the model and the train step; returns
     /// the epochs it records as done (0 if none), to pass to
     /// [`FitOptions::initial_epoch`]. Resuming a fit this way gives the same bits as never
-    /// stopping it.
+    /// stopping it. The load's warnings (a file of format version 1) are not returned:
+    /// [`checkpoint::load`](crate::checkpoint::load) gives them in
+    /// [`Metadata::warnings`](crate::checkpoint::Metadata::warnings).
     #[cfg(feature = "checkpoint")]
     pub fn resume(&mut self, path: impl AsRef<std::path::Path>) -> Result<usize, TrainError> {
         let meta = crate::checkpoint::load(path, &mut self.model, &mut self.step)?;

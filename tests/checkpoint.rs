@@ -1,12 +1,15 @@
 //! Checkpoints: PyTorch names and layouts in the file, exact resume (Adam with a schedule,
 //! BatchNorm and Dropout with SGD-momentum, Nadam's carried scalar with an EMA), one typed
 //! error per kind of bad file with nothing changed, atomic writes under injected failures and
-//! under `kill`, and random corruption that never panics.
+//! under `kill`, and random corruption that never panics. Integrity: every single flipped bit
+//! is an error or changes nothing, each layer kind is part of the model's identity, files of
+//! format version 1 load with warnings, NaNs are refused unless accepted, and saves report the
+//! caller's path and clean up after killed writers.
 
 mod common;
 
 use common::{bits, Rng};
-use fusegraph::checkpoint::{self, CheckpointError};
+use fusegraph::checkpoint::{self, CheckpointError, Loader, Warning};
 use fusegraph::fs::{self as atomic, Fault};
 use fusegraph::optim::{keras, torch, Ema, Fused, Schedule, Storage, UpdateMode};
 use fusegraph::prelude::*;
@@ -114,13 +117,56 @@ impl Parsed {
         }
     }
 
+    /// The file, its checksums recomputed after an edit (when it has them), so that a load
+    /// judges what the edit changed.
     fn bytes(&self) -> Vec<u8> {
+        let mut sealed = Parsed {
+            header: self.header.clone(),
+            data: self.data.clone(),
+        };
+        sealed.reseal();
+        sealed.unsealed_bytes()
+    }
+
+    /// The file as it is, checksums included.
+    fn unsealed_bytes(&self) -> Vec<u8> {
         let mut json = serde_json::to_vec(&self.header).unwrap();
         json.resize(json.len().next_multiple_of(8), b' ');
         let mut out = (json.len() as u64).to_le_bytes().to_vec();
         out.extend(json);
         out.extend(&self.data);
         out
+    }
+
+    /// Recomputes the checksum of every tensor and of the metadata, as `save` computes them,
+    /// when the metadata has a checksum.
+    fn reseal(&mut self) {
+        let Some(Value::Object(meta)) = self.header.get("__metadata__") else {
+            return;
+        };
+        if !meta.contains_key("metadata_checksum") {
+            return;
+        }
+        let sums: Vec<(String, String)> = self
+            .names()
+            .into_iter()
+            .filter_map(|n| Some((format!("checksum.{n}"), crc32(self.stored(n)?))))
+            .collect();
+        let meta = self.header["__metadata__"].as_object_mut().unwrap();
+        for (key, sum) in sums {
+            meta.insert(key, sum.into());
+        }
+        let mut h = crc32fast::Hasher::new();
+        for (k, v) in meta.iter().filter(|(k, _)| *k != "metadata_checksum") {
+            for s in [k.as_str(), v.as_str().unwrap()] {
+                h.update(&(s.len() as u64).to_le_bytes());
+                h.update(s.as_bytes());
+            }
+        }
+        meta.insert(
+            "metadata_checksum".into(),
+            format!("{:08x}", h.finalize()).into(),
+        );
     }
 
     fn info(&self, name: &str) -> &Map<String, Value> {
@@ -133,9 +179,15 @@ impl Parsed {
     }
 
     fn raw(&self, name: &str) -> &[u8] {
-        let off = self.info(name)["data_offsets"].as_array().unwrap();
-        let (s, e) = (off[0].as_u64().unwrap(), off[1].as_u64().unwrap());
-        &self.data[s as usize..e as usize]
+        self.stored(name).unwrap()
+    }
+
+    /// The bytes of tensor `name`, if its offsets are inside the data.
+    fn stored(&self, name: &str) -> Option<&[u8]> {
+        let off = self.info(name)["data_offsets"].as_array()?;
+        let (s, e) = (off[0].as_u64()?, off[1].as_u64()?);
+        self.data
+            .get(usize::try_from(s).ok()?..usize::try_from(e).ok()?)
     }
 
     fn f32s(&self, name: &str) -> Vec<f32> {
@@ -160,6 +212,11 @@ impl Parsed {
         n.sort();
         n
     }
+}
+
+/// The CRC-32 of `bytes` as a checkpoint writes it: zlib's, as 8 lowercase hex digits.
+fn crc32(bytes: &[u8]) -> String {
+    format!("{:08x}", crc32fast::hash(bytes))
 }
 
 /// Classification data: `n` samples of `inputs` features, targets in `0..4`.
@@ -379,7 +436,7 @@ fn dense_weight_is_saved_transposed_as_pytorch_stores_it() {
         ]
     );
     assert_eq!(f.meta("format"), Some("fusegraph"));
-    assert_eq!(f.meta("format_version"), Some("1"));
+    assert_eq!(f.meta("format_version"), Some("2"));
     assert_eq!(f.meta("contents"), Some("training"));
     assert_eq!(f.meta("optimizer"), Some("Adam"));
     assert_eq!(f.meta("optimizer.slots"), Some("momentum,velocity"));
@@ -391,6 +448,15 @@ fn dense_weight_is_saved_transposed_as_pytorch_stores_it() {
     assert!(f.meta("optimizer.config").unwrap().starts_with("Config {"));
     let sig = f.meta("model_signature").unwrap();
     assert_eq!(sig, checkpoint::signature::<Tiny>());
+    let weight = f.meta("checksum.fc.weight");
+    assert_eq!(weight, Some(crc32(f.raw("fc.weight")).as_str()));
+    assert_eq!(
+        f.meta("model_layers"),
+        Some(
+            "fc: Dense<3, 2, linear, bias: true>
+loss: Mse"
+        )
+    );
     assert!(sig.len() == 16 && sig.bytes().all(|b| b.is_ascii_hexdigit()));
 }
 
@@ -572,7 +638,8 @@ fn metadata_and_signatures() {
     let meta = checkpoint::from_bytes(&bytes, &mut other, &mut fresh).unwrap();
     assert_eq!(meta.get("epoch"), Some("7"));
     assert_eq!(meta.get("format"), Some("mine"), "the caller's entry first");
-    assert_eq!(meta.get("format_version"), Some("1"));
+    assert_eq!(meta.get("format_version"), Some("2"));
+    assert_eq!(meta.warnings(), []);
     assert_eq!(meta.get("optimizer.hyper.lr"), Some("0.001"));
     assert_eq!(meta.get("missing"), None);
     let extra: Vec<(&str, &str)> = meta.extra().collect();
@@ -690,8 +757,9 @@ fn bad_files_give_typed_errors_and_change_nothing() {
     let tiny_step = TrainStep::<Tiny, keras::Adam, 8>::new(&tiny, keras::Adam::default());
     check(
         &checkpoint::to_bytes(&tiny, &tiny_step).unwrap(),
-        &|e| matches!(e, CheckpointError::Signature { .. }),
-        "another model",
+        &|e| matches!(e, CheckpointError::Layer { .. }),
+        "another model: `fc: Dense<3, 2, linear, bias: true>` in the file, \
+         `fc1: Dense<8, 16, relu, bias: true>` in this model",
     );
     let sgd = TrainStep::<Mlp, keras::SgdMomentum, 8>::new(&model, Default::default());
     check(
@@ -913,11 +981,19 @@ fn load_corrupted(bytes: &[u8]) {
 }
 
 fn valid_checkpoint() -> Vec<u8> {
+    saved_normed().0
+}
+
+/// A checkpoint of a `Normed` after a step of Adam with lr 0.003, and the snapshot of what it
+/// holds.
+fn saved_normed() -> (Vec<u8>, Vec<Vec<u32>>) {
     let mut model = Normed::init(Seed(1));
-    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let adam = keras::Adam::default().with_lr(3e-3);
+    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, adam);
     let (x, y) = batch(2, 4, Normed::IN);
     step.run(&mut model, &x, &y);
-    checkpoint::to_bytes_with(&model, &step, &[("epoch", "1")]).unwrap()
+    let bytes = checkpoint::to_bytes_with(&model, &step, &[("epoch", "1")]).unwrap();
+    (bytes, snapshot(&model, &step))
 }
 
 proptest! {
@@ -1144,4 +1220,491 @@ fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
     let next = step.run(&mut model, &x, &y);
     assert_eq!(resumed.run(&mut other, &x, &y).to_bits(), next.to_bits());
     assert_eq!(bits(other.params()), bits(model.params()));
+}
+
+/// Loads `bytes` into a fresh `Normed` and Adam step; on success, what they hold, on failure
+/// the error (after checking that nothing changed).
+fn load_normed(bytes: &[u8]) -> Result<Vec<Vec<u32>>, CheckpointError> {
+    let mut model = Normed::init(Seed(3));
+    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let before = snapshot(&model, &step);
+    match checkpoint::from_bytes(bytes, &mut model, &mut step) {
+        Ok(_) => Ok(snapshot(&model, &step)),
+        Err(e) => {
+            assert_eq!(snapshot(&model, &step), before, "changed by a failed load");
+            Err(e)
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// One flipped bit anywhere in a checkpoint (half the cases in its header) is an error, or
+    /// the file loads exactly what was saved: parameters, state, slots, step, seed and
+    /// hyper-parameters, bit for bit.
+    #[test]
+    fn a_flipped_bit_is_an_error_or_changes_nothing(
+        bit in any::<prop::sample::Index>(),
+        in_header in any::<bool>(),
+    ) {
+        let (mut bytes, saved) = saved_normed();
+        let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let at = bit.index(8 * if in_header { header } else { bytes.len() });
+        bytes[at / 8] ^= 1 << (at % 8);
+        if let Ok(loaded) = load_normed(&bytes) {
+            prop_assert_eq!(loaded, saved.clone());
+        }
+        let mut model = Normed::init(Seed(3));
+        if checkpoint::model_from_bytes(&bytes, &mut model).is_ok() {
+            prop_assert_eq!(
+                [bits(model.params()), bits(model.state())],
+                [saved[0].clone(), saved[1].clone()]
+            );
+        }
+    }
+}
+
+/// A damaged byte of a tensor names the tensor; a damaged hyper-parameter (`0.003` read as
+/// `0.001`, one bit) is damaged metadata.
+#[test]
+fn damage_names_the_tensor_or_the_metadata() {
+    let (good, saved) = saved_normed();
+    let p = Parsed::new(&good);
+    let data_start = good.len() - p.data.len();
+    for name in [
+        "fc1.weight",
+        "bn.running_var",
+        "optimizer.velocity.head.bias",
+        "train.seed",
+    ] {
+        let at = data_start + p.info(name)["data_offsets"][0].as_u64().unwrap() as usize;
+        let mut bytes = good.clone();
+        bytes[at] ^= 0x10;
+        let err = load_normed(&bytes).unwrap_err();
+        assert!(
+            matches!(&err, CheckpointError::Checksum { name: n, stored, computed }
+                if n == name && stored != computed && *stored == crc32(p.raw(name))),
+            "{err}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "checkpoint tensor `{name}` is damaged: its CRC-32 is "
+            )),
+            "{err}"
+        );
+    }
+    let lr = b"\"optimizer.hyper.lr\":\"0.003\"";
+    let at = good.windows(lr.len()).position(|w| w == lr).unwrap() + lr.len() - 2;
+    let mut bytes = good.clone();
+    bytes[at] ^= 0b10;
+    assert_eq!(bytes[at], b'1');
+    let err = load_normed(&bytes).unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::MetadataChecksum { .. }),
+        "{err}"
+    );
+    assert!(err
+        .to_string()
+        .starts_with("checkpoint metadata is damaged"));
+    assert_eq!(load_normed(&good).unwrap(), saved);
+}
+
+/// A file of format version 1 (no checksums, no layer kinds) loads with two warnings, even
+/// into a model with another activation, which version 1 cannot tell apart; its signature of
+/// names and shapes is still checked.
+#[test]
+fn files_of_format_version_1_load_with_warnings() {
+    let legacy = |bytes: &[u8]| {
+        let mut p = Parsed::new(bytes);
+        let meta = p.header["__metadata__"].as_object_mut().unwrap();
+        meta.retain(|k, _| {
+            !k.starts_with("checksum.") && k != "metadata_checksum" && k != "model_layers"
+        });
+        meta.insert("format_version".into(), "1".into());
+        p.unsealed_bytes()
+    };
+    let (good, saved) = saved_normed();
+    let old = legacy(&good);
+    let mut model = Normed::init(Seed(3));
+    let mut step = TrainStep::<Normed, keras::Adam, 4>::new(&model, keras::Adam::default());
+    let meta = checkpoint::from_bytes(&old, &mut model, &mut step).unwrap();
+    assert_eq!(
+        meta.warnings(),
+        [Warning::NoChecksums, Warning::LayersUnchecked]
+    );
+    assert_eq!(snapshot(&model, &step), saved);
+    assert!(meta.warnings()[1]
+        .to_string()
+        .contains("not activations, losses or layer options"));
+
+    let tiny = legacy(&checkpoint::model_to_bytes(&Tiny::init(Seed(1))).unwrap());
+    let meta = checkpoint::model_from_bytes(&tiny, &mut TinyTanh::init(Seed(2))).unwrap();
+    assert_eq!(meta.warnings().len(), 2);
+    let err = checkpoint::model_from_bytes(&tiny, &mut Mlp::init(Seed(2))).unwrap_err();
+    assert!(matches!(err, CheckpointError::Signature { .. }), "{err}");
+}
+
+/// A NaN or an infinity is refused, naming the tensor and the index in the file's order, and
+/// loads with a warning when accepted.
+#[test]
+fn non_finite_values_are_refused_unless_accepted() {
+    let mut model = Tiny::init(Seed(1));
+    // Stored [in = 3, out = 2]: value (in 2, out 0) is PyTorch's [0][2], index 2.
+    model.params_mut()[4] = f32::NAN;
+    let bytes = checkpoint::model_to_bytes(&model).unwrap();
+    let mut target = Tiny::init(Seed(2));
+    let before = bits(target.params());
+    let err = checkpoint::model_from_bytes(&bytes, &mut target).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::NonFinite { name, index: 2, value } if name == "fc.weight" && value.is_nan()),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "checkpoint tensor `fc.weight` holds NaN at index 2; \
+         load with `Loader::new().allow_non_finite()` to accept it"
+    );
+    assert_eq!(bits(target.params()), before);
+    let meta = Loader::new()
+        .allow_non_finite()
+        .model_from_bytes(&bytes, &mut target)
+        .unwrap();
+    let warning = Warning::NonFinite {
+        name: "fc.weight".into(),
+        index: 2,
+    };
+    assert_eq!(meta.warnings(), [warning]);
+    assert_eq!(bits(target.params()), bits(model.params()));
+
+    let dir = scratch("non-finite");
+    let path = dir.join("run.safetensors");
+    let mut step = TrainStep::<Tiny, keras::Adam, 2>::new(&model, keras::Adam::default());
+    model.params_mut()[4] = 0.5;
+    model.params_mut()[7] = f32::NEG_INFINITY;
+    checkpoint::save(&path, &model, &step).unwrap();
+    let err = checkpoint::load(&path, &mut target, &mut step).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::NonFinite { name, index: 1, .. } if name == "fc.bias"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("holds -inf at index 1"), "{err}");
+    let meta = Loader::new()
+        .allow_non_finite()
+        .load(&path, &mut target, &mut step)
+        .unwrap();
+    assert_eq!(meta.warnings().len(), 1);
+    assert_eq!(bits(target.params()), bits(model.params()));
+}
+
+/// Saving into a directory that does not exist names the path given; a save removes the
+/// temporary files that killed saves of the same file left, and nothing else.
+#[test]
+fn saves_name_the_path_given_and_clean_up_after_killed_saves() {
+    let dir = scratch("paths");
+    let model = Tiny::init(Seed(1));
+    let missing = dir.join("no-such-dir").join("run.safetensors");
+    let err = checkpoint::save_model(&missing, &model).unwrap_err();
+    assert!(
+        matches!(&err, CheckpointError::Io { path, action: "create", .. } if *path == missing),
+        "{err}"
+    );
+    assert!(
+        err.to_string().starts_with(&format!(
+            "checkpoint `{}`: create failed: ",
+            missing.display()
+        )),
+        "{err}"
+    );
+
+    let path = dir.join("run.safetensors");
+    for name in [
+        ".run.safetensors.4000001.0-17.tmp",
+        ".run.safetensors.4000002.3-99.tmp",
+        ".best.safetensors.4000001.0-17.tmp",
+        "notes.tmp",
+    ] {
+        std::fs::write(dir.join(name), b"partial").unwrap();
+    }
+    checkpoint::save_model(&path, &model).unwrap();
+    assert_eq!(
+        files(&dir.0),
+        [
+            ".best.safetensors.4000001.0-17.tmp",
+            "notes.tmp",
+            "run.safetensors"
+        ]
+    );
+}
+
+/// `Tiny` with another activation.
+#[fusegraph::model(loss = Mse)]
+pub struct TinyTanh {
+    fc: Dense<3, 2, Tanh>,
+}
+
+/// `Tiny` with another loss.
+#[fusegraph::model(loss = Mae)]
+pub struct TinyMae {
+    fc: Dense<3, 2>,
+}
+
+/// A leaky ReLU of PyTorch's slope, 1/100.
+#[fusegraph::model(loss = Mse)]
+pub struct TinyLeaky {
+    fc: Dense<3, 2, LeakyRelu>,
+}
+
+/// A leaky ReLU of Keras' slope, 3/10.
+#[fusegraph::model(loss = Mse)]
+pub struct TinySteep {
+    fc: Dense<3, 2, LeakyRelu<3, 10>>,
+}
+
+/// Max pooling, then a Dense.
+#[fusegraph::model(loss = Mse)]
+pub struct MaxPooled {
+    pool: MaxPool2d<4, 4, 1, 2>,
+    flat: Flatten<4>,
+    fc: Dense<4, 2>,
+}
+
+/// `MaxPooled` with average pooling: the same tensors.
+#[fusegraph::model(loss = Mse)]
+pub struct AvgPooled {
+    pool: AvgPool2d<4, 4, 1, 2>,
+    flat: Flatten<4>,
+    fc: Dense<4, 2>,
+}
+
+/// `Conv` with another activation of its convolution.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct ConvTanh {
+    conv: Conv2d<5, 5, 2, 3, 3, 3, 1, Valid, Tanh>,
+    bn: BatchNorm<3, 9>,
+    flat: Flatten<27>,
+    fc: Dense<27, 4>,
+}
+
+/// `Seq` with another activation of its Conv1d.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SeqGelu {
+    conv: Conv1d<6, 2, 3, 3, 1, Same, Gelu>,
+    proj: PerPosition<Dense<3, 4>, 6>,
+    pool: MeanOverTime<6, 4>,
+}
+
+/// `Seq` with another activation of its per-position Dense.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct SeqProjTanh {
+    conv: Conv1d<6, 2, 3, 3, 1, Same, Relu>,
+    proj: PerPosition<Dense<3, 4, Tanh>, 6>,
+    pool: MeanOverTime<6, 4>,
+}
+
+/// `Normed` with another dropout rate.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct NormedDrop {
+    fc1: Dense<8, 16, Relu>,
+    bn: BatchNorm<16>,
+    drop: Dropout<16, 500>,
+    ln: LayerNorm<16>,
+    head: Dense<16, 4>,
+}
+
+/// A GRU giving its last state.
+#[fusegraph::model(loss = Mse)]
+pub struct GruLast {
+    gru: Gru<3, 2, 4>,
+}
+
+/// A GRU giving every state: the same tensors.
+#[fusegraph::model(loss = Mse)]
+pub struct GruAll {
+    gru: Gru<3, 2, 4, 1, Sequence>,
+}
+
+/// An embedding with padding id 0.
+#[fusegraph::model(loss = Mse, input = u32)]
+pub struct Padded {
+    tok: Embedding<10, 4, 3, 0>,
+}
+
+/// An embedding without a padding id: the same tensor.
+#[fusegraph::model(loss = Mse, input = u32)]
+pub struct Unpadded {
+    tok: Embedding<10, 4, 3, { fusegraph::layers::embedding::NO_PADDING }>,
+}
+
+/// Attention with one head.
+#[fusegraph::model(loss = Mse)]
+pub struct OneHead {
+    attn: CausalSelfAttention<4, 8, 1>,
+}
+
+/// Attention with two heads: the same tensors.
+#[fusegraph::model(loss = Mse)]
+pub struct TwoHeads {
+    attn: CausalSelfAttention<4, 8, 2>,
+}
+
+/// A graph with a ReLU between its layers.
+#[fusegraph::model(loss = Mse, graph(h = fc1(x).relu(), y = fc2(h)))]
+pub struct GraphRelu {
+    fc1: Dense<3, 4>,
+    fc2: Dense<4, 2>,
+}
+
+/// The same graph with a tanh.
+#[fusegraph::model(loss = Mse, graph(h = fc1(x).tanh(), y = fc2(h)))]
+pub struct GraphTanh {
+    fc1: Dense<3, 4>,
+    fc2: Dense<4, 2>,
+}
+
+fusegraph::activation! {
+    /// A softplus of sharpness `beta`.
+    pub SharpSoftplus { beta: f32 = 2.0 } (x) = softplus(beta * x) / beta;
+}
+
+fusegraph::loss! {
+    /// The pinball loss of quantile tau.
+    pub Pinball { tau: f32 = 0.9 } (pred, target) =
+        max(tau * (target - pred), (tau - 1.0) * (target - pred));
+}
+
+/// User definitions with constants.
+#[fusegraph::model(loss = Pinball)]
+pub struct Custom {
+    fc: Dense<3, 2, SharpSoftplus>,
+    act: Act<SharpSoftplus, 2>,
+}
+
+/// The model of `a` does not load into `b`: the error is the first layer that differs, both
+/// sides in its message, and `b` is unchanged.
+fn refused<A: Model, B: Model>(a: &A, b: &mut B, says: &str) {
+    let bytes = checkpoint::model_to_bytes(a).unwrap();
+    let before = bits(b.params());
+    let err = checkpoint::model_from_bytes(&bytes, b).unwrap_err();
+    assert!(matches!(err, CheckpointError::Layer { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("checkpoint is for another model: {says}")
+    );
+    assert_eq!(bits(b.params()), before);
+}
+
+/// Models whose tensors have the same names and shapes, differing only in one layer's kind,
+/// an option of it or the loss, refuse each other's checkpoints, naming that layer.
+#[test]
+fn every_layer_kind_and_option_is_part_of_the_model() {
+    let dense = |a: &str| format!("Dense<3, 2, {a}, bias: true>");
+    refused(
+        &Tiny::init(Seed(1)),
+        &mut TinyTanh::init(Seed(1)),
+        &format!(
+            "fc: {} in the file, {} in this model",
+            dense("linear"),
+            dense("tanh")
+        ),
+    );
+    refused(
+        &Tiny::init(Seed(1)),
+        &mut TinyMae::init(Seed(1)),
+        "loss: Mse in the file, Mae in this model",
+    );
+    refused(
+        &TinyLeaky::init(Seed(1)),
+        &mut TinySteep::init(Seed(1)),
+        &format!(
+            "fc: {} in the file, {} in this model",
+            dense("leaky_relu(1/100)"),
+            dense("leaky_relu(3/10)")
+        ),
+    );
+    refused(
+        &MaxPooled::init(Seed(1)),
+        &mut AvgPooled::init(Seed(1)),
+        "pool: MaxPool2d<4x4x1, 2x2/2> in the file, AvgPool2d<4x4x1, 2x2/2> in this model",
+    );
+    refused(
+        &Conv::init(Seed(1)),
+        &mut ConvTanh::init(Seed(1)),
+        "conv: Conv2d<5x5x2 -> 3x3x3, 3x3/1, valid, relu> in the file, \
+         Conv2d<5x5x2 -> 3x3x3, 3x3/1, valid, tanh> in this model",
+    );
+    refused(
+        &Seq::init(Seed(1)),
+        &mut SeqGelu::init(Seed(1)),
+        "conv: Conv1d<6x2 -> 6x3, 3/1, same, relu> in the file, \
+         Conv1d<6x2 -> 6x3, 3/1, same, gelu> in this model",
+    );
+    refused(
+        &Seq::init(Seed(1)),
+        &mut SeqProjTanh::init(Seed(1)),
+        "proj: PerPosition<Dense<3, 4, linear, bias: true>, 6> in the file, \
+         PerPosition<Dense<3, 4, tanh, bias: true>, 6> in this model",
+    );
+    refused(
+        &Normed::init(Seed(1)),
+        &mut NormedDrop::init(Seed(1)),
+        "drop: Dropout<16, rate: 300/1000> in the file, Dropout<16, rate: 500/1000> in this model",
+    );
+    refused(
+        &GruLast::init(Seed(1)),
+        &mut GruAll::init(Seed(1)),
+        "gru: GRU<3 steps, 2 -> 4, layers: 1, last> in the file, \
+         GRU<3 steps, 2 -> 4, layers: 1, sequence> in this model",
+    );
+    refused(
+        &Padded::init(Seed(1)),
+        &mut Unpadded::init(Seed(1)),
+        "tok: Embedding<10 x 4, 3 positions, padding: 0> in the file, \
+         Embedding<10 x 4, 3 positions, padding: none> in this model",
+    );
+    let attention = |heads: usize| {
+        format!("CausalSelfAttention<4 positions, 8, heads: {heads}, biases q k v out: true true true true>")
+    };
+    refused(
+        &OneHead::init(Seed(1)),
+        &mut TwoHeads::init(Seed(1)),
+        &format!(
+            "attn: {} in the file, {} in this model",
+            attention(1),
+            attention(2)
+        ),
+    );
+    refused(
+        &GraphRelu::init(Seed(1)),
+        &mut GraphTanh::init(Seed(1)),
+        "graph: n0 = fc1(x); n1 = relu(n0); n2 = fc2(n1) in the file, \
+         n0 = fc1(x); n1 = tanh(n0); n2 = fc2(n1) in this model",
+    );
+    refused(
+        &Mlp::init(Seed(1)),
+        &mut Normed::init(Seed(1)),
+        "`fc2: Dense<16, 4, linear, bias: true>` in the file, \
+         `bn: BatchNorm<16, spatial: 1>` in this model",
+    );
+}
+
+/// The layers a checkpoint records: one `name: kind` line per layer, then the loss; the
+/// constants of `activation!` and `loss!` definitions are part of their kinds.
+#[test]
+fn layers_are_listed_with_their_options_and_constants() {
+    assert_eq!(
+        checkpoint::layers::<Mlp>(),
+        "fc1: Dense<8, 16, relu, bias: true>\n\
+         fc2: Dense<16, 4, linear, bias: true>\n\
+         loss: SoftmaxCrossEntropy"
+    );
+    assert_eq!(
+        checkpoint::layers::<Custom>(),
+        "fc: Dense<3, 2, sharp_softplus { beta: 2 }, bias: true>\n\
+         act: Act<sharp_softplus { beta: 2 }, 2>\n\
+         loss: Pinball { tau: 0.9 }"
+    );
+    let file = Parsed::new(&checkpoint::model_to_bytes(&Mlp::init(Seed(1))).unwrap());
+    let layers = checkpoint::layers::<Mlp>();
+    assert_eq!(file.meta("model_layers"), Some(layers.as_str()));
 }

@@ -203,6 +203,26 @@ pub fn header(
     }
 }
 
+/// The `describe` method of a definition's trait implementation: `head` writes its name into
+/// `out`, then each constant follows as the type holds it, ` { alpha: 0.2, beta: 1 }`, so that
+/// a checkpoint tells two values of a constant apart.
+pub fn describe(head: TokenStream, consts: &[Const], naming: Naming) -> TokenStream {
+    let fields = consts.iter().enumerate().map(|(i, c)| {
+        let id = naming(&c.name);
+        let text = format!("{}{}: {{}}", if i == 0 { " {{ " } else { ", " }, c.name);
+        quote!(::core::write!(out, #text, Self::#id)?;)
+    });
+    let close = (!consts.is_empty()).then(|| quote!(out.write_str(" }")?;));
+    quote! {
+        fn describe(out: &mut dyn ::core::fmt::Write) -> ::core::fmt::Result {
+            #head
+            #(#fields)*
+            #close
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use proc_macro2::TokenStream;

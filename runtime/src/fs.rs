@@ -72,9 +72,14 @@ impl std::error::Error for WriteError {
 /// Temporary files created by this process, so that two writes never pick the same name.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Replaces `path` with `bytes` atomically; on failure the old file (if any) is untouched and
-/// the temporary file removed. A process killed while writing leaves its temporary file
-/// (`.<name>.<pid>.<n>.tmp` beside the target) but never a partial target.
+/// Replaces `path` with `bytes` atomically; on failure the old file (if any) is untouched, the
+/// temporary file removed, and the error names `path` (a missing directory is a `create`
+/// error of `path`). A process killed while writing leaves its temporary file
+/// (`.<name>.<pid>.<n>-<nanos>.tmp` beside the target) but never a partial target; the next
+/// successful write of the same target, from another process, removes such files of that
+/// target (and of other processes: one process's own are those it is writing). Two
+/// processes writing the same target at once is not supported: one may remove the other's
+/// temporary file, whose write then fails (leaving a whole target still).
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("fusegraph-atomic-doc-{}", std::process::id()));
@@ -114,7 +119,7 @@ fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteErr
         _ => Path::new("."),
     };
     let (tmp, file) = create_temp(path, dir)?;
-    let done = fill(&tmp, file, bytes, fault).and_then(|()| {
+    let done = fill(path, file, bytes, fault).and_then(|()| {
         inject(fault, Fault::Rename)
             .and_then(|()| fs::rename(&tmp, path))
             .map_err(|e| WriteError::new(path, "rename", e))
@@ -125,14 +130,53 @@ fn write(path: &Path, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteErr
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
+    remove_stale_temps(path, dir);
     sync_dir(dir, fault)
 }
 
-/// A new temporary file beside `path`, with a name no other writer uses.
+/// The file name of `path`, which its temporary files start with.
+fn target_name(path: &Path) -> std::borrow::Cow<'_, str> {
+    path.file_name()
+        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy())
+}
+
+/// Removes the temporary files of `path` in `dir` that other processes left (killed while
+/// writing), best effort: a file that cannot be listed or removed stays.
+fn remove_stale_temps(path: &Path, dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let name = target_name(path);
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let pid = file.to_str().and_then(|f| temp_pid(f, &name));
+        if pid.is_some_and(|pid| pid != process::id()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The process id in `file` when it is a temporary file of the target `name`:
+/// `.<name>.<pid>.<n>-<nanos>.tmp`, each number decimal digits.
+fn temp_pid(file: &str, name: &str) -> Option<u32> {
+    let middle = file
+        .strip_prefix('.')?
+        .strip_prefix(name)?
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?;
+    let (pid, rest) = middle.split_once('.')?;
+    let (n, nanos) = rest.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(pid) && digits(n) && digits(nanos)) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// A new temporary file beside `path`, with a name no other writer uses; an error names
+/// `path`, the file the caller asked for.
 fn create_temp(path: &Path, dir: &Path) -> Result<(PathBuf, File), WriteError> {
-    let name = path
-        .file_name()
-        .map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy());
+    let name = target_name(path);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -143,14 +187,14 @@ fn create_temp(path: &Path, dir: &Path) -> Result<(PathBuf, File), WriteError> {
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
-            Err(e) => return Err(WriteError::new(tmp, "create", e)),
+            Err(e) => return Err(WriteError::new(path, "create", e)),
         }
     }
 }
 
-/// Writes, flushes and syncs the temporary file.
-fn fill(tmp: &Path, mut file: File, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteError> {
-    let io = |action| move |e| WriteError::new(tmp, action, e);
+/// Writes, flushes and syncs the temporary file of `path` (which errors name).
+fn fill(path: &Path, mut file: File, bytes: &[u8], fault: Option<Fault>) -> Result<(), WriteError> {
+    let io = |action| move |e| WriteError::new(path, action, e);
     let limit = match fault {
         Some(Fault::AfterBytes(k)) => k.min(bytes.len()),
         _ => bytes.len(),
@@ -176,4 +220,82 @@ fn sync_dir(dir: &Path, fault: Option<Fault>) -> Result<(), WriteError> {
         .and_then(|d| d.sync_all())
         .map_err(|e| WriteError::new(dir, "sync directory", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+
+    /// A fresh directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fusegraph-fs-{}-{name}", process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_missing_directory_names_the_path_given() {
+        let dir = scratch("missing");
+        let path = dir.0.join("absent").join("run.safetensors");
+        let err = write_atomic(&path, b"x").unwrap_err();
+        assert_eq!((err.path.as_path(), err.action), (path.as_path(), "create"));
+        assert!(err
+            .to_string()
+            .starts_with(&format!("`{}`: create failed:", path.display())));
+    }
+
+    #[test]
+    fn a_write_removes_the_temporary_files_killed_writers_left_of_its_target() {
+        let dir = scratch("stale");
+        let own = format!(".run.bin.{}.7-7.tmp", process::id());
+        let kept = [
+            own.as_str(),
+            ".other.bin.12.0-5.tmp",
+            ".run.bin.notes.tmp",
+            ".run.bin.12.0.tmp",
+            "run.bin.12.0-5.tmp",
+            ".run.bin.12.0-5.tmp.bak",
+        ];
+        let stale = [
+            ".run.bin.12.0-5.tmp",
+            ".run.bin.4294967295.31-999999999.tmp",
+        ];
+        for name in kept.iter().chain(&stale) {
+            fs::write(dir.0.join(name), b"partial").unwrap();
+        }
+        write_atomic(dir.0.join("run.bin"), b"whole").unwrap();
+        let mut expected: Vec<String> = kept.iter().map(|n| String::from(*n)).collect();
+        expected.push("run.bin".into());
+        expected.sort();
+        assert_eq!(names(&dir.0), expected);
+        assert_eq!(fs::read(dir.0.join("run.bin")).unwrap(), b"whole");
+    }
+
+    #[test]
+    fn temporary_names_parse_back_to_their_process() {
+        assert_eq!(temp_pid(".a.b.12.3-4.tmp", "a.b"), Some(12));
+        assert_eq!(temp_pid(".a.b.12.3-4.tmp", "a"), None);
+        assert_eq!(temp_pid(".a.99999999999.3-4.tmp", "a"), None);
+        assert_eq!(temp_pid(".a.1.-4.tmp", "a"), None);
+    }
 }

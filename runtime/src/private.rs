@@ -14,7 +14,9 @@ pub use crate::math;
 pub use crate::optim::Rule;
 pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
-pub use crate::train::{Bytes, GradSink, InputValue, Model, NamedTensor, TokenLayer, View};
+pub use crate::train::{
+    Bytes, GradSink, InputValue, LayerKind, Model, NamedTensor, TokenLayer, View,
+};
 #[cfg(feature = "alloc")]
 pub use alloc::boxed::Box;
 

@@ -4,7 +4,7 @@
 
 use super::check::{Checked, Learned};
 use super::parse::Def;
-use crate::constants;
+use crate::constants::{self, Const};
 use crate::expr::emit;
 use crate::expr::ir::{Ref, TExpr};
 use crate::paths;
@@ -37,13 +37,17 @@ pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
     )
 }
 
-/// The struct and its constants (with `values` and their text, or zeros in the fallback).
-fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
-    let params = def
-        .body
+/// The constants of a definition (none when its body did not parse).
+fn constants_of(def: &Def) -> &[Const] {
+    def.body
         .as_ref()
         .map(|b| b.params.as_slice())
-        .unwrap_or(&[]);
+        .unwrap_or(&[])
+}
+
+/// The struct and its constants (with `values` and their text, or zeros in the fallback).
+fn header(def: &Def, values: &[(f64, String)]) -> TokenStream {
+    let params = constants_of(def);
     let numbers: Vec<f64> = values.iter().map(|(v, _)| *v).collect();
     let items = constants::items(params, &numbers, const_ident, |i, p| {
         Some(format!(
@@ -75,6 +79,12 @@ fn layer(
     let l = paths::layers();
     let k = Literal::usize_unsuffixed(learned.len());
     let ps: Vec<syn::Ident> = (0..learned.len()).map(learnable_ident).collect();
+    let kind = format!("{name}<{{}}>");
+    let describe = constants::describe(
+        quote!(::core::write!(out, #kind, N)?;),
+        constants_of(def),
+        const_ident,
+    );
     let tensors = learned.iter().map(|(tname, v)| {
         let v = Literal::f32_suffixed(*v as f32);
         quote! {
@@ -96,6 +106,7 @@ fn layer(
                 const STATE: usize = 0;
                 const SAVED: usize = 0;
                 const TENSORS: &'static [#l::Tensor] = &[#(#tensors),*];
+                #describe
                 fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
                     #l::per_feature_forward(
                         __io,
@@ -120,12 +131,16 @@ fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream
     let snake = snake_case(&name.to_string());
     let f = paths::f32x8();
     let p = paths::private();
+    let params = constants_of(def);
+    let describe = (!params.is_empty())
+        .then(|| constants::describe(quote!(out.write_str(#snake)?;), params, const_ident));
     quote! {
         const _: () = {
             #[allow(unused_parens, clippy::all)]
             impl #p::Elementwise for #name {
                 const NAME: &'static str = #snake;
                 const NEEDS_Z: bool = #needs_z;
+                #describe
                 #[inline(always)]
                 fn lane(__x: #f) -> #f {
                     #lane
@@ -199,11 +214,7 @@ fn learnable(def: &Def, c: &Checked, consts: &dyn Fn(usize) -> TokenStream) -> T
 pub fn activation(def: &Def, c: &Checked) -> TokenStream {
     let values: Vec<(f64, String)> = c.consts.iter().map(|k| (k.value, k.text.clone())).collect();
     let head = header(def, &values);
-    let params = def
-        .body
-        .as_ref()
-        .map(|b| b.params.as_slice())
-        .unwrap_or(&[]);
+    let params = constants_of(def);
     let f = paths::f32x8();
     let consts = |i: usize| {
         let id = const_ident(&params[i].name);
@@ -301,6 +312,10 @@ mod tests {
                         fans: (N, N),
                         init: #l::Init::constant(0.25f32),
                     }];
+                    fn describe(out: &mut dyn ::core::fmt::Write) -> ::core::fmt::Result {
+                        ::core::write!(out, "PRelu<{}>", N)?;
+                        ::core::result::Result::Ok(())
+                    }
                     fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
                         #l::per_feature_forward(
                             __io,

@@ -20,6 +20,12 @@ fn header(def: &Def, values: &[f64]) -> TokenStream {
     constants::header(&def.attrs, &def.vis, &def.name, false, &items)
 }
 
+/// The loss's `describe`: its name and constants.
+fn describe(def: &Def) -> TokenStream {
+    let name = def.name.to_string();
+    constants::describe(quote!(out.write_str(#name)?;), &def.consts, const_ident)
+}
+
 /// `delta` becomes `DELTA`.
 pub(super) fn const_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!("{}", name.to_string().to_uppercase())
@@ -30,11 +36,13 @@ pub fn fallback(def: &Def) -> TokenStream {
     let head = header(def, &vec![0.0; def.consts.len()]);
     let name = &def.name;
     let p = paths::private();
+    let describe = describe(def);
     quote! {
         #head
         const _: () = {
             impl #p::Loss for #name {
                 type Target = f32;
+                #describe
                 fn targets_per_sample(n: usize) -> usize { n }
                 fn loss_and_grad(_: &[f32], _: &[f32], _: &mut [f32], _: usize) -> f32 { 0.0 }
                 fn loss(_: &[f32], _: &[f32], _: usize) -> f32 { 0.0 }
@@ -99,6 +107,7 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
         Reduce::Mean => quote!(#p::Reduce::Mean),
         Reduce::Sum => quote!(#p::Reduce::Sum),
     };
+    let describe = describe(def);
     let value = lane_body(def, &[&c.value]);
     let value_and_grad = lane_body(def, &[&c.value, &c.grad]);
     quote! {
@@ -119,6 +128,7 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
 
             impl #p::Loss for #name {
                 type Target = f32;
+                #describe
                 fn targets_per_sample(n: usize) -> usize {
                     n
                 }

@@ -353,6 +353,70 @@ impl<'a> Expansion<'a> {
         }
     }
 
+    /// `__LAYER_KINDS`: every field's name and layer kind, then, for a model declared with a
+    /// graph, `graph` and `__describe_graph`, which writes its wiring.
+    fn layer_kinds(&self) -> TokenStream {
+        let (p, l) = (&self.p, &self.l);
+        let fields = self.def.fields.iter().zip(&self.tys).map(|(f, ty)| {
+            let name = f.name.to_string();
+            quote!(#p::LayerKind { name: #name, describe: <#ty as #l>::describe })
+        });
+        let graph = self.def.graph.as_ref().map(|_| {
+            let nodes = (0..self.net.nodes.len()).map(|k| self.describe_node(k));
+            quote! {
+                fn __describe_graph(out: &mut dyn ::core::fmt::Write) -> ::core::fmt::Result {
+                    #(#nodes)*
+                    ::core::result::Result::Ok(())
+                }
+            }
+        });
+        let graph_kind = graph
+            .is_some()
+            .then(|| quote!(#p::LayerKind { name: "graph", describe: __describe_graph }));
+        quote! {
+            #graph
+            const __LAYER_KINDS: &[#p::LayerKind] = &[#(#fields,)* #graph_kind];
+        }
+    }
+
+    /// The statements that write node `k` of the graph as `n<k> = op(inputs)`, after a `; `
+    /// but for the first.
+    fn describe_node(&self, k: usize) -> TokenStream {
+        let n = &self.net.nodes[k];
+        let inputs: Vec<String> = n
+            .inputs
+            .iter()
+            .map(|s| match s {
+                Src::X => "x".to_string(),
+                Src::Node(j) => format!("n{j}"),
+            })
+            .collect();
+        let args = format!("({})", inputs.join(", "));
+        let op = match &n.op {
+            Op::Layer(f) => {
+                let name = self.def.fields[*f].name.to_string();
+                quote!(out.write_str(#name)?;)
+            }
+            Op::Act(act) => {
+                let p = &self.p;
+                quote!(<#act as #p::Activation>::describe(out)?;)
+            }
+            Op::Add => quote!(out.write_str("add")?;),
+            Op::Mul => quote!(out.write_str("mul")?;),
+            Op::Concat => quote!(out.write_str("concat")?;),
+        };
+        let lhs = if k == 0 {
+            "n0 = ".to_string()
+        } else {
+            format!("; n{k} = ")
+        };
+        quote! {
+            out.write_str(#lhs)?;
+            #op
+            out.write_str(#args)?;
+        }
+    }
+
     /// The tensor, product, state and counter tables.
     fn tables(&self) -> TokenStream {
         let (p, l) = (&self.p, &self.l);
@@ -374,11 +438,13 @@ impl<'a> Expansion<'a> {
             &self.st,
         );
         let counters = self.counters();
+        let layer_kinds = self.layer_kinds();
         quote! {
             #tensors
             #products
             #state
             #counters
+            #layer_kinds
         }
     }
 
@@ -687,6 +753,7 @@ impl<'a> Expansion<'a> {
                 const TENSORS: &'static [#p::NamedTensor] = &__TENSORS;
                 const STATE_TENSORS: &'static [#p::NamedTensor] = &__STATE_TENSORS;
                 const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
+                const LAYER_KINDS: &'static [#p::LayerKind] = __LAYER_KINDS;
                 type Loss = #loss;
                 type Input = #input;
 

@@ -32,8 +32,9 @@ mod tests {
     /// beside `backward`, is 418; 323 with one backward pass, and 335 once the private module's
     /// path became the versioned `__private_0_1`, whose longer name wraps a few more lines;
     /// 364 with token inputs (the `Input` type, the input carried as `f32` in forward and
-    /// backward) and each layer's `finish_init` call.
-    const README_MODEL_LINES: usize = 364;
+    /// backward) and each layer's `finish_init` call; 379 with the table of layer kinds that
+    /// checkpoints record.
+    const README_MODEL_LINES: usize = 379;
 
     /// The README's model expands to at most [`README_MODEL_LINES`] lines, with one forward
     /// and one backward pass.

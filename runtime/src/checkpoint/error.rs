@@ -1,6 +1,7 @@
 //! [`CheckpointError`]: why a checkpoint could not be written or read.
 
 use std::fmt;
+use std::format;
 use std::io;
 use std::path::PathBuf;
 use std::string::String;
@@ -40,7 +41,17 @@ pub enum CheckpointError {
         /// What the file holds, if anything.
         found: Option<String>,
     },
-    /// The file was written for a model with another layout.
+    /// The file was written for a model with another layer: the first layer (or loss, or
+    /// graph) whose name or kind differs, each side as its name (`fc1`, `loss`, `graph`) and
+    /// kind (`Dense 4->16 tanh`), or `None` past the last layer of that side.
+    Layer {
+        /// The file's layer.
+        file: Option<(String, String)>,
+        /// This model's layer.
+        model: Option<(String, String)>,
+    },
+    /// The file was written for a model with another layout of tensors (their names and
+    /// shapes, compared by a hash).
     Signature {
         /// The signature of the model being loaded into.
         expected: String,
@@ -95,6 +106,33 @@ pub enum CheckpointError {
         value: String,
         /// What was expected.
         expected: &'static str,
+    },
+    /// A tensor's bytes are not those that were saved: its checksum differs.
+    Checksum {
+        /// The damaged tensor.
+        name: String,
+        /// The CRC-32 stored in the metadata.
+        stored: String,
+        /// The CRC-32 of the bytes in the file.
+        computed: String,
+    },
+    /// The metadata is not what was saved: its checksum differs (a hyper-parameter, the
+    /// model's layers, a tensor's checksum or a caller's entry was changed).
+    MetadataChecksum {
+        /// The CRC-32 stored in `metadata_checksum`.
+        stored: String,
+        /// The CRC-32 of the metadata in the file.
+        computed: String,
+    },
+    /// A floating-point tensor holds a NaN or an infinity (refused unless
+    /// [`Loader::allow_non_finite`](super::Loader::allow_non_finite)).
+    NonFinite {
+        /// The tensor.
+        name: String,
+        /// The index of its first non-finite value, in the file's (PyTorch's) row-major order.
+        index: usize,
+        /// That value.
+        value: f32,
     },
     /// Two tensors of a checkpoint would have the same name (a layer named `optimizer`, a
     /// slot named `ema` beside an EMA).
@@ -156,6 +194,7 @@ impl fmt::Display for CheckpointError {
                 f,
                 "checkpoint metadata has no `{key}` (expected {expected})"
             ),
+            CheckpointError::Layer { file, model } => layer_mismatch(f, file, model),
             CheckpointError::Signature { expected, found } => write!(
                 f,
                 "checkpoint is for another model: its layout signature is {found}, this model's is {expected}"
@@ -200,12 +239,54 @@ impl fmt::Display for CheckpointError {
                 f,
                 "checkpoint tensor `{name}` holds {value}, expected {expected}"
             ),
+            CheckpointError::Checksum {
+                name,
+                stored,
+                computed,
+            } => write!(
+                f,
+                "checkpoint tensor `{name}` is damaged: its CRC-32 is {computed}, the file records {stored}"
+            ),
+            CheckpointError::MetadataChecksum { stored, computed } => write!(
+                f,
+                "checkpoint metadata is damaged: its CRC-32 is {computed}, the file records {stored}"
+            ),
+            CheckpointError::NonFinite { name, index, value } => write!(
+                f,
+                "checkpoint tensor `{name}` holds {value} at index {index}; \
+                 load with `Loader::new().allow_non_finite()` to accept it"
+            ),
             CheckpointError::Clash { name } => write!(
                 f,
                 "two tensors of the checkpoint would be named `{name}`: rename the layer or slot"
             ),
         }
     }
+}
+
+/// The message of [`CheckpointError::Layer`]: `fc1: Dense 4->16 tanh in the file, Dense
+/// 4->24 tanh in this model` when the names agree, both names otherwise.
+fn layer_mismatch(
+    f: &mut fmt::Formatter<'_>,
+    file: &Option<(String, String)>,
+    model: &Option<(String, String)>,
+) -> fmt::Result {
+    f.write_str("checkpoint is for another model: ")?;
+    if let (Some((name, in_file)), Some((same, in_model))) = (file, model) {
+        if name == same {
+            return write!(f, "{name}: {in_file} in the file, {in_model} in this model");
+        }
+    }
+    let side = |layer: &Option<(String, String)>| match layer {
+        Some((name, kind)) => format!("`{name}: {kind}`"),
+        None => "no more layers".into(),
+    };
+    write!(
+        f,
+        "{} in the file, {} in this model",
+        side(file),
+        side(model)
+    )
 }
 
 impl std::error::Error for CheckpointError {

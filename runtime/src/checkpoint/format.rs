@@ -1,12 +1,13 @@
 //! To and from bytes: a model (and a train step) as a safetensors file in memory, and back,
 //! checking the whole file before changing anything.
 
+use super::checksum::{self, crc32, KEY_METADATA, TENSOR};
 use super::layout::{
     check_unique, for_each_permuted, model_entries, train_entries, Entry, Source, OPTIMIZER, STEP,
     TRAIN,
 };
-use super::metadata::{Metadata, MODEL, TRAINING};
-use super::CheckpointError;
+use super::metadata::{Metadata, Version, MODEL, TRAINING};
+use super::{CheckpointError, Loader, Warning};
 use crate::optim::Rule;
 use crate::optim::{Storage, UpdateMode};
 use crate::rng::Seed;
@@ -141,10 +142,20 @@ fn json_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-/// A safetensors file of `tensors` and `meta`. The crate writes the tensors; the metadata,
-/// which it would write in the random order of a `HashMap`, goes first in the header with its
-/// keys sorted, so that the same state always gives the same bytes.
-fn encode(tensors: Vec<(String, Owned)>, meta: &Metadata) -> Result<Vec<u8>, CheckpointError> {
+/// Adds to `meta` the checksum of every tensor, then the checksum of the metadata.
+fn seal(tensors: &[(String, Owned)], meta: &mut Metadata) {
+    for (name, t) in tensors {
+        meta.insert(format!("{TENSOR}{name}"), crc32(&t.data));
+    }
+    meta.insert(KEY_METADATA, checksum::of_metadata(meta));
+}
+
+/// A safetensors file of `tensors` and `meta`, sealed with their checksums. The crate writes
+/// the tensors; the metadata, which it would write in the random order of a `HashMap`, goes
+/// first in the header with its keys sorted, so that the same state always gives the same
+/// bytes.
+fn encode(tensors: Vec<(String, Owned)>, mut meta: Metadata) -> Result<Vec<u8>, CheckpointError> {
+    seal(&tensors, &mut meta);
     let corrupt = |e: SafeTensorError| CheckpointError::Header {
         reason: e.to_string(),
     };
@@ -189,7 +200,7 @@ pub fn model_to_bytes<M: Model>(model: &M) -> Result<Vec<u8>, CheckpointError> {
         .iter()
         .filter_map(|e| Some((e.name.clone(), model_tensor(model, 0, e)?)))
         .collect();
-    encode(tensors, &Metadata::for_model::<M>(MODEL, &[]))
+    encode(tensors, Metadata::for_model::<M>(MODEL, &[]))
 }
 
 /// The model and the train step as a safetensors file (what [`save`](super::save) writes).
@@ -224,7 +235,7 @@ pub fn to_bytes_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storag
         .collect();
     let mut meta = Metadata::for_model::<M>(TRAINING, extra);
     meta.add_optimizer(opt);
-    encode(tensors, &meta)
+    encode(tensors, meta)
 }
 
 /// A safetensors error as a checkpoint error: a file that ends too early is truncated, any
@@ -332,6 +343,55 @@ impl<'a> File<'a> {
             None => Ok(out),
         }
     }
+
+    /// Checks the bytes of every `checked` tensor against its checksum (in a file of the
+    /// current version), and that its floating-point values are finite (noting the first that
+    /// is not in the warnings instead when `loader` accepts them).
+    fn verify(
+        &mut self,
+        checked: &[(&Entry, &[u8])],
+        version: Version,
+        loader: &Loader,
+    ) -> Result<(), CheckpointError> {
+        for (e, data) in checked {
+            if version == Version::Current {
+                let key = format!("{TENSOR}{}", e.name);
+                checksum::verify(&self.meta, &key, crc32(data), |stored, computed| {
+                    CheckpointError::Checksum {
+                        name: e.name.clone(),
+                        stored,
+                        computed,
+                    }
+                })?;
+            }
+            let Some((index, value)) = first_non_finite(e, data) else {
+                continue;
+            };
+            if !loader.accepts_non_finite() {
+                return Err(CheckpointError::NonFinite {
+                    name: e.name.clone(),
+                    index,
+                    value,
+                });
+            }
+            self.meta.warn(Warning::NonFinite {
+                name: e.name.clone(),
+                index,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The index and value of the first NaN or infinity of an `F32` entry's bytes.
+fn first_non_finite(e: &Entry, data: &[u8]) -> Option<(usize, f32)> {
+    if e.dtype != Dtype::F32 {
+        return None;
+    }
+    data.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .enumerate()
+        .find(|(_, v)| !v.is_finite())
 }
 
 /// Copies one checked model entry into the model.
@@ -358,36 +418,59 @@ fn load_model_tensor<M: Model>(model: &mut M, e: &Entry, data: &[u8]) {
 }
 
 /// Loads a model's parameters and state from a file of [`model_to_bytes`] or
-/// [`to_bytes`] (whose optimizer state is then ignored). Nothing changes unless the whole
-/// file fits the model.
+/// [`to_bytes`] (whose optimizer state is then ignored), refusing non-finite values (see
+/// [`Loader`]). Nothing changes unless the whole file fits the model.
 pub fn model_from_bytes<M: Model>(
     bytes: &[u8],
     model: &mut M,
 ) -> Result<Metadata, CheckpointError> {
-    let file = File::parse(bytes)?;
-    file.meta.check_model::<M>(MODEL)?;
-    let entries = model_entries::<M>();
-    check_unique(&entries)?;
-    for (e, data) in file.check(&entries, &[OPTIMIZER, TRAIN])? {
-        load_model_tensor(model, e, data);
-    }
-    Ok(file.meta)
+    Loader::new().model_from_bytes(bytes, model)
 }
 
 /// Loads a model and a train step from a file of [`to_bytes`]: parameters, state, optimizer
-/// slots, carried scalars, EMA, step counter, dropout seed and hyper-parameters. Nothing
-/// changes unless the whole file fits the model and the optimizer.
+/// slots, carried scalars, EMA, step counter, dropout seed and hyper-parameters, refusing
+/// non-finite values (see [`Loader`]). Nothing changes unless the whole file fits the model
+/// and the optimizer.
 pub fn from_bytes<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     bytes: &[u8],
     model: &mut M,
     step: &mut Step<M, R, B, U, S>,
 ) -> Result<Metadata, CheckpointError> {
-    let file = File::parse(bytes)?;
-    file.meta.check_model::<M>(TRAINING)?;
+    Loader::new().from_bytes(bytes, model, step)
+}
+
+/// [`model_from_bytes`] with the choices of `loader`.
+pub(crate) fn read_model<M: Model>(
+    bytes: &[u8],
+    model: &mut M,
+    loader: &Loader,
+) -> Result<Metadata, CheckpointError> {
+    let mut file = File::parse(bytes)?;
+    let version = file.meta.check_model::<M>(MODEL)?;
+    let entries = model_entries::<M>();
+    check_unique(&entries)?;
+    let checked = file.check(&entries, &[OPTIMIZER, TRAIN])?;
+    file.verify(&checked, version, loader)?;
+    for (e, data) in checked {
+        load_model_tensor(model, e, data);
+    }
+    Ok(file.meta)
+}
+
+/// [`from_bytes`] with the choices of `loader`.
+pub(crate) fn read_training<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+    bytes: &[u8],
+    model: &mut M,
+    step: &mut Step<M, R, B, U, S>,
+    loader: &Loader,
+) -> Result<Metadata, CheckpointError> {
+    let mut file = File::parse(bytes)?;
+    let version = file.meta.check_model::<M>(TRAINING)?;
     let hyper = file.meta.check_optimizer::<R>()?;
     let entries = train_entries::<M, R>(step.optimizer().ema().is_some());
     check_unique(&entries)?;
     let checked = file.check(&entries, &[])?;
+    file.verify(&checked, version, loader)?;
     let mut iterations = 0;
     let mut seed = 0;
     for (e, data) in &checked {

@@ -2,12 +2,13 @@
 //! in which shape and element type, and the signature of a model's layout.
 
 use super::CheckpointError;
+use crate::loss::Loss;
 use crate::optim::Rule;
-use crate::train::Model;
+use crate::train::{Describe, Model};
 use safetensors::Dtype;
 use std::collections::BTreeSet;
 use std::format;
-use std::string::String;
+use std::string::{String, ToString};
 use std::vec;
 use std::vec::Vec;
 
@@ -213,6 +214,53 @@ pub fn signature<M: Model>() -> String {
     format!("{:016x}", h.0)
 }
 
+/// The kind of every layer of a model, in declaration order, then the wiring of its graph (for
+/// a model declared with one) and its loss, as `name: kind` lines: `fc1: Dense 8->16 relu`,
+/// `loss: softmax_cross_entropy`. A checkpoint records them and loads only into a model with
+/// the same lines.
+pub fn layers<M: Model>() -> String {
+    let mut out = String::new();
+    for part in M::LAYER_KINDS {
+        line(&mut out, part.name, part.describe);
+    }
+    line(&mut out, "loss", <M::Loss as Loss>::describe);
+    out
+}
+
+/// Appends the line `name: kind` to `out`.
+fn line(out: &mut String, name: &str, describe: Describe) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(name);
+    out.push_str(": ");
+    // Writing into a `String` cannot fail.
+    let _ = describe(out);
+}
+
+/// The first line where two lists of [`layers`] differ, each side as its name and kind, or
+/// `None` past its last line; `None` when they are the same.
+pub(crate) fn first_difference(file: &str, model: &str) -> Option<LayerPair> {
+    let mut file = file.lines().map(split_line);
+    let mut model = model.lines().map(split_line);
+    loop {
+        match (file.next(), model.next()) {
+            (None, None) => return None,
+            (a, b) if a != b => return Some((a, b)),
+            _ => {}
+        }
+    }
+}
+
+/// A layer of the file and of the model, each as its name and kind.
+pub(crate) type LayerPair = (Option<(String, String)>, Option<(String, String)>);
+
+/// A `name: kind` line as its name and kind (a line without `: ` is all name).
+fn split_line(line: &str) -> (String, String) {
+    let (name, kind) = line.split_once(": ").unwrap_or((line, ""));
+    (name.to_string(), kind.to_string())
+}
+
 /// 64-bit FNV-1a, fed with length-prefixed strings and little-endian integers so that no two
 /// layouts feed the same bytes.
 struct Fnv(u64);
@@ -272,6 +320,28 @@ mod tests {
             }
         }
         assert_eq!(torch_shape(&shape, &axes), [5, 4, 2, 3]);
+    }
+
+    #[test]
+    fn the_first_differing_layer_is_named_with_both_sides() {
+        let pair = |name: &str, kind: &str| Some((name.to_string(), kind.to_string()));
+        let model = "fc1: Dense 4->16 tanh\nloss: mse";
+        assert_eq!(first_difference(model, model), None);
+        assert_eq!(
+            first_difference("fc1: Dense 4->24 tanh\nloss: mse", model),
+            Some((
+                pair("fc1", "Dense 4->24 tanh"),
+                pair("fc1", "Dense 4->16 tanh")
+            ))
+        );
+        assert_eq!(
+            first_difference("fc1: Dense 4->16 tanh", model),
+            Some((None, pair("loss", "mse")))
+        );
+        assert_eq!(
+            first_difference("junk", model),
+            Some((pair("junk", ""), pair("fc1", "Dense 4->16 tanh")))
+        );
     }
 
     #[test]

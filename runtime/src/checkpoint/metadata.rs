@@ -1,8 +1,9 @@
 //! The string map in a checkpoint's header: what the file is, the model's signature, the
 //! optimizer's name, hyper-parameters and configuration, and the caller's own entries.
 
-use super::layout::signature;
-use super::CheckpointError;
+use super::checksum::{self, KEY_METADATA};
+use super::layout::{first_difference, layers, signature};
+use super::{CheckpointError, Warning};
 use crate::optim::{Optimizer, Rule, Storage, UpdateMode};
 use crate::train::Model;
 use std::collections::BTreeMap;
@@ -16,8 +17,10 @@ pub(crate) const KEY_FORMAT: &str = "format";
 pub(crate) const FORMAT: &str = "fusegraph";
 /// `format_version`: the version of the layout of names and metadata.
 pub(crate) const KEY_VERSION: &str = "format_version";
-/// The current format version.
-pub(crate) const VERSION: &str = "1";
+/// The current format version: 2 adds the checksums and the layers' kinds.
+pub(crate) const VERSION: &str = "2";
+/// The format version before checksums and layer kinds, still read (with warnings).
+pub(crate) const LEGACY_VERSION: &str = "1";
 /// `contents`: [`MODEL`] (from `save_model`) or [`TRAINING`] (from `save`).
 pub(crate) const KEY_CONTENTS: &str = "contents";
 /// Parameters and state only.
@@ -26,6 +29,9 @@ pub(crate) const MODEL: &str = "model";
 pub(crate) const TRAINING: &str = "training";
 /// `model_signature`: [`signature`](super::signature) of the model, 16 hex digits.
 pub(crate) const KEY_SIGNATURE: &str = "model_signature";
+/// `model_layers`: [`layers`](super::layers) of the model, a `name: kind` line per layer, the
+/// graph and the loss.
+pub(crate) const KEY_LAYERS: &str = "model_layers";
 /// `optimizer`: the rule's name ([`Rule::NAME`]).
 pub(crate) const KEY_OPTIMIZER: &str = "optimizer";
 /// `optimizer.slots`: the slot names, comma-separated.
@@ -56,6 +62,16 @@ pub(crate) const USER: &str = "user.";
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
     entries: BTreeMap<String, String>,
+    warnings: Vec<Warning>,
+}
+
+/// The format versions a checkpoint can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// Version 1: no checksums, no layer kinds.
+    Legacy,
+    /// [`VERSION`]: checksums and layer kinds.
+    Current,
 }
 
 impl Metadata {
@@ -79,12 +95,25 @@ impl Metadata {
         self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// What loading accepted but the caller may want to know: a file of format version 1
+    /// (without checksums and layer kinds), NaNs accepted by
+    /// [`Loader::allow_non_finite`](super::Loader::allow_non_finite). Empty for a file of the
+    /// current format with finite values.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Notes `warning` for [`warnings`](Self::warnings).
+    pub(crate) fn warn(&mut self, warning: Warning) {
+        self.warnings.push(warning);
+    }
+
     /// The entry stored under exactly `key`.
     pub(crate) fn raw(&self, key: &str) -> Option<&str> {
         self.entries.get(key).map(String::as_str)
     }
 
-    fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
+    pub(crate) fn insert(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.entries.insert(key.into(), value.into());
     }
 
@@ -95,6 +124,7 @@ impl Metadata {
         m.insert(KEY_VERSION, VERSION);
         m.insert(KEY_CONTENTS, contents);
         m.insert(KEY_SIGNATURE, signature::<M>());
+        m.insert(KEY_LAYERS, layers::<M>());
         for (k, v) in extra {
             m.insert(format!("{USER}{k}"), *v);
         }
@@ -133,14 +163,68 @@ impl Metadata {
         }
     }
 
-    /// Checks that this is a fusegraph checkpoint of this format version for model `M`,
-    /// holding `contents` (a training checkpoint holds a model too).
-    pub(crate) fn check_model<M: Model>(&self, contents: &str) -> Result<(), CheckpointError> {
+    /// Checks that this is a fusegraph checkpoint for model `M` holding `contents` (a training
+    /// checkpoint holds a model too), of the current format version, whose metadata is intact,
+    /// or of the legacy one, which it notes in the warnings; returns the version.
+    pub(crate) fn check_model<M: Model>(
+        &mut self,
+        contents: &str,
+    ) -> Result<Version, CheckpointError> {
         self.expect(KEY_FORMAT, FORMAT)?;
-        self.expect(KEY_VERSION, VERSION)?;
+        let version = self.version()?;
+        if version == Version::Current {
+            checksum::verify(
+                self,
+                KEY_METADATA,
+                checksum::of_metadata(self),
+                |stored, computed| CheckpointError::MetadataChecksum { stored, computed },
+            )?;
+        }
         if contents == TRAINING || self.raw(KEY_CONTENTS) != Some(TRAINING) {
             self.expect(KEY_CONTENTS, contents)?;
         }
+        match version {
+            Version::Current => self.check_layers::<M>()?,
+            Version::Legacy => {
+                self.warn(Warning::NoChecksums);
+                self.warn(Warning::LayersUnchecked);
+            }
+        }
+        self.check_signature::<M>()?;
+        Ok(version)
+    }
+
+    /// The format version: the current one or the legacy one.
+    fn version(&self) -> Result<Version, CheckpointError> {
+        match self.raw(KEY_VERSION) {
+            Some(VERSION) => Ok(Version::Current),
+            Some(LEGACY_VERSION) => Ok(Version::Legacy),
+            found => Err(CheckpointError::Metadata {
+                key: KEY_VERSION.into(),
+                expected: format!("`{VERSION}` (or `{LEGACY_VERSION}`, read with warnings)"),
+                found: found.map(Into::into),
+            }),
+        }
+    }
+
+    /// `Ok` when the file's layers are `M`'s, kind for kind; otherwise the first that differs.
+    fn check_layers<M: Model>(&self) -> Result<(), CheckpointError> {
+        let expected = layers::<M>();
+        let found = self
+            .raw(KEY_LAYERS)
+            .ok_or_else(|| CheckpointError::Metadata {
+                key: KEY_LAYERS.into(),
+                expected: format!("`{expected}`"),
+                found: None,
+            })?;
+        match first_difference(found, &expected) {
+            None => Ok(()),
+            Some((file, model)) => Err(CheckpointError::Layer { file, model }),
+        }
+    }
+
+    /// `Ok` when the file's signature of the tensors' names and shapes is `M`'s.
+    fn check_signature<M: Model>(&self) -> Result<(), CheckpointError> {
         let expected = signature::<M>();
         match self.raw(KEY_SIGNATURE) {
             Some(found) if found == expected => Ok(()),
@@ -202,6 +286,7 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Metadata {
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
+            warnings: Vec::new(),
         }
     }
 }

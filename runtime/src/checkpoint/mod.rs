@@ -60,7 +60,11 @@
 //! - `train.seed`: the dropout seed, its 64 bits as I64 `[]`.
 //!
 //! The metadata (the header's string map) holds `format` = `fusegraph`, `format_version` =
-//! `1`, `contents` = `model` or `training`, `model_signature` (see [`signature`]), and for a
+//! `2`, `contents` = `model` or `training`, `model_signature` (see [`signature`]),
+//! `model_layers` (see [`layers`]: a `name: kind` line per layer, then the graph's wiring and
+//! the loss), `checksum.<tensor>` for every tensor (the CRC-32 of its bytes in the file, zlib's,
+//! as 8 hex digits), `metadata_checksum` (the CRC-32 of every other entry in key order, each
+//! key and value as its length, a little-endian `u64`, and its UTF-8 bytes), and for a
 //! training checkpoint `optimizer` (the rule's name), `optimizer.slots`, `optimizer.carried`,
 //! `optimizer.hyper.<name>` for every hyper-parameter (printed so that it parses back to the
 //! same `f32`), `optimizer.config` and `optimizer.schedule` (Rust's `Debug` of the
@@ -69,9 +73,18 @@
 //! # Loading
 //!
 //! Loading checks the whole file before it changes anything: the format and its version, the
-//! model's signature, the optimizer's name, slots and carried scalars, the presence, type and
-//! shape of every tensor, and that there are no others; each failure is a
-//! [`CheckpointError`] that names the tensor or key and what was expected. Then it copies the
+//! metadata's checksum, the model's layers (the first that differs is named with both sides:
+//! `fc1: Dense<4, 16, tanh, bias: true> in the file, Dense<4, 24, tanh, bias: true> in this
+//! model`) and signature, the optimizer's name, slots and carried scalars, the presence, type
+//! and shape of every tensor and that there are no others, each tensor's checksum, and that
+//! its values are finite; each failure is a [`CheckpointError`] that names the tensor, layer
+//! or key and what was expected. Any single flipped bit in a file is an error or changes
+//! nothing. NaNs and infinities are refused unless [`Loader::allow_non_finite`] accepts them,
+//! with a [`Warning`] in [`Metadata::warnings`].
+//!
+//! A file of format version 1 (before checksums and layer kinds) loads with two warnings:
+//! its damage cannot be detected, and only its tensors' names and shapes are checked, not
+//! the layers' kinds and options. Then it copies the
 //! values, sets the step counter and the dropout seed, and restores the hyper-parameters with
 //! [`Rule::set_hyper`]. The [`Config`] (clipping, weight
 //! decay, schedule) is the train step's: it is recorded in the file but not checked, so that
@@ -81,7 +94,9 @@
 //! # Writing
 //!
 //! Files are replaced atomically ([`write_atomic`]): after a crash, a kill or a failed write,
-//! the path holds the old checkpoint or the new one, never a mix.
+//! the path holds the old checkpoint or the new one, never a mix. A failed write names the
+//! path it was given; the next save of that path removes the temporary files that killed
+//! saves of it left.
 //!
 //! # From Python
 //!
@@ -110,8 +125,11 @@
 //! step = int(sd["train.step"])
 //!
 //! from safetensors import safe_open
+//! import zlib
 //! with safe_open("run.safetensors", "np") as f:
 //!     meta = f.metadata()  # {"optimizer": "Adam", "optimizer.hyper.lr": "0.001", ...}
+//!     w = f.get_tensor("fc1.weight")
+//! assert f"{zlib.crc32(w.tobytes()):08x}" == meta["checksum.fc1.weight"]
 //! ```
 //!
 //! Without torch, `safetensors.numpy.load_file` reads the same dictionary as numpy arrays.
@@ -124,16 +142,19 @@
 //! [`Config`]: crate::optim::Config
 //! [`Config::ema`]: crate::optim::Config::ema
 
+mod checksum;
 mod error;
 mod format;
 mod header;
 mod layout;
 mod metadata;
+mod warning;
 
 pub use error::CheckpointError;
 pub use format::{from_bytes, model_from_bytes, model_to_bytes, to_bytes, to_bytes_with};
-pub use layout::signature;
+pub use layout::{layers, signature};
 pub use metadata::Metadata;
+pub use warning::Warning;
 
 use crate::fs::write_atomic;
 use crate::optim::Rule;
@@ -167,15 +188,16 @@ pub fn save_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     Ok(write_atomic(path, &to_bytes_with(model, step, extra)?)?)
 }
 
-/// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layout,
-/// optimizer and EMA setting; returns its metadata. Nothing changes unless the whole file is
-/// valid.
+/// Loads a checkpoint of [`save`] into `model` and `step`, which must have the same layers,
+/// optimizer and EMA setting; returns its metadata (with the [warnings](Metadata::warnings)
+/// of the load). Nothing changes unless the whole file is valid; non-finite values are
+/// refused (see [`Loader`]).
 pub fn load<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
     path: impl AsRef<Path>,
     model: &mut M,
     step: &mut Step<M, R, B, U, S>,
 ) -> Result<Metadata, CheckpointError> {
-    from_bytes(&read(path.as_ref())?, model, step)
+    Loader::new().load(path, model, step)
 }
 
 /// Saves the model's parameters and state only (for inference), atomically.
@@ -184,10 +206,85 @@ pub fn save_model<M: Model>(path: impl AsRef<Path>, model: &M) -> Result<(), Che
 }
 
 /// Loads parameters and state from a file of [`save_model`] or [`save`]; returns its
-/// metadata. Nothing changes unless the whole file fits the model.
+/// metadata. Nothing changes unless the whole file fits the model; non-finite values are
+/// refused (see [`Loader`]).
 pub fn load_model<M: Model>(
     path: impl AsRef<Path>,
     model: &mut M,
 ) -> Result<Metadata, CheckpointError> {
-    model_from_bytes(&read(path.as_ref())?, model)
+    Loader::new().load_model(path, model)
+}
+
+/// How to load a checkpoint: [`load`], [`load_model`], [`from_bytes`] and
+/// [`model_from_bytes`] with choices. By default a NaN or an infinity in any floating-point
+/// tensor is an error ([`CheckpointError::NonFinite`], naming the tensor and the index of its
+/// first such value), since resuming from it would train on garbage.
+///
+/// ```ignore
+/// // Inspect the weights of a run that diverged.
+/// let meta = Loader::new().allow_non_finite().load_model("diverged.safetensors", &mut model)?;
+/// for w in meta.warnings() {
+///     eprintln!("{w}"); // checkpoint tensor `fc1.weight` holds a NaN or an infinity at index 3
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Loader {
+    allow_non_finite: bool,
+}
+
+impl Loader {
+    /// The default choices: non-finite values are refused.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Accepts NaNs and infinities, noting the first of each tensor in
+    /// [`Metadata::warnings`] ([`Warning::NonFinite`]).
+    pub fn allow_non_finite(mut self) -> Self {
+        self.allow_non_finite = true;
+        self
+    }
+
+    /// Whether non-finite values load (with a warning).
+    pub(crate) fn accepts_non_finite(&self) -> bool {
+        self.allow_non_finite
+    }
+
+    /// [`load`] with these choices.
+    pub fn load<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+        &self,
+        path: impl AsRef<Path>,
+        model: &mut M,
+        step: &mut Step<M, R, B, U, S>,
+    ) -> Result<Metadata, CheckpointError> {
+        self.from_bytes(&read(path.as_ref())?, model, step)
+    }
+
+    /// [`load_model`] with these choices.
+    pub fn load_model<M: Model>(
+        &self,
+        path: impl AsRef<Path>,
+        model: &mut M,
+    ) -> Result<Metadata, CheckpointError> {
+        self.model_from_bytes(&read(path.as_ref())?, model)
+    }
+
+    /// [`from_bytes`] with these choices.
+    pub fn from_bytes<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
+        &self,
+        bytes: &[u8],
+        model: &mut M,
+        step: &mut Step<M, R, B, U, S>,
+    ) -> Result<Metadata, CheckpointError> {
+        format::read_training(bytes, model, step, self)
+    }
+
+    /// [`model_from_bytes`] with these choices.
+    pub fn model_from_bytes<M: Model>(
+        &self,
+        bytes: &[u8],
+        model: &mut M,
+    ) -> Result<Metadata, CheckpointError> {
+        format::read_model(bytes, model, self)
+    }
 }

@@ -1,15 +1,21 @@
-//! [`Csv`]: a loader of plain numeric CSV.
+//! [`Csv`]: a loader of numeric CSV (RFC 4180).
 //!
-//! Plain means: fields separated by one delimiter byte, no quoting, no escapes, no comments.
-//! Every field is a number (spaces around it are ignored); a field that starts with a quote is
-//! an error saying that quoting is not supported. Lines end in `\n` or `\r\n`; empty lines at
-//! the end are skipped, an empty line elsewhere is an error that names it; a UTF-8 byte
-//! order mark at the start (as Excel writes) is skipped. This is what numeric data sets
-//! exported by pandas, NumPy or R look like, and it needs no CSV crate.
+//! Fields are separated by one delimiter byte; a field may be quoted (`"1,5"`), and a quoted
+//! field may hold the delimiter, line breaks and quotes written twice (`"a ""b"""`), as
+//! spreadsheets and pandas write them. Every feature and target is a number (spaces around it
+//! are ignored, inside quotes too). Lines end in `\n` or `\r\n`; empty lines at the end are
+//! skipped, an empty line elsewhere is an error that names it; a UTF-8 byte order mark at the
+//! start (as Excel writes) is skipped. A quote that is not closed, or text after a closing
+//! quote (`"1"2`), or a quote in an unquoted field (`1"2`), is an error naming its line and
+//! column, never a guess.
+//!
+//! Errors name the line and column of the field (a field after a quoted line break is on a
+//! later line than its row's first field); a row's wrong number of fields names the line
+//! where the row starts.
 
 use super::error::{Column, Place};
 use super::{DataError, Dataset};
-use std::borrow::ToOwned;
+use std::borrow::{Cow, ToOwned};
 use std::path::Path;
 use std::string::{String, ToString};
 use std::vec::Vec;
@@ -156,56 +162,19 @@ impl Csv {
         target: impl Fn(&[u8], usize, usize) -> Result<T, DataError>,
     ) -> Result<Dataset<T>, DataError> {
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').map(strip_cr).collect();
-        while lines.last().is_some_and(|l| l.trim_ascii().is_empty()) {
-            lines.pop();
-        }
-        let first = *lines.first().ok_or_else(|| empty(source))?;
-        if first.trim_ascii().is_empty() {
+        let mut rows = Rows::new(bytes, self.delimiter, source);
+        let mut fields = Vec::new();
+        let first = rows.next(&mut fields)?.ok_or_else(|| empty(source))?;
+        if fields.is_empty() {
             let what = if self.header { "header" } else { "first row" };
             return Err(DataError::Shape(std::format!(
-                "{source}:1: an empty line where the {what} should be"
+                "{source}:{first}: an empty line where the {what} should be"
             )));
         }
-        let mut fields = Vec::new();
-        split_fields(first, self.delimiter, source, 1, &mut fields)?;
-        let width = fields.len();
-        let header: Vec<String> = if self.header {
-            fields
-                .iter()
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let targets = self.resolve(&header, width, source)?;
-        let mut is_target = vec![false; width];
-        for &t in &targets {
-            is_target[t] = true;
-        }
+        let (width, targets, is_target) = self.columns(&fields, source)?;
         let features = is_target.iter().filter(|&&t| !t).count();
-        if features == 0 {
-            return Err(DataError::Shape(std::format!(
-                "{source}: no feature columns: every column is a target"
-            )));
-        }
-        let skip = usize::from(self.header);
-        if lines.len() == skip {
-            return Err(empty(source));
-        }
-        // Reserved for every row, but never more values than the input has bytes: a short
-        // input of many empty lines under a wide header must not reserve rows x columns.
-        let rows = lines.len() - skip;
-        let reserve = |per_row: usize| rows.saturating_mul(per_row).min(bytes.len());
-        let mut x = Vec::with_capacity(reserve(features));
-        let mut y = Vec::with_capacity(reserve(targets.len()));
-        for (i, row) in lines.iter().enumerate().skip(skip) {
-            let line = i + 1;
-            if row.trim_ascii().is_empty() {
-                fields.clear();
-            } else {
-                split_fields(row, self.delimiter, source, line, &mut fields)?;
-            }
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        let mut push = |line: usize, fields: &[Field<'_>]| {
             if fields.len() != width {
                 return Err(DataError::FieldCount {
                     source: source.to_owned(),
@@ -216,14 +185,54 @@ impl Csv {
             }
             for (j, field) in fields.iter().enumerate() {
                 if !is_target[j] {
-                    x.push(parse_number(field, source, line, j + 1)?);
+                    x.push(parse_number(&field.value(), source, field.line, j + 1)?);
                 }
             }
             for &t in &targets {
-                y.push(target(fields[t], line, t + 1)?);
+                let field = &fields[t];
+                y.push(target(&field.value(), field.line, t + 1)?);
             }
+            Ok(())
+        };
+        if !self.header {
+            push(first, &fields)?;
+        }
+        while let Some(line) = rows.next(&mut fields)? {
+            push(line, &fields)?;
+        }
+        if y.is_empty() {
+            return Err(empty(source));
         }
         Dataset::new(x, y, features)
+    }
+
+    /// The columns of rows like the first, `fields`: their number, the 0-based indices of the
+    /// targets in order, and whether each column is a target; an error without features.
+    fn columns(
+        &self,
+        fields: &[Field<'_>],
+        source: &str,
+    ) -> Result<(usize, Vec<usize>, Vec<bool>), DataError> {
+        let width = fields.len();
+        let header: Vec<String> = if self.header {
+            fields
+                .iter()
+                .map(|f| String::from_utf8_lossy(&f.value()).into_owned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let targets = self.resolve(&header, width, source)?;
+        let mut is_target = vec![false; width];
+        for &t in &targets {
+            is_target[t] = true;
+        }
+        if is_target.iter().all(|&t| t) {
+            return Err(DataError::Shape(std::format!(
+                "{source}: no feature columns: every column is a target"
+            )));
+        }
+        Ok((width, targets, is_target))
     }
 
     /// The 0-based indices of the target columns.
@@ -273,37 +282,190 @@ fn empty(source: &str) -> DataError {
     }
 }
 
-/// A line without its `\r` before the `\n`.
-fn strip_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
+/// A field of a row: its text as written (inside the quotes of a quoted field, whose quotes
+/// are still written twice: see [`unescape`]) and its line.
+struct Field<'a> {
+    text: &'a [u8],
+    line: usize,
 }
 
-/// Splits `line` into trimmed fields (replacing what `fields` held); a quoted field is an error.
-fn split_fields<'a>(
-    line: &'a [u8],
-    delimiter: u8,
-    source: &str,
-    line_number: usize,
-    fields: &mut Vec<&'a [u8]>,
-) -> Result<(), DataError> {
-    fields.clear();
-    for (j, field) in line.split(|&b| b == delimiter).enumerate() {
-        let field = field.trim_ascii();
-        if field.first() == Some(&b'"') {
-            return Err(DataError::Quoted {
-                source: source.to_owned(),
-                line: line_number,
-                column: j + 1,
-            });
-        }
-        fields.push(field);
+impl Field<'_> {
+    /// The field's value: its text with each quote written twice made one.
+    fn value(&self) -> Cow<'_, [u8]> {
+        unescape(self.text)
     }
-    Ok(())
 }
+
+/// `text` with each `""` made `"` (a field's text holds quotes only in pairs).
+fn unescape(text: &[u8]) -> Cow<'_, [u8]> {
+    if !text.contains(&b'"') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.iter().position(|&b| b == b'"') {
+        out.extend_from_slice(&rest[..=at]);
+        rest = rest.get(at + 2..).unwrap_or_default();
+    }
+    out.extend_from_slice(rest);
+    Cow::Owned(out)
+}
+
+/// The rows of a CSV input, read as RFC 4180 describes: fields separated by `delimiter`, rows
+/// by `\n` (or `\r\n`); a field in double quotes may hold the delimiter, line breaks and
+/// quotes written twice. Spaces around a field are not part of it.
+struct Rows<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    line: usize,
+    delimiter: u8,
+    source: &'a str,
+}
+
+impl<'a> Rows<'a> {
+    fn new(bytes: &'a [u8], delimiter: u8, source: &'a str) -> Self {
+        Rows {
+            bytes,
+            at: 0,
+            line: 1,
+            delimiter,
+            source,
+        }
+    }
+
+    /// Reads the next row with fields into `fields` and returns its line; `None` at the end,
+    /// past empty lines. An empty line before a row is returned instead of the row, as a row
+    /// without fields.
+    fn next(&mut self, fields: &mut Vec<Field<'a>>) -> Result<Option<usize>, DataError> {
+        let mut empty_line = None;
+        while let Some(line) = self.row(fields)? {
+            if !fields.is_empty() {
+                if empty_line.is_some() {
+                    fields.clear();
+                }
+                return Ok(Some(empty_line.unwrap_or(line)));
+            }
+            empty_line.get_or_insert(line);
+        }
+        Ok(None)
+    }
+
+    /// Reads one line's row into `fields` (none for an empty or blank line) and returns the
+    /// line it starts on; `None` at the end of the input.
+    fn row(&mut self, fields: &mut Vec<Field<'a>>) -> Result<Option<usize>, DataError> {
+        fields.clear();
+        if self.at >= self.bytes.len() {
+            return Ok(None);
+        }
+        let start = self.line;
+        loop {
+            fields.push(self.field(fields.len() + 1)?);
+            match self.bytes.get(self.at) {
+                Some(&b) if b == self.delimiter => self.at += 1,
+                Some(_) => {
+                    // The `\n` that ends the row: a field stops at nothing else.
+                    self.at += 1;
+                    self.line += 1;
+                    break;
+                }
+                None => break,
+            }
+        }
+        if let [only] = fields.as_slice() {
+            if only.text.trim_ascii().is_empty() {
+                fields.clear();
+            }
+        }
+        Ok(Some(start))
+    }
+
+    /// Reads field `column`, quoted or not, up to its delimiter, line end or the end.
+    fn field(&mut self, column: usize) -> Result<Field<'a>, DataError> {
+        self.skip_spaces();
+        let line = self.line;
+        let text = if self.bytes.get(self.at) == Some(&b'"') {
+            self.quoted(column)?
+        } else {
+            self.unquoted(column)?
+        };
+        Ok(Field { text, line })
+    }
+
+    /// An unquoted field, without the spaces around it; a quote in it is an error.
+    fn unquoted(&mut self, column: usize) -> Result<&'a [u8], DataError> {
+        let rest = &self.bytes[self.at..];
+        let len = rest
+            .iter()
+            .position(|&b| b == self.delimiter || b == b'\n')
+            .unwrap_or(rest.len());
+        self.at += len;
+        let text = rest[..len].trim_ascii();
+        if text.contains(&b'"') {
+            return Err(self.quote_error(self.line, column, IN_UNQUOTED));
+        }
+        Ok(text)
+    }
+
+    /// A quoted field, from its opening quote: the text inside its quotes, with the line
+    /// breaks in it counted. Only spaces may follow its closing quote before the delimiter or
+    /// the line end.
+    fn quoted(&mut self, column: usize) -> Result<&'a [u8], DataError> {
+        let (line, start) = (self.line, self.at + 1);
+        self.at = start;
+        loop {
+            let rest = &self.bytes[self.at..];
+            let Some(quote) = rest.iter().position(|&b| b == b'"') else {
+                return Err(self.quote_error(line, column, UNCLOSED));
+            };
+            self.line += rest[..quote].iter().filter(|&&b| b == b'\n').count();
+            self.at += quote + 1;
+            if self.bytes.get(self.at) != Some(&b'"') {
+                break;
+            }
+            self.at += 1;
+        }
+        let text = &self.bytes[start..self.at - 1];
+        self.skip_spaces();
+        match self.bytes.get(self.at) {
+            None | Some(b'\n') => Ok(text),
+            Some(&b) if b == self.delimiter => Ok(text),
+            Some(_) => Err(self.quote_error(self.line, column, AFTER_QUOTE)),
+        }
+    }
+
+    /// Skips spaces, tabs and `\r` (but not the delimiter, which may be one of them).
+    fn skip_spaces(&mut self) {
+        while let Some(&b) = self.bytes.get(self.at) {
+            if b == self.delimiter || b == b'\n' || !b.is_ascii_whitespace() {
+                break;
+            }
+            self.at += 1;
+        }
+    }
+
+    /// [`DataError::Quote`] at `line` and `column`.
+    fn quote_error(&self, line: usize, column: usize, problem: &'static str) -> DataError {
+        DataError::Quote {
+            source: self.source.to_owned(),
+            line,
+            column,
+            problem,
+        }
+    }
+}
+
+/// The problem of a quoted field whose closing quote is missing.
+const UNCLOSED: &str = "a quoted field is not closed before the end of the input";
+/// The problem of a quote in an unquoted field.
+const IN_UNQUOTED: &str =
+    "a quote inside an unquoted field (quote the field and write the quote twice)";
+/// The problem of text after a closing quote.
+const AFTER_QUOTE: &str =
+    "text after the closing quote of a field (a quote inside a quoted field is written twice)";
 
 /// A feature or real target: a finite `f32`.
 fn parse_number(field: &[u8], source: &str, line: usize, column: usize) -> Result<f32, DataError> {
-    std::str::from_utf8(field)
+    std::str::from_utf8(field.trim_ascii())
         .ok()
         .and_then(|s| s.parse::<f32>().ok())
         .filter(|v| v.is_finite())
@@ -317,7 +479,7 @@ fn parse_number(field: &[u8], source: &str, line: usize, column: usize) -> Resul
 
 /// A class label: a non-negative integer that fits in `u32`.
 fn parse_label(field: &[u8], source: &str, line: usize, column: usize) -> Result<u32, DataError> {
-    std::str::from_utf8(field)
+    std::str::from_utf8(field.trim_ascii())
         .ok()
         .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|s| s.parse::<u32>().ok())
@@ -407,12 +569,52 @@ mod tests {
     }
 
     #[test]
-    fn quoting_is_refused() {
-        let err = message(classes("y,\"a\"\n1,2\n"));
+    fn quoted_fields_hold_delimiters_quotes_and_line_breaks() {
+        let text = "\"y\",\"a,b\",\"say \"\"hi\"\"\"\n\"1\", \"2.5\" ,\"3\n\"\n";
+        let header = Csv::new().label_column("z").parse_classes(text, "t.csv");
         assert_eq!(
-            err,
-            "t.csv:1:2: quoted fields are not supported (plain numeric CSV only)"
+            message(header),
+            "t.csv: no column \"z\"; the header has: y, a,b, say \"hi\""
         );
+        let d = classes(text).unwrap();
+        assert_eq!((d.x(), d.y()), (&[2.5, 3.0][..], &[1][..]));
+        let d = Csv::new()
+            .delimiter(b'\t')
+            .parse_classes("y\ta\n\"1\"\t\"\t2\"\n", "t");
+        assert_eq!(d.unwrap().x(), &[2.0]);
+    }
+
+    /// Fields after a quoted line break are on their own line; broken quoting is an error
+    /// that says where.
+    #[test]
+    fn quoting_errors_name_the_line_of_their_field() {
+        let cases = [
+            ("y,a,b\n1,\"2\n\",z\n", "t.csv:3:3: \"z\" is not a number"),
+            (
+                "y,a\n1,\"2\n\n\"\n0,\"x\"\n",
+                "t.csv:5:2: \"x\" is not a number",
+            ),
+            ("y,a\n1,\"2\n\",3\n", "t.csv:2: expected 2 fields, got 3"),
+            (
+                "y,a\n1,2\n1,\"2\n3,4\n",
+                "t.csv:3:2: a quoted field is not closed before the end of the input",
+            ),
+            (
+                "y,a\n1,\"2\"3\n",
+                "t.csv:2:2: text after the closing quote of a field \
+                 (a quote inside a quoted field is written twice)",
+            ),
+            (
+                "y,a\n1,2\"3\n",
+                "t.csv:2:2: a quote inside an unquoted field \
+                 (quote the field and write the quote twice)",
+            ),
+            ("y,a\n1,\"\"\n", "t.csv:2:2: \"\" is not a number"),
+            ("y,a\n\"\"\n", "t.csv: no samples"),
+        ];
+        for (text, says) in cases {
+            assert_eq!(message(classes(text)), says, "{text:?}");
+        }
     }
 
     #[test]

@@ -32,14 +32,16 @@ pub enum DataError {
         /// The field's text.
         field: String,
     },
-    /// A CSV field that starts with a quote: the loader reads plain numeric CSV only.
-    Quoted {
+    /// A quoted CSV field that is not closed, or has text after its closing quote.
+    Quote {
         /// The input.
         source: String,
-        /// Its line.
+        /// The line of the opening quote (not closed) or of the text after the closing one.
         line: usize,
-        /// Its column.
+        /// The field's column.
         column: usize,
+        /// What is wrong.
+        problem: &'static str,
     },
     /// A CSV row whose number of fields differs from the header's (or the first row's).
     FieldCount {
@@ -196,14 +198,12 @@ impl fmt::Display for DataError {
                 column,
                 field,
             } => write!(f, "{source}:{line}:{column}: {field:?} is not a number"),
-            Quoted {
+            Quote {
                 source,
                 line,
                 column,
-            } => write!(
-                f,
-                "{source}:{line}:{column}: quoted fields are not supported (plain numeric CSV only)"
-            ),
+                problem,
+            } => write!(f, "{source}:{line}:{column}: {problem}"),
             FieldCount {
                 source,
                 line,

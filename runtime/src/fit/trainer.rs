@@ -159,7 +159,9 @@ where
     /// the epochs it records as done (0 if none), to pass to
     /// [`FitOptions::initial_epoch`]. Resuming a fit this way gives the same bits as never
     /// stopping it. In data-parallel training every rank loads the same file, and the next fit
-    /// broadcasts rank 0's state.
+    /// broadcasts rank 0's state. The load's warnings (a file of format version 1) are not returned:
+    /// [`checkpoint::load`](crate::checkpoint::load) gives them in
+    /// [`Metadata::warnings`](crate::checkpoint::Metadata::warnings).
     #[cfg(feature = "checkpoint")]
     pub fn resume(&mut self, path: impl AsRef<std::path::Path>) -> Result<usize, TrainError> {
         let meta = crate::checkpoint::load(path, &mut self.model, &mut self.step)?;

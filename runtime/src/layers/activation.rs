@@ -42,6 +42,11 @@ pub trait Activation {
     /// Whether [`backward`](Self::backward) needs the pre-activation `z`; otherwise it only
     /// reads the output `y`, and layers do not save `z`.
     const NEEDS_Z: bool;
+    /// Writes the name and the options that change the function (`leaky_relu(1/100)`); the
+    /// name alone by default.
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str(Self::NAME)
+    }
     /// `y = f(z)`; `z` and `y` have the same length, a multiple of `row`.
     fn forward(z: &[f32], y: &mut [f32], row: usize);
     /// `y = f(y + bias)` in place, in one pass, with `bias` (`row` values, or empty for none)
@@ -101,6 +106,11 @@ pub trait Elementwise {
     const NAME: &'static str;
     /// Whether [`lane_grad`](Self::lane_grad) reads its `z` argument.
     const NEEDS_Z: bool;
+    /// Writes the name and the options that change the function (`leaky_relu(1/100)`); the
+    /// name alone by default.
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str(Self::NAME)
+    }
     /// `f(z)` for eight values.
     fn lane(z: f32x8) -> f32x8;
     /// `f'(z)` for eight values, given `z` (only when [`NEEDS_Z`](Self::NEEDS_Z); otherwise
@@ -111,6 +121,10 @@ pub trait Elementwise {
 impl<E: Elementwise> Activation for E {
     const NAME: &'static str = E::NAME;
     const NEEDS_Z: bool = E::NEEDS_Z;
+
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        E::describe(out)
+    }
 
     fn forward(z: &[f32], y: &mut [f32], _row: usize) {
         assert_eq!(z.len(), y.len(), "{}: z and y lengths differ", E::NAME);
@@ -241,6 +255,9 @@ impl<const NUM: i32, const DEN: u32> LeakyRelu<NUM, DEN> {
 
 impl<const NUM: i32, const DEN: u32> Elementwise for LeakyRelu<NUM, DEN> {
     const NAME: &'static str = "leaky_relu";
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "leaky_relu({NUM}/{DEN})")
+    }
     // With a slope >= 0, `y > 0` exactly when `z > 0`, so `y` tells which side `z` was on.
     const NEEDS_Z: bool = NUM < 0;
     #[inline(always)]
@@ -472,6 +489,12 @@ pub(crate) mod reference {
 pub struct Act<A, const N: usize>(PhantomData<A>);
 
 impl<A: Activation, const N: usize> Layer for Act<A, N> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str("Act<")?;
+        A::describe(out)?;
+        write!(out, ", {N}>")
+    }
+
     const IN: usize = N;
     const OUT: usize = N;
     const PARAMS: usize = 0;
@@ -506,6 +529,10 @@ mod tests {
     struct BiasAct<A, const N: usize>(PhantomData<A>);
 
     impl<A: Activation, const N: usize> Layer for BiasAct<A, N> {
+        fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+            out.write_str("BiasAct")
+        }
+
         const IN: usize = N;
         const OUT: usize = N;
         const PARAMS: usize = N;

@@ -653,6 +653,13 @@ impl<
         const OB: bool,
     > Layer for CausalSelfAttention<SEQ, DIM, HEADS, QB, KB, VB, OB>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(
+            out,
+            "CausalSelfAttention<{SEQ} positions, {DIM}, heads: {HEADS}, biases q k v out: {QB} {KB} {VB} {OB}>"
+        )
+    }
+
     const IN: usize = Self::DIMS.seq * DIM;
     const OUT: usize = SEQ * DIM;
     const PARAMS: usize = Self::DIMS.params();

@@ -19,6 +19,8 @@ use core::ops::Range;
 pub trait Padding {
     /// `true` for [`Same`].
     const SAME: bool;
+    /// Keras' name: `same` or `valid`.
+    const NAME: &'static str = if Self::SAME { "same" } else { "valid" };
 }
 
 /// No padding: the output is `(in - k) / stride + 1` positions long.
@@ -603,14 +605,7 @@ impl<
     > core::fmt::Debug for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let padding = if P::SAME { "same" } else { "valid" };
-        write!(
-            f,
-            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {padding}, {}>",
-            Self::OH,
-            Self::OW,
-            A::NAME
-        )
+        <Self as Layer>::describe(f)
     }
 }
 
@@ -626,6 +621,18 @@ impl<
         A: Activation,
     > Layer for Conv2d<H, W, C, F, KH, KW, STRIDE, P, A>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(
+            out,
+            "Conv2d<{H}x{W}x{C} -> {}x{}x{F}, {KH}x{KW}/{STRIDE}, {}, ",
+            Self::OH,
+            Self::OW,
+            P::NAME,
+        )?;
+        A::describe(out)?;
+        out.write_str(">")
+    }
+
     const IN: usize = Self::DIMS.inputs();
     const OUT: usize = Self::DIMS.outputs();
     const PARAMS: usize = Self::DIMS.params();

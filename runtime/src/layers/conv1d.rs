@@ -143,13 +143,7 @@ impl<
     > core::fmt::Debug for Conv1d<T, C_IN, C_OUT, K, S, P, A>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let padding = if P::SAME { "same" } else { "valid" };
-        write!(
-            f,
-            "Conv1d<{T}x{C_IN} -> {}x{C_OUT}, {K}/{S}, {padding}, {}>",
-            Self::OUT_T,
-            A::NAME
-        )
+        <Self as Layer>::describe(f)
     }
 }
 
@@ -163,6 +157,17 @@ impl<
         A: Activation,
     > Layer for Conv1d<T, C_IN, C_OUT, K, S, P, A>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(
+            out,
+            "Conv1d<{T}x{C_IN} -> {}x{C_OUT}, {K}/{S}, {}, ",
+            Self::OUT_T,
+            P::NAME,
+        )?;
+        A::describe(out)?;
+        out.write_str(">")
+    }
+
     const IN: usize = Self::DIMS.inputs();
     const OUT: usize = Self::DIMS.outputs();
     const PARAMS: usize = Self::DIMS.params();

@@ -242,13 +242,19 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> core::f
     for Dense<IN, OUT, A, BIAS>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Dense<{IN}, {OUT}, {}, bias: {BIAS}>", A::NAME)
+        <Self as Layer>::describe(f)
     }
 }
 
 impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
     for Dense<IN, OUT, A, BIAS>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "Dense<{IN}, {OUT}, ")?;
+        A::describe(out)?;
+        write!(out, ", bias: {BIAS}>")
+    }
+
     const IN: usize = IN;
     const OUT: usize = OUT;
     const PARAMS: usize = Self::DIMS.params();

@@ -38,6 +38,10 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Dropout<N, RATE_PER_MILLE> {
 }
 
 impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MILLE> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "Dropout<{N}, rate: {RATE_PER_MILLE}/1000>")
+    }
+
     const IN: usize = N;
     const OUT: usize = N;
     const PARAMS: usize = 0;

@@ -144,6 +144,14 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize>
 impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> Layer
     for Embedding<VOCAB, DIM, SEQ, PAD>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "Embedding<{VOCAB} x {DIM}, {SEQ} positions, padding: ")?;
+        match Self::DIMS.padding {
+            Some(pad) => write!(out, "{pad}>"),
+            None => out.write_str("none>"),
+        }
+    }
+
     const IN: usize = Self::DIMS.seq;
     const OUT: usize = SEQ * DIM;
     const PARAMS: usize = Self::DIMS.params();
@@ -256,6 +264,13 @@ impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize>
 impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize> Layer
     for PositionalEmbedding<MAX_LEN, DIM, SEQ>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(
+            out,
+            "PositionalEmbedding<{MAX_LEN} x {DIM}, {SEQ} positions>"
+        )
+    }
+
     const IN: usize = SEQ * DIM;
     const OUT: usize = Self::DIMS.seq * DIM;
     const PARAMS: usize = Self::DIMS.max_len * DIM;

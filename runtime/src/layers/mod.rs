@@ -246,6 +246,11 @@ pub trait Layer {
     /// state (BatchNorm does); `false` by default.
     const BATCH_COUNTER: bool = false;
 
+    /// Writes what the layer computes, with every option that changes it (sizes, activation,
+    /// stride, padding, bias): `Dense<4, 16, tanh, bias: true>`. A checkpoint records it for
+    /// each layer and loads only into a model whose layers are the same.
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result;
+
     /// Scratch values per sample one call needs (im2col patches); none by default.
     const SCRATCH_PER_SAMPLE: usize = 0;
     /// The matrix products a call computes, from which the GEMM workspace follows; none by

@@ -61,6 +61,10 @@ impl<const N: usize> LayerNorm<N> {
 }
 
 impl<const N: usize> Layer for LayerNorm<N> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "LayerNorm<{N}>")
+    }
+
     const IN: usize = N;
     const OUT: usize = N;
     const PARAMS: usize = 2 * N;
@@ -213,6 +217,10 @@ impl<const C: usize, const SPATIAL: usize> BatchNorm<C, SPATIAL> {
 }
 
 impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "BatchNorm<{C}, spatial: {SPATIAL}>")
+    }
+
     const IN: usize = SPATIAL * C;
     const OUT: usize = SPATIAL * C;
     const PARAMS: usize = 2 * C;

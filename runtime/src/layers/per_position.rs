@@ -82,13 +82,19 @@ impl<L, const T: usize> Clone for PerPosition<L, T> {
 
 impl<L, const T: usize> Copy for PerPosition<L, T> {}
 
-impl<L, const T: usize> core::fmt::Debug for PerPosition<L, T> {
+impl<L: Layer, const T: usize> core::fmt::Debug for PerPosition<L, T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "PerPosition<{}, {T}>", core::any::type_name::<L>())
+        <Self as Layer>::describe(f)
     }
 }
 
 impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str("PerPosition<")?;
+        L::describe(out)?;
+        write!(out, ", {T}>")
+    }
+
     const IN: usize = {
         assert!(
             T > 0,

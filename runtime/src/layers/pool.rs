@@ -96,6 +96,10 @@ pool_common!(MaxPool2d);
 impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const STRIDE: usize> Layer
     for MaxPool2d<H, W, C, POOL, STRIDE>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "MaxPool2d<{H}x{W}x{C}, {POOL}x{POOL}/{STRIDE}>")
+    }
+
     const IN: usize = {
         assert!(
             H * W * C <= 1 << 24,
@@ -208,6 +212,10 @@ pool_common!(AvgPool2d);
 impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const STRIDE: usize> Layer
     for AvgPool2d<H, W, C, POOL, STRIDE>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "AvgPool2d<{H}x{W}x{C}, {POOL}x{POOL}/{STRIDE}>")
+    }
+
     const IN: usize = H * W * C;
     const OUT: usize = Self::OH * Self::OW * C;
     const PARAMS: usize = 0;
@@ -335,6 +343,10 @@ impl<const T: usize, const C: usize> MeanOverTime<T, C> {
 }
 
 impl<const T: usize, const C: usize> Layer for MeanOverTime<T, C> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "MeanOverTime<{T} steps, {C}>")
+    }
+
     const IN: usize = {
         assert!(
             T > 0,

@@ -18,6 +18,10 @@ impl<const N: usize> Flatten<N> {
 }
 
 impl<const N: usize> Layer for Flatten<N> {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "Flatten<{N}>")
+    }
+
     const IN: usize = N;
     const OUT: usize = N;
     const PARAMS: usize = 0;

@@ -11,6 +11,9 @@ pub(crate) mod lanes;
 pub trait Loss {
     /// One target: a class index (`u32`) or a value (`f32`).
     type Target: Copy + Default + Send + Sync + 'static;
+    /// Writes what the loss computes, with its options (`SequenceCrossEntropy<40>`): a
+    /// checkpoint records it and loads only into a model with the same loss.
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result;
     /// Targets per sample: `n` for value targets, 1 for class indices.
     fn targets_per_sample(n: usize) -> usize;
     /// The loss, a mean over the batch (and, for element-wise losses, the outputs, as Keras
@@ -78,6 +81,9 @@ macro_rules! elementwise_loss {
     ($ty:ty, $f:expr) => {
         impl Loss for $ty {
             type Target = f32;
+            fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+                out.write_str(stringify!($ty))
+            }
             fn targets_per_sample(n: usize) -> usize {
                 n
             }
@@ -163,6 +169,9 @@ fn sigmoid64(z: f64) -> f64 {
 
 impl Loss for BinaryCrossEntropyWithLogits {
     type Target = f32;
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str("BinaryCrossEntropyWithLogits")
+    }
     fn targets_per_sample(n: usize) -> usize {
         n
     }
@@ -242,6 +251,9 @@ impl SoftmaxCrossEntropy {
 
 impl Loss for SoftmaxCrossEntropy {
     type Target = u32;
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        out.write_str("SoftmaxCrossEntropy")
+    }
     fn targets_per_sample(_n: usize) -> usize {
         1
     }
@@ -341,6 +353,9 @@ impl<const C: usize> SequenceCrossEntropy<C> {
 
 impl<const C: usize> Loss for SequenceCrossEntropy<C> {
     type Target = u32;
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "SequenceCrossEntropy<{C}>")
+    }
     fn targets_per_sample(n: usize) -> usize {
         Self::positions(n)
     }

@@ -19,6 +19,6 @@ pub use allocated::TrainStep;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
 pub use input::{InputValue, TokenLayer, MAX_VOCAB};
-pub use model::{Bytes, Model, ModelTensors, NamedTensor, View};
+pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, NamedTensor, View};
 pub use sink::GradSink;
 pub use step::{Evaluation, Step, Target};

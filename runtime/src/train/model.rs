@@ -6,8 +6,24 @@ use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{Ctx, Grad, Init, Layer, Tensor, Torch};
 use crate::loss::Loss;
 use crate::optim::{Layout, Rule};
+use core::fmt;
 use core::marker::PhantomData;
 use core::ops::Range;
+
+/// Writes what a layer, an activation, a loss or a model's graph computes, with every option
+/// that changes it (sizes, activation, stride, padding, bias...): `Dense 4->16 tanh`.
+pub type Describe = fn(&mut dyn fmt::Write) -> fmt::Result;
+
+/// A layer of a model: its field name and what it is, which a checkpoint records so that it
+/// loads only into a model with the same layers.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerKind {
+    /// The layer's field name (`fc1`), or `graph` for the wiring of a model declared with a
+    /// graph.
+    pub name: &'static str,
+    /// Writes the layer's kind ([`Layer::describe`]).
+    pub describe: Describe,
+}
 
 /// One tensor of a model, in its flat parameter (or state) buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +160,9 @@ pub trait Model: Sized {
     /// The layers whose PyTorch module keeps a `num_batches_tracked` counter
     /// ([`Layer::BATCH_COUNTER`]), in declaration order.
     const BATCH_COUNTERS: &'static [&'static str];
+    /// Every layer with its kind, in declaration order, then (for a model declared with a
+    /// graph) `graph`, the wiring of its nodes.
+    const LAYER_KINDS: &'static [LayerKind];
     /// The loss the model trains with.
     type Loss: Loss;
     /// What the input holds: `f32` features or `u32` token ids.

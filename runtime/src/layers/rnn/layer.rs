@@ -252,12 +252,7 @@ impl<
     > core::fmt::Debug for Recurrent<C, T, IN, H, LAYERS, O>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let output = if O::SEQUENCE { "sequence" } else { "last" };
-        write!(
-            f,
-            "{}<{T} steps, {IN} -> {H}, layers: {LAYERS}, {output}>",
-            C::NAME
-        )
+        <Self as Layer>::describe(f)
     }
 }
 
@@ -270,6 +265,15 @@ impl<
         O: RnnOutput,
     > Layer for Recurrent<C, T, IN, H, LAYERS, O>
 {
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        let output = if O::SEQUENCE { "sequence" } else { "last" };
+        write!(
+            out,
+            "{}<{T} steps, {IN} -> {H}, layers: {LAYERS}, {output}>",
+            C::NAME
+        )
+    }
+
     const IN: usize = Self::DIMS.input_len();
     const OUT: usize = Self::DIMS.outputs();
     const PARAMS: usize = Self::DIMS.params();

@@ -115,13 +115,16 @@ fn data() -> (Vec<f32>, Vec<u32>) {
     (x, y)
 }
 
-fn print_row(name: &str, global: usize, seconds: f64, sent: usize, waited: Option<f64>) {
-    let waited = waited.map_or(String::from("-"), |w| format!("{:.1}%", 100.0 * w));
+/// A table row; `sent` is the bytes a process sends per step and the share of the time spent
+/// in the gather, for a job of several processes.
+fn print_row(name: &str, global: usize, seconds: f64, sent: Option<(usize, f64)>) {
+    let (bytes, waited) = sent.map_or((String::from("-"), String::from("-")), |(b, w)| {
+        (b.to_string(), format!("{:.1}%", 100.0 * w))
+    });
     println!(
-        "  {name:<24} {global:>6} {:>12.0} {:>10.2} {:>12} {waited:>10}",
+        "  {name:<24} {global:>6} {:>12.0} {:>10.2} {bytes:>12} {waited:>10}",
         global as f64 / seconds,
         seconds * 1e3,
-        sent
     );
 }
 
@@ -142,10 +145,7 @@ fn one_process() {
             runs.push((threads, Run::new(Solo, global)));
         }
     }
-    let rows: Vec<(usize, usize)> = runs
-        .iter()
-        .map(|(_, run)| (run.global, run.dp.bytes_sent_per_step()))
-        .collect();
+    let globals: Vec<usize> = runs.iter().map(|(_, run)| run.global).collect();
     let mut variants: Vec<Variant<'_>> = runs
         .iter_mut()
         .map(|(threads, run)| {
@@ -157,8 +157,8 @@ fn one_process() {
     measure(&mut variants, 4);
     println!("\nMLP 784-128-10, Adam, {SHARDS} shards a global batch; medians of one run");
     header();
-    for (v, (global, sent)) in variants.iter().zip(rows) {
-        print_row(&v.name, global, stats(v).0, sent, None);
+    for (v, global) in variants.iter().zip(globals) {
+        print_row(&v.name, global, stats(v).0, None);
     }
 }
 
@@ -184,7 +184,7 @@ fn as_rank() {
         if world.rank() == 0 {
             let waited = run.dp.communicator().waited.get() / total;
             let sent = run.dp.bytes_sent_per_step();
-            print_row(&name, global, median, sent, Some(waited));
+            print_row(&name, global, median, Some((sent, waited)));
         }
     }
 }

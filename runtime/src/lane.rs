@@ -26,10 +26,11 @@ pub fn softplus(x: f32x8) -> f32x8 {
     x.max(f32x8::ZERO) + (-x.abs()).exp().ln_1p()
 }
 
-/// The error function of each value (`libm`'s `erff`, value by value: `wide` has none).
+/// The error function of each value (`wide` has none): the same bits as the scalar
+/// [`math::erf`](crate::math::erf) gives each, within 1.3 ulp of the exact value.
 #[inline(always)]
 pub fn erf(x: f32x8) -> f32x8 {
-    f32x8::from(x.to_array().map(libm::erff))
+    crate::erf::erf(x)
 }
 
 /// `x` limited to `[lo, hi]`; a NaN `x` stays NaN.

@@ -33,6 +33,7 @@ extern crate std;
 pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
+mod erf;
 #[cfg(feature = "std")]
 pub mod fit;
 #[cfg(feature = "std")]

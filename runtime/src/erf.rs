@@ -25,6 +25,10 @@ pub(crate) trait Lanes:
     fn abs(self) -> Self;
     /// `if_true` where `self < bound`, `if_false` elsewhere (NaN compares false).
     fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self;
+    /// Whether `self < bound` in every lane.
+    fn all_lt(self, bound: Self) -> bool;
+    /// Whether `self < bound` in some lane.
+    fn any_lt(self, bound: Self) -> bool;
     /// `self` (with a clear sign bit) carrying the sign bit of `of`.
     fn with_sign_of(self, of: Self) -> Self;
     /// `2^n` for a whole `n` in `[-126, 127]`, from its bits.
@@ -54,6 +58,14 @@ impl Lanes for f32 {
         }
     }
     #[inline(always)]
+    fn all_lt(self, bound: Self) -> bool {
+        self < bound
+    }
+    #[inline(always)]
+    fn any_lt(self, bound: Self) -> bool {
+        self < bound
+    }
+    #[inline(always)]
     fn with_sign_of(self, of: Self) -> Self {
         f32::from_bits(self.to_bits() | (of.to_bits() & SIGN))
     }
@@ -75,6 +87,14 @@ impl Lanes for f32x8 {
     #[inline(always)]
     fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self {
         self.simd_lt(bound).select(if_true, if_false)
+    }
+    #[inline(always)]
+    fn all_lt(self, bound: Self) -> bool {
+        self.simd_lt(bound).all()
+    }
+    #[inline(always)]
+    fn any_lt(self, bound: Self) -> bool {
+        self.simd_lt(bound).any()
     }
     #[inline(always)]
     fn with_sign_of(self, of: Self) -> Self {
@@ -145,17 +165,35 @@ fn exp_negative<T: Lanes>(y: T) -> T {
     e * n.pow2()
 }
 
+/// `erf(a) = a + a P(a²)`, for `0 <= a < SPLIT`.
+#[inline(always)]
+fn near_zero<T: Lanes>(a: T) -> T {
+    a * horner(&NEAR_ZERO, a * a) + a
+}
+
+/// `erf(a) = 1 - e^(-Q(a))`, for `a >= SPLIT`; clamped where `SATURATED < a`, so that `inf`
+/// gives 1 and NaN stays NaN.
+#[inline(always)]
+fn tail<T: Lanes>(a: T) -> T {
+    let saturated = T::splat(SATURATED);
+    let a = saturated.select_lt(a, saturated, a);
+    T::splat(1.0) - exp_negative(-horner(&TAIL, a))
+}
+
 /// The error function, `2/√π ∫₀ˣ e^(-t²) dt`, of one `f32` or of eight lanes (the same bits).
+/// Lanes compute only the approximation that some lane needs.
 #[inline(always)]
 pub(crate) fn erf<T: Lanes>(x: T) -> T {
     let a = x.abs();
-    let near_zero = a * horner(&NEAR_ZERO, a * a) + a;
-    // Clamped where `4 < a`, so that `±inf` gives `±1` and NaN stays NaN.
-    let saturated = T::splat(SATURATED);
-    let tail_arg = saturated.select_lt(a, saturated, a);
-    let tail = T::splat(1.0) - exp_negative(-horner(&TAIL, tail_arg));
-    a.select_lt(T::splat(SPLIT), near_zero, tail)
-        .with_sign_of(x)
+    let split = T::splat(SPLIT);
+    let r = if a.all_lt(split) {
+        near_zero(a)
+    } else if !a.any_lt(split) {
+        tail(a)
+    } else {
+        a.select_lt(split, near_zero(a), tail(a))
+    };
+    r.with_sign_of(x)
 }
 
 #[cfg(test)]
@@ -229,23 +267,30 @@ mod tests {
         assert_eq!(erf(1e-30_f32), 1.128_379_2e-30);
     }
 
+    /// Each lane of `erf(v)` against the scalar `erf` of its value, bit for bit.
+    fn assert_lanes_match(v: [f32; 8]) {
+        let lanes = erf(f32x8::from(v)).to_array();
+        for (x, got) in v.iter().zip(lanes) {
+            let want = erf(*x);
+            assert!(
+                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                "erf({x:e}) in {v:?}: lane {got:e}, scalar {want:e}"
+            );
+        }
+    }
+
     #[test]
     fn lanes_give_the_scalar_bits() {
-        let xs: Vec<f32> = sweep()
-            .flat_map(|x| [x, -x * 0.75])
-            .chain(SPECIAL)
-            .collect();
+        // Neighbours in the sweep: mostly lanes on one side of the split.
+        let xs: Vec<f32> = sweep().flat_map(|x| [x, -x]).chain(SPECIAL).collect();
         for chunk in xs.chunks(8) {
             let mut v = [f32::NAN; 8];
             v[..chunk.len()].copy_from_slice(chunk);
-            let lanes = erf(f32x8::from(v)).to_array();
-            for (x, got) in v.iter().zip(lanes) {
-                let want = erf(*x);
-                assert!(
-                    got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
-                    "erf({x:e}): lane {got:e}, scalar {want:e}"
-                );
-            }
+            assert_lanes_match(v);
+        }
+        // Lanes on both sides of the split.
+        for x in sweep().step_by(7) {
+            assert_lanes_match([x, -0.75 * x, 0.25 * x, 0.5, -2.0, 4.0 * x, f32::NAN, -x]);
         }
     }
 }

@@ -156,7 +156,8 @@ fn horner<T: Lanes>(c: &[f32], x: T) -> T {
 /// (`ln 2` in two parts, so that `n ln 2` is exact), then `2^n e^r`.
 #[inline(always)]
 fn exp_negative<T: Lanes>(y: T) -> T {
-    const LN2_HI: f32 = 0.693_359_375;
+    // Exactly 0.693359375: nine significant bits, so that `n * LN2_HI` is exact.
+    const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let round = T::splat(ROUND);
     let n = (y * T::splat(core::f32::consts::LOG2_E) + round) - round;

@@ -8,7 +8,7 @@
 
 use super::vector::{Vector, MAX_LANES};
 use super::view::{MatMut, MatRef, Terms};
-use crate::kernels::simd::{load, store, store_partial};
+use crate::kernels::simd::{load, store_partial};
 use wide::f32x8;
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
@@ -105,17 +105,11 @@ fn pack_across(src: &[f32], ls: usize, lines: usize, kc: usize, w: usize, dst: &
                 *x = load(&src[(g + i) * ls + p..]);
             }
             let t = f32x8::transpose(v);
+            let out = &mut dst[p * w..(p + 8) * w];
             for (q, &tq) in t.iter().enumerate() {
-                let at = (p + q) * w + g;
-                // A panel no wider than a lane takes whole lanes while there is room: the
-                // lanes past `width` land on the next row, which is written after this one.
-                // Otherwise a guarded store: a copy of unknown length would be a call to
-                // `memmove`.
-                if w <= 8 && at + 8 <= dst.len() {
-                    store(&mut dst[at..], tq);
-                } else {
-                    store_partial(&mut dst[at..at + width], tq);
-                }
+                // A store of a whole lane, or a guarded one for the last few columns: a copy
+                // of unknown length would be a call to `memmove`.
+                store_partial(&mut out[q * w + g..q * w + g + width], tq);
             }
         }
         for p in p8..kc {

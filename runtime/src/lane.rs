@@ -56,7 +56,9 @@ mod tests {
         let s = sign(lanes(XS)).to_array();
         let c = clamp(lanes(XS), f32x8::splat(-1.0), f32x8::splat(1.0)).to_array();
         let g = sigmoid(lanes(XS)).to_array();
+        let e = erf(lanes(XS)).to_array();
         for i in 0..8 {
+            assert_eq!(e[i].to_bits(), math::erf(XS[i]).to_bits(), "erf({})", XS[i]);
             assert_eq!(s[i], math::sign(XS[i]), "sign({})", XS[i]);
             assert_eq!(c[i], math::clamp(XS[i], -1.0, 1.0));
             assert!((g[i] - math::sigmoid(XS[i])).abs() <= 2.0 * f32::EPSILON);

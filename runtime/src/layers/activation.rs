@@ -287,24 +287,26 @@ activation! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gelu;
 
+impl Gelu {
+    /// `erf(z/√2)`, as the expression `erf(z * 0.70710677)` of `activation!` computes it.
+    #[inline(always)]
+    fn erf_scaled(z: f32x8) -> f32x8 {
+        crate::lane::erf(z * f32x8::splat(core::f32::consts::FRAC_1_SQRT_2))
+    }
+}
+
 impl Elementwise for Gelu {
     const NAME: &'static str = "gelu";
     const NEEDS_Z: bool = true;
     #[inline(always)]
     fn lane(z: f32x8) -> f32x8 {
-        // erf(z/√2) as the expression `erf(z * 0.70710677)` of `activation!` computes it.
-        let e = crate::lane::erf(z * f32x8::splat(core::f32::consts::FRAC_1_SQRT_2));
-        f32x8::splat(0.5) * z * (f32x8::ONE + e)
+        f32x8::splat(0.5) * z * (f32x8::ONE + Self::erf_scaled(z))
     }
     #[inline(always)]
-    fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
-        // Φ(z) + z φ(z), as PyTorch's GeluBackward, with Φ(z) read back from the forward's
-        // `y = (z/2) (1 + erf(z/√2))` as `y / z` (within an ulp of Φ(z), without a second
-        // erf); below `TINY`, where `z/2` may have lost digits, Φ(z) rounds to 1/2.
+    fn lane_grad(z: f32x8, _y: f32x8) -> f32x8 {
+        // Φ(z) + z φ(z), as PyTorch's GeluBackward.
         const INV_SQRT_2PI: f32 = 0.398_942_3;
-        const TINY: f32 = 1e-30;
-        let tiny = z.abs().simd_lt(f32x8::splat(TINY));
-        let cdf = tiny.select(f32x8::splat(0.5), y / z);
+        let cdf = f32x8::splat(0.5) * (f32x8::ONE + Self::erf_scaled(z));
         let pdf = (f32x8::splat(-0.5) * z * z).exp() * f32x8::splat(INV_SQRT_2PI);
         cdf + z * pdf
     }

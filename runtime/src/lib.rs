@@ -34,6 +34,7 @@ pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
 pub mod distributed;
+mod erf;
 #[cfg(feature = "std")]
 pub mod fit;
 #[cfg(feature = "std")]

@@ -110,7 +110,7 @@ float_impl!(
     libm::floorf,
     libm::cosf,
     libm::expm1f,
-    libm::erff
+    crate::erf::erf
 );
 float_impl!(
     f64,
@@ -142,7 +142,8 @@ pub fn exp<T: Float>(x: T) -> T {
 pub fn expm1<T: Float>(x: T) -> T {
     x.expm1_()
 }
-/// The error function, `2/sqrt(pi) * integral of e^(-t^2) from 0 to x`.
+/// The error function, `2/sqrt(pi) * integral of e^(-t^2) from 0 to x`: `libm`'s for `f64`;
+/// for `f32`, the same bits as [`lane::erf`](crate::lane::erf) gives each lane.
 #[inline]
 pub fn erf<T: Float>(x: T) -> T {
     x.erf_()

@@ -304,24 +304,26 @@ activation! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gelu;
 
+impl Gelu {
+    /// `erf(z/√2)`, as the expression `erf(z * 0.70710677)` of `activation!` computes it.
+    #[inline(always)]
+    fn erf_scaled(z: f32x8) -> f32x8 {
+        crate::lane::erf(z * f32x8::splat(core::f32::consts::FRAC_1_SQRT_2))
+    }
+}
+
 impl Elementwise for Gelu {
     const NAME: &'static str = "gelu";
     const NEEDS_Z: bool = true;
     #[inline(always)]
     fn lane(z: f32x8) -> f32x8 {
-        let e = z
-            .to_array()
-            .map(|v| libm::erff(v * core::f32::consts::FRAC_1_SQRT_2));
-        f32x8::splat(0.5) * z * (f32x8::ONE + f32x8::from(e))
+        f32x8::splat(0.5) * z * (f32x8::ONE + Self::erf_scaled(z))
     }
     #[inline(always)]
     fn lane_grad(z: f32x8, _y: f32x8) -> f32x8 {
         // Φ(z) + z φ(z), as PyTorch's GeluBackward.
         const INV_SQRT_2PI: f32 = 0.398_942_3;
-        let e = z
-            .to_array()
-            .map(|v| libm::erff(v * core::f32::consts::FRAC_1_SQRT_2));
-        let cdf = f32x8::splat(0.5) * (f32x8::ONE + f32x8::from(e));
+        let cdf = f32x8::splat(0.5) * (f32x8::ONE + Self::erf_scaled(z));
         let pdf = (f32x8::splat(-0.5) * z * z).exp() * f32x8::splat(INV_SQRT_2PI);
         cdf + z * pdf
     }

@@ -190,18 +190,20 @@ fn pack_panels(
 ///
 /// Never inlined, unlike the rest of a kernel: packing moves values with `wide`'s `f32x8`,
 /// whose instructions the build chose, and inside an AVX2 entry point that code turns into
-/// scalar moves through the stack. Compiled once, it runs as the build compiled it.
+/// scalar moves through the stack. Compiled once per width, it runs as the build compiled it;
+/// the width is a constant so that copying a row of a panel is a few moves, not a call to
+/// `memmove`.
 #[inline(never)]
-fn pack_a_panels(a: MatRef<'_>, r: usize, dst: &mut [f32]) {
-    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), r, dst);
+fn pack_a_panels<const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
+    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
 }
 
-/// Packs the `kc`x`cols` matrix `b` into `ceil(cols / w)` micro-panels of `kc * w` floats:
-/// element `(p, q * w + j)` goes to `dst[q * kc * w + p * w + j]`, columns past the end are
-/// zero. Never inlined, as [`pack_a_panels`].
+/// Packs the `kc`x`cols` matrix `b` into `ceil(cols / w)` micro-panels of `kc * w` floats,
+/// `w = S::LANES * V`: element `(p, q * w + j)` goes to `dst[q * kc * w + p * w + j]`, columns
+/// past the end are zero. Never inlined, and of a constant width, as [`pack_a_panels`].
 #[inline(never)]
-fn pack_b_panels(b: MatRef<'_>, w: usize, dst: &mut [f32]) {
-    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), w, dst);
+fn pack_b_panels<S: Vector, const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
+    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), S::LANES * V, dst);
 }
 
 /// The `V` vectors of one step of a packed `B` micro-panel.
@@ -413,13 +415,13 @@ pub(super) fn packed<S: Vector, const R: usize, const V: usize>(
     for jc in (0..n).step_by(blk.nc) {
         let nc = blk.nc.min(n - jc);
         for (bi, (pc, kc)) in k_blocks(k).enumerate() {
-            pack_b_panels(b.sub(pc, jc, kc, nc), w, b_buf);
+            pack_b_panels::<S, V>(b.sub(pc, jc, kc, nc), b_buf);
             let beta_k = Beta::for_block(beta, bi);
             for ic in (0..m).step_by(blk.mc) {
                 let mc = blk.mc.min(m - ic);
                 let a_blk = a.sub(ic, pc, mc, kc);
                 if pack_a {
-                    pack_a_panels(a_blk, R, a_buf);
+                    pack_a_panels::<R>(a_blk, a_buf);
                 }
                 let mut c_blk = c.sub(ic, jc, mc, nc);
                 let b_panels = b_buf[..nc.div_ceil(w) * w * kc].chunks_exact(w * kc);
@@ -461,7 +463,7 @@ pub(super) fn small<S: Vector, const R: usize, const V: usize>(
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert!(0 < k && k <= KC && n <= w);
     let panel = &mut workspace[..k * w];
-    pack_b_panels(b, w, panel);
+    pack_b_panels::<S, V>(b, panel);
     let alpha_v = S::splat(alpha);
     let beta = Beta::for_block(beta, 0);
     for i0 in (0..m).step_by(R) {

@@ -3,8 +3,8 @@
 //! gradients of its shards, the processes gather them ([`Communicator`]), and every process
 //! adds them in shard order ([`add_shard`]) and runs the same fused update
 //! ([`DataParallel`]). Nothing depends on how a reduction library orders its sums. On one
-//! process ([`Solo`]) the same step is gradient accumulation. Feature `mpi` adds
-//! [`Mpi`], a communicator over MPI's world.
+//! process ([`Solo`]) the same step is gradient accumulation. The feature `mpi` adds `Mpi`,
+//! a communicator over MPI's world.
 
 mod communicator;
 #[cfg(feature = "mpi")]

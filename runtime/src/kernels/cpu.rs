@@ -7,9 +7,13 @@
 //!
 //! | kernel | tile | `mul_add` | chosen when |
 //! |---|---|---|---|
-//! | [`Kernel::Avx512`] | 12x32 | one rounding | the CPU has AVX-512F (feature `std`), or the build enables it |
+//! | [`Kernel::Avx512`] | 12x32, or 16x16 | one rounding | the CPU has AVX-512F (feature `std`), or the build enables it |
 //! | [`Kernel::Avx2Fma`] | 6x16 | one rounding | the CPU has AVX2 and FMA (feature `std`), or the build enables them |
 //! | [`Kernel::Portable`] | 6x16 with AVX, else 4x8 | one rounding with FMA or NEON, else two | otherwise |
+//!
+//! The AVX-512 kernel runs each product on 12x32 tiles or on tiles one vector wide, whichever
+//! the shape fills better (a product 16 columns wide fills half of a 32-wide tile); see
+//! [`gemm`](super::gemm).
 //!
 //! Without the `std` feature there is no detection: the choice is the best kernel the build's
 //! target features enable (`-C target-cpu` or `-C target-feature`).
@@ -63,7 +67,7 @@ impl Kernel {
         match self {
             Kernel::Portable => portable_description(),
             Kernel::Avx2Fma => "AVX2+FMA, 6x16 tiles",
-            Kernel::Avx512 => "AVX-512F, 12x32 tiles",
+            Kernel::Avx512 => "AVX-512F, 12x32 and 16x16 tiles",
         }
     }
 

@@ -46,15 +46,17 @@
 //! `mr`x`nr` tile of `C` in `mr * nr / lanes` vector accumulators with `mul_add`, and writes it
 //! back (rows as vectors, or columns gathered into vectors when `C` is column-major). Panels
 //! are zero-padded to full tiles, so edge tiles run the same microkernel and only their valid
-//! part is written back. The tile and the vectors are the [`Kernel`]'s ([`tile`]): the
-//! microkernel is compiled for `wide`'s `f32x8`, for AVX2 with FMA and for AVX-512F, and
+//! part is written back. The vectors are the [`Kernel`]'s: the microkernel and the packing
+//! are compiled for `wide`'s `f32x8`, for AVX2 with FMA and for AVX-512F, and
 //! [`Kernel::active`] picks one per process from what the CPU has (see [`cpu`](super::cpu)).
+//! A kernel may have more than one tile: AVX-512F has 12x32 ([`tile`]) and 16x16.
 //! Two shortcuts skip packing where it does not pay: when `B` spans fewer than
 //! [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it is; and products of at
 //! most [`SMALL_MACS`] multiply-adds with at most `nr` columns (the tiny models) skip the
 //! blocking loops and run [`SMALL_MR`] rows at a time against one packed `B` panel. Each
-//! product is computed either as is or transposed (`Cᵀ = Bᵀ·Aᵀ`), whichever a cost estimate
-//! of padded tiles, packing and write-back finds cheaper: `X (256x128) · W (128x10)`, say,
+//! product is computed either as is or transposed (`Cᵀ = Bᵀ·Aᵀ`), on one of its kernel's
+//! tiles, whichever a cost estimate of padded tiles, loads, packing and write-back finds
+//! cheaper: `X (256x128) · W (128x10)`, say,
 //! becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide panel that is 6/16
 //! padding.
 //!
@@ -86,8 +88,12 @@
 //!
 //! The tile is 6x16 (12 accumulators) on AVX2, and on `f32x8` when the build enables AVX
 //! (8x16, 12x16, 4x24, 8x24 and 6x32 measured no faster on Zen 4); 4x8 on `f32x8` without
-//! AVX; 12x32 (24 of the 32 registers) on AVX-512F, chosen by register count and not yet
-//! measured. On one Zen 4 core the 6x16 microkernel
+//! AVX; 12x32 (24 of the 32 registers) on AVX-512F, with 16x16 for products 16 columns wide
+//! (a 12x32 tile would be half padding; 8x16 and 12x16 measured slower on Zen 5, 24x16 spills).
+//! On one Zen 5 core (two 512-bit `mul_add` a cycle) the AVX-512F kernel runs the MLP's
+//! 784x128 products at 170-195 GFLOP/s and a 5x5 convolution of one channel into 16
+//! (36864x25 by 25x16) at 110, where the 12x32 tile alone ran it at 28-34 (see
+//! `bench_gemm`). On one Zen 4 core the 6x16 microkernel
 //! runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of the MLP
 //! 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in a default build as
 //! in a native one. `examples/bench_gemm.rs` compares the kernels with each other and with
@@ -143,34 +149,75 @@ const PORTABLE_NV: usize = if cfg!(target_feature = "avx") { 2 } else { 1 };
 const AVX2_MR: usize = 6;
 /// Rows of a [`Kernel::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
 const AVX512_MR: usize = 12;
+/// Rows of the AVX-512 kernel's tile one vector wide (16 accumulators).
+const AVX512_NARROW_MR: usize = 16;
 
-/// The tile of `kernel`'s microkernel.
-pub const fn tile(kernel: Kernel) -> Tile {
-    match kernel {
-        Kernel::Portable => Tile {
-            mr: PORTABLE_MR,
-            nr: 8 * PORTABLE_NV,
-            lanes: 8,
-            mc: PORTABLE_MR * 32,
-            nc: 8 * PORTABLE_NV * 64,
-        },
-        Kernel::Avx2Fma => Tile {
-            mr: AVX2_MR,
-            nr: 16,
-            lanes: 8,
-            mc: AVX2_MR * 32,
-            nc: 16 * 64,
-        },
-        // The caches do not grow with the registers: the blocks of the AVX2 tile, in whole
-        // tiles of this one.
-        Kernel::Avx512 => Tile {
-            mr: AVX512_MR,
-            nr: 32,
-            lanes: 16,
-            mc: AVX512_MR * 16,
-            nc: 32 * 32,
-        },
+/// A microkernel: the vectors it computes on and its register tile. A [`Kernel`] runs one or
+/// more ([`micros`]), all with the same roundings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Micro {
+    /// `wide`'s `f32x8`: 6x16 with AVX, 4x8 without.
+    Portable,
+    /// AVX2 with FMA, 6x16.
+    Avx2,
+    /// AVX-512F, 12x32.
+    Avx512,
+    /// AVX-512F, one vector wide, for products of 16 columns or fewer.
+    Avx512Narrow,
+}
+
+impl Micro {
+    /// The register tile and cache blocking.
+    const fn tile(self) -> Tile {
+        match self {
+            Micro::Portable => Tile {
+                mr: PORTABLE_MR,
+                nr: 8 * PORTABLE_NV,
+                lanes: 8,
+                mc: PORTABLE_MR * 32,
+                nc: 8 * PORTABLE_NV * 64,
+            },
+            Micro::Avx2 => Tile {
+                mr: AVX2_MR,
+                nr: 16,
+                lanes: 8,
+                mc: AVX2_MR * 32,
+                nc: 16 * 64,
+            },
+            // The caches do not grow with the registers: the blocks of the AVX2 tile, in
+            // whole tiles of this one.
+            Micro::Avx512 => Tile {
+                mr: AVX512_MR,
+                nr: 32,
+                lanes: 16,
+                mc: AVX512_MR * 16,
+                nc: 32 * 32,
+            },
+            Micro::Avx512Narrow => Tile {
+                mr: AVX512_NARROW_MR,
+                nr: 16,
+                lanes: 16,
+                mc: AVX512_NARROW_MR * 16,
+                nc: 16 * 64,
+            },
+        }
     }
+}
+
+/// The microkernels a product on `kernel` may run on, the kernel's own first. The AVX-512
+/// kernel adds a tile one vector wide, which a product 16 columns wide fills where the 12x32
+/// tile would be half padding.
+const fn micros(kernel: Kernel) -> &'static [Micro] {
+    match kernel {
+        Kernel::Portable => &[Micro::Portable],
+        Kernel::Avx2Fma => &[Micro::Avx2],
+        Kernel::Avx512 => &[Micro::Avx512, Micro::Avx512Narrow],
+    }
+}
+
+/// The tile of `kernel`'s own microkernel.
+pub const fn tile(kernel: Kernel) -> Tile {
+    micros(kernel)[0].tile()
 }
 
 /// The kernels a product of this build may run on, which the workspace is sized for: every
@@ -211,6 +258,8 @@ pub const PACK_A_MIN_PANELS: usize = 3;
 /// `C` only (never on threads or values), and changes no bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Plan {
+    /// The microkernel, one of the kernel's [`micros`].
+    micro: Micro,
     /// Compute `Cᵀ = Bᵀ·Aᵀ` instead.
     transpose: bool,
     /// How the product (in the orientation computed) runs.
@@ -244,7 +293,9 @@ const fn path(m: usize, k: usize, n: usize, t: Tile) -> Path {
 /// Estimated cost of an `m`x`k`x`n` product computed as is with tile `t`, whose `C` has
 /// `c_strides`, in sixteenths of a cycle of one Zen 4 core (as `bench_gemm` measures it):
 /// multiply-adds over padded tiles (16 per cycle, but at least 4 cycles of `mul_add` latency
-/// per step of `k`; 60% more with an unpacked `A`), half a cycle per packed float, and per
+/// per step of `k`; 60% more with an unpacked `A`), plus 3/8 of a cycle per load of a step of
+/// `k` (one per row of the tile, one per vector of `B`: a tile one vector wide loads more per
+/// multiply-add than a wider one), half a cycle per packed float, and per
 /// element of `C` and block of `k` a write-back that costs 1/8 of a cycle along rows, 0.7
 /// through the transpose when `C` is column-major, and a cycle otherwise. Only comparisons
 /// matter.
@@ -255,9 +306,10 @@ fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize), t: Tile) -> usi
         Path::Packed { pack_a } => (t.mr, t.nr, pack_a),
     };
     // A tile takes `rows * cols / 8 / 2` cycles per step of `k`, at least the 4 cycles of
-    // latency of the chain of `mul_add`s.
+    // latency of the chain of `mul_add`s, and its loads.
     let tiles = m.div_ceil(rows) * n.div_ceil(cols);
-    let compute = tiles * k * (rows * cols).max(64);
+    let loads = rows + cols.div_ceil(t.lanes);
+    let compute = tiles * k * ((rows * cols).max(64) + 6 * loads);
     let compute = match path {
         Path::Packed { pack_a: false } => compute / 10 * 16,
         _ => compute,
@@ -285,15 +337,32 @@ const fn small_width(n: usize, t: Tile) -> usize {
 }
 
 impl Plan {
-    /// Computes `Cᵀ = Bᵀ·Aᵀ` when [`cost`] estimates it cheaper, for an `m`x`k`x`n` product
-    /// whose `C` has strides `(c_rs, c_cs)`, with tile `t`.
-    fn new(m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize), t: Tile) -> Plan {
-        let transpose = cost(n, k, m, (c_cs, c_rs), t) < cost(m, k, n, (c_rs, c_cs), t);
-        let (m, n) = if transpose { (n, m) } else { (m, n) };
-        Plan {
-            transpose,
-            path: path(m, k, n, t),
+    /// The microkernel of `kernel` and the orientation (`C`, or `Cᵀ = Bᵀ·Aᵀ`) that [`cost`]
+    /// estimates cheapest for an `m`x`k`x`n` product whose `C` has strides `(c_rs, c_cs)`; on
+    /// a tie, the kernel's own microkernel and `C` as it is.
+    fn new(kernel: Kernel, m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
+        let mut best: Option<(usize, Plan)> = None;
+        for &micro in micros(kernel) {
+            let t = micro.tile();
+            for transpose in [false, true] {
+                let (m, n, strides) = if transpose {
+                    (n, m, (c_cs, c_rs))
+                } else {
+                    (m, n, (c_rs, c_cs))
+                };
+                let estimate = cost(m, k, n, strides, t);
+                if best.is_none_or(|(least, _)| estimate < least) {
+                    let path = path(m, k, n, t);
+                    let plan = Plan {
+                        micro,
+                        transpose,
+                        path,
+                    };
+                    best = Some((estimate, plan));
+                }
+            }
         }
+        best.expect("every kernel has a microkernel").1
     }
 }
 
@@ -329,14 +398,19 @@ const fn max(a: usize, b: usize) -> usize {
     }
 }
 
-/// Workspace of one piece, whichever way the product is computed, on any of the
+/// Workspace of one piece, whichever way the product is computed, on any microkernel of the
 /// [`CANDIDATES`].
 const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
     let mut most = 0;
     let mut i = 0;
     while i < CANDIDATES.len() {
-        let t = tile(CANDIDATES[i]);
-        most = max(most, max(piece_len(m, k, n, t), piece_len(n, k, m, t)));
+        let kernel_micros = micros(CANDIDATES[i]);
+        let mut j = 0;
+        while j < kernel_micros.len() {
+            let t = kernel_micros[j].tile();
+            most = max(most, max(piece_len(m, k, n, t), piece_len(n, k, m, t)));
+            j += 1;
+        }
         i += 1;
     }
     most
@@ -496,8 +570,8 @@ pub fn gemm_on(
         micro::scale(beta, c);
         return;
     }
-    let t = tile(kernel);
-    let plan = Plan::new(m, k, n, (c.rs, c.cs), t);
+    let plan = Plan::new(kernel, m, k, n, (c.rs, c.cs));
+    let t = plan.micro.tile();
     let (a, b, c) = if plan.transpose {
         (b.t(), a.t(), c.t())
     } else {
@@ -513,7 +587,7 @@ pub fn gemm_on(
         1
     };
     let run = Run {
-        kernel,
+        micro: plan.micro,
         piece_len: need,
         par: true,
         blk: t.blocking(),
@@ -525,8 +599,8 @@ pub fn gemm_on(
 /// How the pieces of a product run.
 #[derive(Clone, Copy, Debug)]
 struct Run {
-    /// The kernel every piece runs on.
-    kernel: Kernel,
+    /// The microkernel every piece runs on.
+    micro: Micro,
     /// Workspace of one piece.
     piece_len: usize,
     /// Run the halves of each split under `rayon::join`.
@@ -545,7 +619,7 @@ fn split(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], pieces: usize, run:
     let rows = c.rows_outer();
     let extent = if rows { m } else { n };
     // Split between tiles: rows at a multiple of both row counts in use, columns of `nr`.
-    let shape = tile(run.kernel);
+    let shape = run.micro.tile();
     let step = if rows {
         lcm(shape.mr, SMALL_MR)
     } else {
@@ -586,18 +660,23 @@ fn lcm(x: usize, y: usize) -> usize {
     x / a * y
 }
 
-/// Runs one piece on one thread, on `run.kernel`.
+/// Runs one piece on one thread, on `run.micro`.
 fn leaf(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
-    match run.kernel {
-        Kernel::Portable => leaf_on::<Portable, PORTABLE_MR, PORTABLE_NV>(t, c, workspace, run),
+    match run.micro {
+        Micro::Portable => leaf_on::<Portable, PORTABLE_MR, PORTABLE_NV>(t, c, workspace, run),
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `gemm_on` checked that the CPU has AVX2 and FMA.
-        Kernel::Avx2Fma => unsafe { x86::leaf_avx2(t, c, workspace, run) },
+        Micro::Avx2 => unsafe { x86::leaf_avx2(t, c, workspace, run) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `gemm_on` checked that the CPU has AVX-512F.
-        Kernel::Avx512 => unsafe { x86::leaf_avx512(t, c, workspace, run) },
+        Micro::Avx512 => unsafe { x86::leaf_avx512(t, c, workspace, run) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above.
+        Micro::Avx512Narrow => unsafe { x86::leaf_avx512_narrow(t, c, workspace, run) },
         #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
-        Kernel::Avx2Fma | Kernel::Avx512 => unreachable!("x86 kernels are never available here"),
+        Micro::Avx2 | Micro::Avx512 | Micro::Avx512Narrow => {
+            unreachable!("x86 kernels are never available here")
+        }
     }
 }
 
@@ -621,7 +700,7 @@ fn leaf_on<S: Vector, const R: usize, const V: usize>(
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod x86 {
     use super::vector::{Avx2, Avx512};
-    use super::{leaf_on, MatMut, Run, Terms, AVX2_MR, AVX512_MR};
+    use super::{leaf_on, MatMut, Run, Terms, AVX2_MR, AVX512_MR, AVX512_NARROW_MR};
 
     /// A piece on AVX2 with FMA, 6x16 tiles.
     #[target_feature(enable = "avx2,fma")]
@@ -633,5 +712,11 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     pub(super) fn leaf_avx512(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
         leaf_on::<Avx512, AVX512_MR, 2>(t, c, workspace, run);
+    }
+
+    /// A piece on AVX-512F, one vector wide.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn leaf_avx512_narrow(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
+        leaf_on::<Avx512, AVX512_NARROW_MR, 1>(t, c, workspace, run);
     }
 }

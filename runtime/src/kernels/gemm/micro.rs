@@ -8,8 +8,6 @@
 
 use super::vector::{Vector, MAX_LANES};
 use super::view::{MatMut, MatRef, Terms};
-use crate::kernels::simd::{load, store_partial};
-use wide::f32x8;
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
 /// equal length, in order. The blocks depend on `k` only, never on threads or on the other
@@ -91,26 +89,26 @@ pub(super) fn scale(beta: f32, c: MatMut<'_>) {
 
 /// Packs `lines` vectors that run along `p` with stride 1, line `i` starting at `src[i * ls]`,
 /// interleaved: `dst[p * w + i] = src[i * ls + p]` for `p < kc`, zero for `lines <= i < w`.
-/// Eight lines at a time go through an 8x8 transpose in registers.
+/// Eight lines at a time go through an 8x8 transpose in registers of `S`'s kernel.
 #[inline(always)]
-fn pack_across(src: &[f32], ls: usize, lines: usize, kc: usize, w: usize, dst: &mut [f32]) {
+fn pack_across<S: Vector>(
+    src: &[f32],
+    ls: usize,
+    lines: usize,
+    kc: usize,
+    w: usize,
+    dst: &mut [f32],
+) {
     let dst = &mut dst[..w * kc];
     let p8 = kc / 8 * 8;
     for g in (0..w).step_by(8) {
         let width = 8.min(w - g);
         let valid = lines.saturating_sub(g).min(width);
         for p in (0..p8).step_by(8) {
-            let mut v = [f32x8::ZERO; 8];
-            for (i, x) in v.iter_mut().enumerate().take(valid) {
-                *x = load(&src[(g + i) * ls + p..]);
-            }
-            let t = f32x8::transpose(v);
-            let out = &mut dst[p * w..(p + 8) * w];
-            for (q, &tq) in t.iter().enumerate() {
-                // A store of a whole lane, or a guarded one for the last few columns: a copy
-                // of unknown length would be a call to `memmove`.
-                store_partial(&mut out[q * w + g..q * w + g + width], tq);
-            }
+            let out = &mut dst[p * w + g..(p + 8) * w];
+            // Lines past the end are zero: nothing of `src` is read for them.
+            let block = if valid > 0 { &src[g * ls + p..] } else { &[] };
+            S::transpose8(block, ls, valid, out, w, width);
         }
         for p in p8..kc {
             for i in 0..width {
@@ -161,9 +159,9 @@ fn pack_strided(
 /// Packs `count` lines of `kc` steps, element `(l, p)` at `src[l * ls + p * ps]`, into
 /// `ceil(count / w)` micro-panels of `kc * w` floats: element `(r * w + i, p)` goes to
 /// `dst[r * kc * w + p * w + i]`, lines past the end are zero. Always inlined, so that `w` is
-/// the caller's constant.
+/// the caller's constant and the copies run on `S`'s instruction set.
 #[inline(always)]
-fn pack_panels(
+fn pack_panels<S: Vector>(
     src: &[f32],
     (ls, ps): (usize, usize),
     (count, kc): (usize, usize),
@@ -178,7 +176,7 @@ fn pack_panels(
         if ls == 1 {
             pack_along(src, ps, lines, kc, w, panel);
         } else if ps == 1 {
-            pack_across(src, ls, lines, kc, w, panel);
+            pack_across::<S>(src, ls, lines, kc, w, panel);
         } else {
             pack_strided(src, ls, ps, lines, kc, w, panel);
         }
@@ -187,23 +185,20 @@ fn pack_panels(
 
 /// Packs the `rows`x`kc` matrix `a` into `ceil(rows / r)` micro-panels of `kc * r` floats:
 /// element `(q * r + i, p)` goes to `dst[q * kc * r + p * r + i]`, rows past the end are zero.
-///
-/// Never inlined, unlike the rest of a kernel: packing moves values with `wide`'s `f32x8`,
-/// whose instructions the build chose, and inside an AVX2 entry point that code turns into
-/// scalar moves through the stack. Compiled once per width, it runs as the build compiled it;
-/// the width is a constant so that copying a row of a panel is a few moves, not a call to
-/// `memmove`.
-#[inline(never)]
-fn pack_a_panels<const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
-    pack_panels(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
+/// Inlined into the kernel's entry point like the microkernel, so that it moves values in the
+/// kernel's registers; the width is a constant, so copying a row of a panel is a few moves,
+/// not a call to `memmove`.
+#[inline(always)]
+fn pack_a_panels<S: Vector, const R: usize>(a: MatRef<'_>, dst: &mut [f32]) {
+    pack_panels::<S>(a.data, (a.rs, a.cs), (a.rows, a.cols), R, dst);
 }
 
 /// Packs the `kc`x`cols` matrix `b` into `ceil(cols / w)` micro-panels of `kc * w` floats,
 /// `w = S::LANES * V`: element `(p, q * w + j)` goes to `dst[q * kc * w + p * w + j]`, columns
-/// past the end are zero. Never inlined, and of a constant width, as [`pack_a_panels`].
-#[inline(never)]
+/// past the end are zero. Inlined, of a constant width, as [`pack_a_panels`].
+#[inline(always)]
 fn pack_b_panels<S: Vector, const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
-    pack_panels(b.data, (b.cs, b.rs), (b.cols, b.rows), S::LANES * V, dst);
+    pack_panels::<S>(b.data, (b.cs, b.rs), (b.cols, b.rows), S::LANES * V, dst);
 }
 
 /// The `V` vectors of one step of a packed `B` micro-panel.
@@ -421,7 +416,7 @@ pub(super) fn packed<S: Vector, const R: usize, const V: usize>(
                 let mc = blk.mc.min(m - ic);
                 let a_blk = a.sub(ic, pc, mc, kc);
                 if pack_a {
-                    pack_a_panels::<R>(a_blk, a_buf);
+                    pack_a_panels::<S, R>(a_blk, a_buf);
                 }
                 let mut c_blk = c.sub(ic, jc, mc, nc);
                 let b_panels = b_buf[..nc.div_ceil(w) * w * kc].chunks_exact(w * kc);

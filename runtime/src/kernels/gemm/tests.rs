@@ -13,6 +13,11 @@ fn kernels() -> impl Iterator<Item = Kernel> {
     Kernel::ALL.into_iter().filter(|k| k.available())
 }
 
+/// Every microkernel of the kernels this CPU runs.
+fn available_micros() -> impl Iterator<Item = Micro> {
+    kernels().flat_map(|k| micros(k).iter().copied())
+}
+
 /// A deterministic value in `±[0.1, 1.1)`.
 fn value(i: usize, salt: u64) -> f32 {
     let mut x =
@@ -315,17 +320,10 @@ fn assert_same_bits(x: &[f32; BIT_LEN], y: &[f32; BIT_LEN], what: &dyn core::fmt
 /// A packed product with some tile shape.
 type Tiles = fn(Terms<'_>, MatMut<'_>, &mut [f32], Blocking);
 
-/// The product on `kernel` along its own path with blocking `blk` (and `A` packed or not).
-fn leaf_with(
-    kernel: Kernel,
-    t: Terms<'_>,
-    c: MatMut<'_>,
-    ws: &mut [f32],
-    blk: Blocking,
-    path: Path,
-) {
+/// The product on `micro` along a given path with blocking `blk` (and `A` packed or not).
+fn leaf_with(micro: Micro, t: Terms<'_>, c: MatMut<'_>, ws: &mut [f32], blk: Blocking, path: Path) {
     let run = Run {
-        kernel,
+        micro,
         piece_len: ws.len(),
         par: false,
         blk,
@@ -337,59 +335,66 @@ fn leaf_with(
 #[test]
 fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
     for kernel in kernels() {
-        let t = tile(kernel);
-        for (m, k, n) in BIT_SHAPES {
-            for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
-                let want = result(m, k, n, |a, b, c, ws| {
-                    gemm_on(kernel, alpha, a, b, beta, c, ws)
-                });
-                let what = (kernel, m, k, n, alpha, beta);
-                let blockings = [
-                    Blocking { mc: t.mr, nc: t.nr },
-                    Blocking {
-                        mc: 2 * t.mr,
-                        nc: 3 * t.nr,
-                    },
-                    Blocking {
-                        mc: 5 * t.mr,
-                        nc: t.nr,
-                    },
-                    t.blocking(),
-                ];
-                for blk in blockings {
-                    for pack_a in [false, true] {
-                        let path = Path::Packed { pack_a };
-                        let got = result(m, k, n, |a, b, c, ws| {
-                            leaf_with(kernel, Terms { alpha, a, b, beta }, c, ws, blk, path);
-                        });
-                        assert_same_bits(&want, &got, &(what, blk, pack_a));
-                        let got = result(m, k, n, |a, b, c, ws| {
-                            let t = Terms {
-                                alpha,
-                                a: b.t(),
-                                b: a.t(),
-                                beta,
-                            };
-                            leaf_with(kernel, t, c.t(), ws, blk, path);
-                        });
-                        assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
-                    }
-                }
-                // The small path, where it applies (one `k` block, at most `nr` columns).
-                if k <= KC && n <= t.nr {
+        for &micro in micros(kernel) {
+            bits_agree_across_paths(kernel, micro);
+        }
+    }
+}
+
+/// Every path, blocking and orientation of `micro` gives the bits of `gemm_on(kernel)`.
+fn bits_agree_across_paths(kernel: Kernel, micro: Micro) {
+    let t = micro.tile();
+    for (m, k, n) in BIT_SHAPES {
+        for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
+            let want = result(m, k, n, |a, b, c, ws| {
+                gemm_on(kernel, alpha, a, b, beta, c, ws)
+            });
+            let what = (micro, m, k, n, alpha, beta);
+            let blockings = [
+                Blocking { mc: t.mr, nc: t.nr },
+                Blocking {
+                    mc: 2 * t.mr,
+                    nc: 3 * t.nr,
+                },
+                Blocking {
+                    mc: 5 * t.mr,
+                    nc: t.nr,
+                },
+                t.blocking(),
+            ];
+            for blk in blockings {
+                for pack_a in [false, true] {
+                    let path = Path::Packed { pack_a };
                     let got = result(m, k, n, |a, b, c, ws| {
-                        let path = Path::Small;
-                        leaf_with(
-                            kernel,
-                            Terms { alpha, a, b, beta },
-                            c,
-                            ws,
-                            t.blocking(),
-                            path,
-                        );
+                        leaf_with(micro, Terms { alpha, a, b, beta }, c, ws, blk, path);
                     });
-                    assert_same_bits(&want, &got, &(what, "small"));
+                    assert_same_bits(&want, &got, &(what, blk, pack_a));
+                    let got = result(m, k, n, |a, b, c, ws| {
+                        let t = Terms {
+                            alpha,
+                            a: b.t(),
+                            b: a.t(),
+                            beta,
+                        };
+                        leaf_with(micro, t, c.t(), ws, blk, path);
+                    });
+                    assert_same_bits(&want, &got, &(what, blk, pack_a, "transposed"));
                 }
+            }
+            // The small path, where it applies (one `k` block, at most `nr` columns).
+            if k <= KC && n <= t.nr {
+                let got = result(m, k, n, |a, b, c, ws| {
+                    let path = Path::Small;
+                    leaf_with(
+                        micro,
+                        Terms { alpha, a, b, beta },
+                        c,
+                        ws,
+                        t.blocking(),
+                        path,
+                    );
+                });
+                assert_same_bits(&want, &got, &(what, "small"));
             }
         }
     }
@@ -437,6 +442,22 @@ fn bits_do_not_depend_on_the_tile_shape() {
             }
         }
     }
+}
+
+#[test]
+fn avx512_takes_the_narrow_tile_where_the_wide_one_is_half_empty() {
+    let plan = |m, k, n| Plan::new(Kernel::Avx512, m, k, n, (n, 1));
+    // A 5x5 convolution of one channel into 16 (64 images of 24x24 outputs): a 32-wide tile
+    // would be half padding, and its transpose would pack every patch.
+    let conv = plan(36864, 25, 16);
+    assert_eq!((conv.micro, conv.transpose), (Micro::Avx512Narrow, false));
+    // The MLP's first layer and its weight gradient fill 12x32 tiles.
+    assert_eq!(plan(256, 784, 128).micro, Micro::Avx512);
+    assert_eq!(plan(784, 256, 128).micro, Micro::Avx512);
+    assert_eq!(
+        Plan::new(Kernel::Avx2Fma, 36864, 25, 16, (16, 1)).micro,
+        Micro::Avx2
+    );
 }
 
 /// Whether `kernel`'s `mul_add` rounds once, probed on `[-1, x]·[1, x]ᵀ` with `x = 1 + 2^-12`:
@@ -524,20 +545,20 @@ fn every_kernel_rounds_as_documented() {
     }
 }
 
-/// The product split into `pieces` on `kernel`, the halves run one after the other (`par ==
+/// The product split into `pieces` on `micro`, the halves run one after the other (`par ==
 /// false`) or under `rayon::join`.
 fn run_split(
-    kernel: Kernel,
+    micro: Micro,
     (m, k, n): (usize, usize, usize),
     pieces: usize,
     par: bool,
 ) -> [f32; BIT_LEN] {
     result(m, k, n, |a, b, c, ws| {
-        let t = tile(kernel);
+        let t = micro.tile();
         let piece_len = piece_len(m, k, n, t);
         assert!(piece_len * pieces <= ws.len());
         let run = Run {
-            kernel,
+            micro,
             piece_len,
             par,
             blk: t.blocking(),
@@ -559,12 +580,12 @@ const SPLIT_SHAPES: [(usize, usize, usize); 4] =
 
 #[test]
 fn bits_do_not_depend_on_the_split() {
-    for kernel in kernels() {
+    for micro in available_micros() {
         for shape in SPLIT_SHAPES {
-            let want = run_split(kernel, shape, 1, false);
+            let want = run_split(micro, shape, 1, false);
             for pieces in [2, 3] {
-                let got = run_split(kernel, shape, pieces, false);
-                assert_same_bits(&want, &got, &(kernel, shape, pieces));
+                let got = run_split(micro, shape, pieces, false);
+                assert_same_bits(&want, &got, &(micro, shape, pieces));
             }
         }
     }
@@ -580,14 +601,14 @@ fn bits_do_not_depend_on_threads() {
             .expect("pool")
     };
     let (one, two) = (pool(1), pool(2));
-    for kernel in kernels() {
+    for micro in available_micros() {
         for shape in SPLIT_SHAPES {
-            let want = run_split(kernel, shape, 1, false);
+            let want = run_split(micro, shape, 1, false);
             for pieces in [2, 3] {
-                let got1 = one.install(|| run_split(kernel, shape, pieces, true));
-                let got2 = two.install(|| run_split(kernel, shape, pieces, true));
-                assert_same_bits(&want, &got1, &(kernel, shape, pieces, 1));
-                assert_same_bits(&want, &got2, &(kernel, shape, pieces, 2));
+                let got1 = one.install(|| run_split(micro, shape, pieces, true));
+                let got2 = two.install(|| run_split(micro, shape, pieces, true));
+                assert_same_bits(&want, &got1, &(micro, shape, pieces, 1));
+                assert_same_bits(&want, &got2, &(micro, shape, pieces, 2));
             }
         }
     }

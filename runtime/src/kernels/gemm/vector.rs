@@ -51,6 +51,11 @@ pub(super) trait Vector: Copy {
     /// `self * b`, lane by lane.
     fn mul(self, b: Self) -> Self;
 
+    /// Transposes an 8x8 block into a packed panel: row `i` of the block is `src[i * ls..][..8]`
+    /// for `i < rows` and zero below; column `q` goes to `dst[q * w..][..width]` (`width <= 8`).
+    /// In the instruction set of the vector's kernel, so that packing runs on it too.
+    fn transpose8(src: &[f32], ls: usize, rows: usize, dst: &mut [f32], w: usize, width: usize);
+
     /// The first `min(s.len(), LANES)` values of `s`, zero in the other lanes.
     #[inline(always)]
     fn load_padded(s: &[f32]) -> Self {
@@ -117,6 +122,19 @@ impl Vector for Portable {
     #[inline(always)]
     fn mul(self, b: Self) -> Self {
         Portable(self.0 * b.0)
+    }
+
+    #[inline(always)]
+    fn transpose8(src: &[f32], ls: usize, rows: usize, dst: &mut [f32], w: usize, width: usize) {
+        let mut v = [f32x8::ZERO; 8];
+        for (i, x) in v.iter_mut().enumerate().take(rows) {
+            *x = simd::load(&src[i * ls..]);
+        }
+        for (q, &column) in f32x8::transpose(v).iter().enumerate() {
+            // A store of a whole lane, or a guarded one for the last few columns: a copy of
+            // unknown length would be a call to `memmove`.
+            simd::store_partial(&mut dst[q * w..q * w + width], column);
+        }
     }
 }
 
@@ -186,6 +204,75 @@ mod x86 {
                 fn mul(self, b: Self) -> Self {
                     // SAFETY: the instruction set this type's kernel checked for.
                     $name(unsafe { $mul(self.0, b.0) })
+                }
+
+                #[inline(always)]
+                fn transpose8(
+                    src: &[f32],
+                    ls: usize,
+                    rows: usize,
+                    dst: &mut [f32],
+                    w: usize,
+                    width: usize,
+                ) {
+                    // On 256-bit AVX registers, which both x86 kernels have (AVX-512F implies
+                    // AVX2): eight row loads, three rounds of shuffles, eight column stores.
+                    let row = |i: usize| {
+                        if i < rows {
+                            let r = &src[i * ls..i * ls + 8];
+                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `r` holds eight floats.
+                            unsafe { _mm256_loadu_ps(r.as_ptr()) }
+                        } else {
+                            // SAFETY: the instruction set this type's kernel checked for includes AVX.
+                            unsafe { _mm256_setzero_ps() }
+                        }
+                    };
+                    let r: [__m256; 8] = core::array::from_fn(row);
+                    // SAFETY: the instruction set this type's kernel checked for includes AVX; shuffles of registers only.
+                    let columns: [__m256; 8] = unsafe {
+                        let t = [
+                            _mm256_unpacklo_ps(r[0], r[1]),
+                            _mm256_unpackhi_ps(r[0], r[1]),
+                            _mm256_unpacklo_ps(r[2], r[3]),
+                            _mm256_unpackhi_ps(r[2], r[3]),
+                            _mm256_unpacklo_ps(r[4], r[5]),
+                            _mm256_unpackhi_ps(r[4], r[5]),
+                            _mm256_unpacklo_ps(r[6], r[7]),
+                            _mm256_unpackhi_ps(r[6], r[7]),
+                        ];
+                        let u = [
+                            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+                            _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+                            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+                            _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+                            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+                            _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+                            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+                            _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+                        ];
+                        [
+                            _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+                            _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+                            _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+                            _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+                            _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+                            _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+                            _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+                            _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+                        ]
+                    };
+                    for (q, &column) in columns.iter().enumerate() {
+                        let out = &mut dst[q * w..q * w + width];
+                        if width == 8 {
+                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `out` holds eight floats.
+                            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), column) }
+                        } else {
+                            let mut lanes = [0.0; 8];
+                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `lanes` holds eight floats.
+                            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), column) }
+                            out.copy_from_slice(&lanes[..width]);
+                        }
+                    }
                 }
             }
         };

@@ -118,7 +118,9 @@ impl Expr {
 /// A statement of `step` or `update`.
 #[derive(Clone, Debug)]
 pub enum Stmt {
-    Let(Ident, Expr),
+    /// `let name = value;`; `None` when the `let` had a mistake, already reported: the name is
+    /// still bound, so that its uses raise no second error.
+    Let(Ident, Option<Expr>),
     Assign {
         target: Ident,
         op: Option<BinOp>,
@@ -126,43 +128,64 @@ pub enum Stmt {
     },
 }
 
-/// Parses the statements of a block; errors are collected, bad statements dropped.
+/// Parses the statements of a block; errors are collected, bad statements dropped (a bad
+/// `let` is kept without its value).
 pub fn parse_stmts(stmts: &[syn::Stmt], errs: &mut Errors) -> Vec<Stmt> {
-    stmts.iter().filter_map(|s| parse_stmt(s, errs)).collect()
+    stmts.iter().flat_map(|s| parse_stmt(s, errs)).collect()
 }
 
-fn parse_stmt(stmt: &syn::Stmt, errs: &mut Errors) -> Option<Stmt> {
+fn parse_stmt(stmt: &syn::Stmt, errs: &mut Errors) -> Vec<Stmt> {
     match stmt {
-        syn::Stmt::Local(local) => {
-            let ident = match &local.pat {
-                syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
-                syn::Pat::Type(pt) => match (&*pt.pat, &*pt.ty) {
-                    (syn::Pat::Ident(p), syn::Type::Path(ty))
-                        if ty.path.is_ident("f32") && p.subpat.is_none() =>
-                    {
-                        p.ident.clone()
-                    }
-                    _ => {
-                        errs.at(pt.span(), errors::let_form());
-                        return None;
-                    }
-                },
-                other => {
-                    errs.at(other.span(), errors::let_form());
-                    return None;
-                }
-            };
-            let Some(init) = local.init.as_ref().filter(|i| i.diverge.is_none()) else {
-                errs.at(local.span(), errors::let_form());
-                return None;
-            };
-            Some(Stmt::Let(ident, parse_expr(&init.expr, errs)?))
-        }
-        syn::Stmt::Expr(e, Some(_)) => parse_assign(e, errs),
+        syn::Stmt::Local(local) => parse_let(local, errs),
+        syn::Stmt::Expr(e, Some(_)) => parse_assign(e, errs).into_iter().collect(),
         other => {
             errs.at(other.span(), errors::statement_form());
-            None
+            Vec::new()
         }
+    }
+}
+
+/// `let name = expr;` (with an optional `: f32`). A `let` of another form binds the names
+/// of its pattern, without a value, after its error.
+fn parse_let(local: &syn::Local, errs: &mut Errors) -> Vec<Stmt> {
+    let init = local.init.as_ref().filter(|i| i.diverge.is_none());
+    match (let_name(&local.pat), init) {
+        (Ok(ident), Some(init)) => vec![Stmt::Let(ident.clone(), parse_expr(&init.expr, errs))],
+        (name, _) => {
+            let span = name.err().unwrap_or_else(|| local.span());
+            errs.at(span, errors::let_form());
+            pattern_names(&local.pat)
+                .into_iter()
+                .map(|name| Stmt::Let(name, None))
+                .collect()
+        }
+    }
+}
+
+/// The name of `let name` or `let name: f32`, or the span of another pattern.
+fn let_name(pat: &syn::Pat) -> Result<&Ident, Span> {
+    match pat {
+        syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => Ok(&p.ident),
+        syn::Pat::Type(pt) => match (&*pt.pat, &*pt.ty) {
+            (syn::Pat::Ident(p), syn::Type::Path(ty))
+                if ty.path.is_ident("f32") && p.subpat.is_none() =>
+            {
+                Ok(&p.ident)
+            }
+            _ => Err(pt.span()),
+        },
+        other => Err(other.span()),
+    }
+}
+
+/// The names a pattern binds (`d` of `d: f64`, `a` and `b` of `(a, b)`).
+fn pattern_names(p: &syn::Pat) -> Vec<Ident> {
+    match p {
+        syn::Pat::Ident(i) => vec![i.ident.clone()],
+        syn::Pat::Type(t) => pattern_names(&t.pat),
+        syn::Pat::Tuple(t) => t.elems.iter().flat_map(pattern_names).collect(),
+        syn::Pat::Paren(p) => pattern_names(&p.pat),
+        _ => Vec::new(),
     }
 }
 

@@ -136,6 +136,9 @@ pub enum Binding {
     Inline(TExpr),
     /// Known, but not readable here; the message says why.
     Forbidden(String),
+    /// A `let` whose mistake was reported: reading it resolves to nothing, without a second
+    /// error.
+    Reported,
 }
 
 /// Names visible in one block, innermost (latest) last.
@@ -188,6 +191,7 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
                     errs.at(ident.span(), msg);
                     return None;
                 }
+                Some(Binding::Reported) => return None,
                 None if scope.later.contains(&name) => {
                     errs.at(ident.span(), errors::used_before_let(&name));
                     return None;

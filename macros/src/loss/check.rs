@@ -60,27 +60,6 @@ fn no_f64(e: &Expr, errs: &mut Errors) -> Expr {
     }
 }
 
-/// The names a `let` binds, even one whose form is wrong (`let d: f64 = ..`,
-/// `let (a, b) = ..`), so that a wrong `let` gives one error and its uses none.
-fn let_names(stmts: &[syn::Stmt]) -> Vec<Ident> {
-    fn pat(p: &syn::Pat, out: &mut Vec<Ident>) {
-        match p {
-            syn::Pat::Ident(i) => out.push(i.ident.clone()),
-            syn::Pat::Type(t) => pat(&t.pat, out),
-            syn::Pat::Tuple(t) => t.elems.iter().for_each(|p| pat(p, out)),
-            syn::Pat::Paren(p) => pat(&p.pat, out),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    for s in stmts {
-        if let syn::Stmt::Local(l) = s {
-            pat(&l.pat, &mut out);
-        }
-    }
-    out
-}
-
 /// Resolves a definition and differentiates it; every mistake in it is reported together.
 pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     let mut errs = Errors::default();
@@ -97,7 +76,7 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     let stmts: Vec<Stmt> = ast::parse_stmts(lets, &mut errs)
         .into_iter()
         .map(|s| match s {
-            Stmt::Let(i, e) => Stmt::Let(i, no_f64(&e, &mut errs)),
+            Stmt::Let(i, e) => Stmt::Let(i, e.map(|e| no_f64(&e, &mut errs))),
             other => other,
         })
         .collect();
@@ -105,7 +84,7 @@ pub fn check(def: &Def) -> Result<Checked, syn::Error> {
     let Some([pred, target]) = def.params.get(..2).map(|p| [&p[0], &p[1]]) else {
         return Err(errs.finish().expect_err("an error was reported"));
     };
-    let mut scope = body_scope(def, [pred, target], lets, &stmts);
+    let mut scope = body_scope(def, [pred, target], &stmts);
     resolve_lets(&stmts, &declared, &mut scope, &mut errs);
     let value = value.and_then(|v| ir::resolve(&v, &scope, &mut errs));
     // Only when nothing else is wrong: a mistake above (a duplicate name, a failed `let`)
@@ -185,19 +164,11 @@ fn body_parts<'a>(
     }
 }
 
-/// What the body reads: the prediction, the target and the constants; the names of the
-/// `let`s whose form was reported stand for 0, as failed `let`s do in `resolve_lets`.
-fn body_scope(def: &Def, [pred, target]: [&Ident; 2], lets: &[syn::Stmt], stmts: &[Stmt]) -> Scope {
-    let failed_lets: Vec<Ident> = let_names(lets)
-        .into_iter()
-        .filter(|n| !stmts.iter().any(|s| matches!(s, Stmt::Let(i, _) if i == n)))
-        .collect();
+/// What the body reads: the prediction, the target and the constants.
+fn body_scope(def: &Def, [pred, target]: [&Ident; 2], stmts: &[Stmt]) -> Scope {
     let const_names = errors::quoted_list(def.consts.iter().map(|c| &c.name));
     let known = errors::loss_readable(&pred.to_string(), &target.to_string(), &const_names);
     let mut scope = Scope::new(known);
-    for name in &failed_lets {
-        scope.bind(name.to_string(), Binding::Inline(TExpr::num(0.0)));
-    }
     for (i, c) in def.consts.iter().enumerate() {
         scope.bind(
             c.name.to_string(),
@@ -230,10 +201,9 @@ fn resolve_lets(
                 if let Some((_, what)) = declared.iter().find(|(n, _)| *n == name) {
                     errs.at(ident.span(), errors::duplicate(&name, what));
                 }
-                // A `let` that failed stands for 0, so that its uses raise no second error.
-                let te = ir::resolve(e, scope, errs).unwrap_or_else(|| TExpr::num(0.0));
+                let te = e.as_ref().and_then(|e| ir::resolve(e, scope, errs));
                 scope.later.retain(|n| *n != name);
-                scope.bind(name, Binding::Inline(te));
+                scope.bind(name, te.map_or(Binding::Reported, Binding::Inline));
             }
             Stmt::Assign { target, .. } => {
                 errs.at(target.span(), errors::loss_assign(&target.to_string()));

@@ -242,11 +242,11 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
             .finish()
             .expect_err("errors were collected"));
     }
-    match &def.graph {
+    let output = match &def.graph {
         None => chain(&mut b),
         Some((kw, assigns)) => graph(&mut b, kw, assigns),
-    }
-    check_loss(&mut b);
+    };
+    check_loss(&mut b, output);
     let errs = b.errs;
     errs.finish()?;
     Ok(Net {
@@ -273,8 +273,8 @@ fn check_fields(def: &Def, errs: &mut Errors) {
     }
 }
 
-/// A sequential model: each field's layer reads the one before.
-fn chain(b: &mut Builder<'_>) {
+/// A sequential model: each field's layer reads the one before; the output node.
+fn chain(b: &mut Builder<'_>) -> Option<usize> {
     let def = b.def;
     let mut prev = Src::X;
     for (i, f) in def.fields.iter().enumerate() {
@@ -285,25 +285,25 @@ fn chain(b: &mut Builder<'_>) {
         let k = b.layer(i, prev, &what, f.ty.span());
         prev = Src::Node(k);
     }
+    b.nodes.len().checked_sub(1)
 }
 
 /// A loss is given, `SoftmaxCrossEntropy` has at least two classes, and the outputs of a
-/// `SequenceCrossEntropy<C>` are whole positions of `C` logits.
-fn check_loss(b: &mut Builder<'_>) {
+/// `SequenceCrossEntropy<C>` are whole positions of `C` logits; the outputs are checked only
+/// when the `output` node is known (a graph whose last node has a mistake has none).
+fn check_loss(b: &mut Builder<'_>, output: Option<usize>) {
     let def = b.def;
     let Some(loss) = &def.loss else {
         b.errs.at(def.name.span(), errors::model_without_loss());
         return;
     };
-    let out = b.nodes.last().map(|n| n.width.value);
-    if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") {
-        if let Some(Some(n)) = out {
-            if n < 2 {
-                b.errs.at(loss.span(), errors::softmax_outputs(n));
-            }
-        }
+    let Some(n) = output.and_then(|k| b.nodes[k].width.value) else {
+        return;
+    };
+    if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy") && n < 2 {
+        b.errs.at(loss.span(), errors::softmax_outputs(n));
     }
-    if let (Some(c), Some(Some(n))) = (shapes::sequence_classes(loss), out) {
+    if let Some(c) = shapes::sequence_classes(loss) {
         if c == 0 || n % c != 0 {
             b.errs.at(loss.span(), errors::sequence_outputs(n, c));
         }
@@ -316,6 +316,9 @@ struct Graph {
     names: Vec<(String, usize, Span)>,
     /// The names of every node, defined yet or not.
     all: Vec<String>,
+    /// Names whose mistake is reported (a node whose definition has one, an unknown name):
+    /// reading them again reads nothing, without a second error.
+    reported: Vec<String>,
     /// Which nodes a later one reads.
     consumed: Vec<bool>,
     /// Whether a node reads the input `x`.
@@ -334,28 +337,44 @@ impl Graph {
     }
 }
 
-fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign]) {
+/// A graph's nodes, then what it leaves unused; its output node, unless the last node has a
+/// mistake.
+fn graph(b: &mut Builder<'_>, kw: &syn::Ident, assigns: &[super::parse::Assign]) -> Option<usize> {
     let mut g = Graph {
         names: Vec::new(),
         all: assigns.iter().map(|a| a.name.to_string()).collect(),
+        reported: Vec::new(),
         consumed: Vec::new(),
         x_used: false,
     };
+    let mut output = None;
     for a in assigns {
         let name = a.name.to_string();
-        if name == "x" || g.names.iter().any(|(n, ..)| *n == name) {
+        let twice = name == "x" || g.names.iter().any(|(n, ..)| *n == name);
+        if twice {
             b.errs.at(a.name.span(), errors::node_twice(&name));
-            continue;
         }
-        let Some(k) = node(b, &mut g, &a.expr) else {
-            continue;
-        };
-        g.names.push((name, k, a.name.span()));
+        output = node(b, &mut g, &a.expr).filter(|_| !twice);
+        match output {
+            Some(k) => g.names.push((name, k, a.name.span())),
+            None if !twice => g.reported.push(name),
+            None => {}
+        }
     }
     if assigns.is_empty() {
         b.errs.at(kw.span(), errors::graph_empty());
-        return;
+        return None;
     }
+    // What a node with a mistake would have read is not known: nothing is called unused
+    // after one.
+    if b.errs.is_empty() {
+        unused(b, &g, kw);
+    }
+    output
+}
+
+/// Reports the input, the nodes (but the last) and the layers that no node reads.
+fn unused(b: &mut Builder<'_>, g: &Graph, kw: &syn::Ident) {
     if !g.x_used {
         b.errs.at(kw.span(), errors::graph_ignores_input());
     }
@@ -410,6 +429,7 @@ fn named_operand(b: &mut Builder<'_>, g: &mut Graph, id: &syn::Ident) -> Option<
     }
     match g.names.iter().rev().find(|(n, ..)| *n == name) {
         Some((_, k, _)) => Some(Src::Node(*k)),
+        None if g.reported.contains(&name) => None,
         None if g.all.contains(&name) => {
             b.errs.at(id.span(), errors::node_before_definition(&name));
             None
@@ -419,6 +439,7 @@ fn named_operand(b: &mut Builder<'_>, g: &mut Graph, id: &syn::Ident) -> Option<
                 .chain(g.names.iter().map(|(n, ..)| n.clone()))
                 .collect();
             b.errs.at(id.span(), errors::unknown_node(&name, &known));
+            g.reported.push(name);
             None
         }
     }
@@ -435,26 +456,20 @@ fn call(b: &mut Builder<'_>, g: &mut Graph, c: &syn::ExprCall) -> Option<Src> {
         return None;
     };
     let args: Vec<Option<Src>> = c.args.iter().map(|a| operand(b, g, a)).collect();
+    args.iter().flatten().for_each(|&a| g.mark(a));
     if fid == "concat" {
-        return concat(b, g, fid, &args);
+        return concat(b, fid, &args);
     }
-    layer_call(b, g, c, fid, &args)
+    layer_call(b, c, fid, &args)
 }
 
 /// `concat(a, b)`, whose operands are `args`.
-fn concat(
-    b: &mut Builder<'_>,
-    g: &mut Graph,
-    fid: &syn::Ident,
-    args: &[Option<Src>],
-) -> Option<Src> {
+fn concat(b: &mut Builder<'_>, fid: &syn::Ident, args: &[Option<Src>]) -> Option<Src> {
     if args.len() != 2 {
         b.errs.at(fid.span(), errors::concat_arity());
         return None;
     }
     let (a0, a1) = (args[0]?, args[1]?);
-    g.mark(a0);
-    g.mark(a1);
     let (wa, wb) = (b.width_of(a0)?, b.width_of(a1)?);
     let (ta, tb) = (wa.tokens.clone(), wb.tokens.clone());
     b.nodes.push(Node {
@@ -471,7 +486,6 @@ fn concat(
 /// `layer(node)`: the field `fid`'s layer, whose operand is `args`.
 fn layer_call(
     b: &mut Builder<'_>,
-    g: &mut Graph,
     c: &syn::ExprCall,
     fid: &syn::Ident,
     args: &[Option<Src>],
@@ -486,12 +500,7 @@ fn layer_call(
         b.errs.at(fid.span(), errors::layer_arity(&fname));
         return None;
     }
-    let Some(input) = args[0] else {
-        // Counted as used, so that the one mistake inside is the only error.
-        b.used_fields[field].get_or_insert(c.span());
-        return None;
-    };
-    g.mark(input);
+    let input = args[0]?;
     let what = match input {
         Src::X => errors::graph_input().to_string(),
         Src::Node(_) => {
@@ -503,6 +512,8 @@ fn layer_call(
 
 /// `node.relu()` (a runtime activation) or `node.act::<Type>()`.
 fn activation(b: &mut Builder<'_>, g: &mut Graph, m: &syn::ExprMethodCall) -> Option<Src> {
+    let input = operand(b, g, &m.receiver);
+    input.iter().for_each(|&i| g.mark(i));
     let name = m.method.to_string();
     let ty = match (&m.turbofish, runtime_activation(&name)) {
         (Some(t), _) if name == "act" && t.args.len() == 1 => {
@@ -524,8 +535,7 @@ fn activation(b: &mut Builder<'_>, g: &mut Graph, m: &syn::ExprMethodCall) -> Op
             .at(m.method.span(), errors::activation_arguments(&name));
         return None;
     }
-    let input = operand(b, g, &m.receiver)?;
-    g.mark(input);
+    let input = input?;
     let width = b.width_of(input)?;
     b.nodes.push(Node {
         op: Op::Act(ty),
@@ -537,6 +547,9 @@ fn activation(b: &mut Builder<'_>, g: &mut Graph, m: &syn::ExprMethodCall) -> Op
 
 /// `a + b` or `a * b`, of equal widths.
 fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<Src> {
+    let l = operand(b, g, &bin.left);
+    let r = operand(b, g, &bin.right);
+    l.iter().chain(&r).for_each(|&s| g.mark(s));
     let op = match bin.op {
         syn::BinOp::Add(_) => Op::Add,
         syn::BinOp::Mul(_) => Op::Mul,
@@ -545,11 +558,7 @@ fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<S
             return None;
         }
     };
-    let l = operand(b, g, &bin.left);
-    let r = operand(b, g, &bin.right);
     let (l, r) = (l?, r?);
-    g.mark(l);
-    g.mark(r);
     let (wl, wr) = (b.width_of(l)?, b.width_of(r)?);
     let sym = if matches!(op, Op::Add) { "+" } else { "*" };
     b.require(

@@ -217,11 +217,15 @@ impl<'a> Expansion<'a> {
         let layers = self.tys.iter().map(|ty| {
             let span = syn::spanned::Spanned::span(ty);
             let p = private_at(span);
-            quote_spanned!(span=> const _: usize = <#ty as #p::Layer>::OUT;)
+            check(
+                quote!(usize),
+                quote_spanned!(span=> <#ty as #p::Layer>::OUT),
+            )
         });
         let assertions = self.net.assertions.iter().map(|a| {
             let (left, right, msg) = (&a.left, &a.right, &a.message);
-            quote_spanned!(a.span=> const _: () = ::core::assert!(#left == #right, #msg);)
+            let assert = quote_spanned!(a.span=> ::core::assert!(#left == #right, #msg));
+            check(quote!(()), assert)
         });
         let input = self.input_checks();
         quote! {
@@ -246,7 +250,7 @@ impl<'a> Expansion<'a> {
                 let ty = self.tys[f];
                 let span = syn::spanned::Spanned::span(ty);
                 let p = private_at(span);
-                quote_spanned!(span=> const _: usize = <#ty as #p::TokenLayer>::VOCAB;)
+                check(quote!(usize), quote_spanned!(span=> <#ty as #p::TokenLayer>::VOCAB))
             }
             _ => quote_spanned!(span=> ::core::compile_error!(
                 "token ids go to a layer that reads them (`Embedding<VOCAB, DIM, SEQ>`) before any other node"
@@ -836,6 +840,13 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             #budget
         };
     }
+}
+
+/// `const _: ty = value;`, the item at the call site and `value` at the user's tokens: a
+/// mistake in `value` is reported there, and a name in it that does not resolve gets no
+/// suggestion to make the item generic (which rustc would place at the user's tokens).
+fn check(ty: TokenStream, value: TokenStream) -> TokenStream {
+    quote!(const _: #ty = #value;)
 }
 
 fn src_width(net: &Net, s: Src) -> TokenStream {

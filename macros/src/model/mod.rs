@@ -25,7 +25,66 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 #[cfg(test)]
 mod tests {
+    use crate::constants::tests::errors;
     use quote::quote;
+
+    /// Each mistake in a graph is one error, naming it: a node with a mistake, or an unknown
+    /// name, is read again without a second error, and nothing is called unused after one.
+    #[test]
+    fn each_graph_mistake_is_one_error() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "h = fc1(x).relu(), r = fc2(z) + h, y = head(r)",
+                "unknown node `z`",
+            ),
+            (
+                "h = fc1(z).relu(), r = fc2(h) + h, y = head(r + z)",
+                "unknown node `z`",
+            ),
+            ("h = fc1(x).mish(), r = fc2(h) + h, y = head(r)", "`mish`"),
+            (
+                "h = fc1(x).relu(7), r = fc2(h) + h, y = head(r)",
+                "no arguments",
+            ),
+            (
+                "h = fc1(x).relu(), r = fc2(h) - h, y = head(r)",
+                "a graph node is",
+            ),
+            ("h = fc1(x, x), r = fc2(h) + h, y = head(r)", "one node"),
+            (
+                "h = fc9(x), r = fc2(h) + h, y = head(r)",
+                "not a layer of this model",
+            ),
+            (
+                "h = fc1(x), r = concat(h), y = head(r)",
+                "`concat` joins two",
+            ),
+            ("h = fc1(x), h = fc2(h), y = head(h)", "defined twice"),
+            (
+                "h = fc1(x).relu(), r = fc2(h) + h, y = head(r).mish()",
+                "`mish`",
+            ),
+        ];
+        for (graph, words) in cases {
+            let attr: proc_macro2::TokenStream =
+                format!("loss = SoftmaxCrossEntropy, graph({graph})")
+                    .parse()
+                    .expect("tokens");
+            let out = super::expand(
+                attr,
+                quote! {
+                    struct ResMlp {
+                        fc1: Dense<64, 64>,
+                        fc2: Dense<64, 64>,
+                        head: Dense<64, 10>,
+                    }
+                },
+            );
+            let errs = errors(&out);
+            assert_eq!(errs.len(), 1, "{graph}: {errs:?}");
+            assert!(errs[0].contains(words), "{graph}: {errs:?}");
+        }
+    }
 
     /// The lines of the README's two-layer model's expansion, pretty-printed. The same count on
     /// the commit before the one step engine (57d9d53), which generated `backward_update`

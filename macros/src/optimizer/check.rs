@@ -220,11 +220,14 @@ fn check_step(
         match s {
             Stmt::Let(ident, e) => {
                 report_redeclared(declared, ident, errs);
-                if let Some(te) = ir::resolve(e, &scope, errs) {
-                    step.push(StepStmt::Let(step_lets, te));
-                }
-                let name = ident.to_string();
-                scope.bind(name, Binding::Ref(Ref::StepLet(step_lets), Kind::Scalar));
+                let binding = match e.as_ref().and_then(|e| ir::resolve(e, &scope, errs)) {
+                    Some(te) => {
+                        step.push(StepStmt::Let(step_lets, te));
+                        Binding::Ref(Ref::StepLet(step_lets), Kind::Scalar)
+                    }
+                    None => Binding::Reported,
+                };
+                scope.bind(ident.to_string(), binding);
                 step_lets += 1;
             }
             Stmt::Assign { target, op, value } => {
@@ -296,7 +299,7 @@ impl Update {
         match s {
             Stmt::Let(ident, e) => {
                 report_redeclared(declared, ident, errs);
-                self.bind_let(ident, e, scope, errs);
+                self.bind_let(ident, e.as_ref(), scope, errs);
             }
             Stmt::Assign { target, op, value } => self.assign(target, *op, value, scope, errs),
         }
@@ -306,18 +309,17 @@ impl Update {
     fn bind_let(
         &mut self,
         ident: &syn::Ident,
-        e: &ast::Expr,
+        e: Option<&ast::Expr>,
         scope: &mut Scope,
         errs: &mut Errors,
     ) {
         let name = ident.to_string();
-        match ir::resolve(e, scope, errs) {
+        match e.and_then(|e| ir::resolve(e, scope, errs)) {
+            None => scope.bind(name, Binding::Reported),
             Some(te) if te.kind == Kind::Scalar => scope.bind(name, Binding::Inline(te)),
-            resolved => {
-                if let Some(te) = resolved {
-                    let te = ir::lift(te, &mut self.lifted);
-                    self.stmts.push(UpdateStmt::Let(self.lets, te));
-                }
+            Some(te) => {
+                let te = ir::lift(te, &mut self.lifted);
+                self.stmts.push(UpdateStmt::Let(self.lets, te));
                 scope.bind(name, Binding::Ref(Ref::Let(self.lets), Kind::Lane));
                 self.lets += 1;
             }
@@ -519,5 +521,35 @@ mod tests {
             3,
             "duplicate `lr`, unknown `x`, unknown `y`"
         );
+    }
+
+    /// A `let` with a mistake (in its value, its form or the names it reads) is one error: its
+    /// name is still bound, so that its uses raise none.
+    #[test]
+    fn a_let_with_a_mistake_is_one_error() {
+        for (stmts, words) in [
+            ("update { let h = if g > 0.0 { g }; p -= lr * h; }", "else"),
+            ("update { let h: f64 = g; p -= lr * h; }", "let name"),
+            (
+                "update { let (h, k) = (g, g); p -= lr * h * k; }",
+                "let name",
+            ),
+            ("update { let h = g * w; p -= lr * h.powi(2) * h; }", "`w`"),
+            (
+                "step { let s = if t > 1.0 { lr }; } update { p -= s * g; }",
+                "else",
+            ),
+            ("step { let s = lr * w; } update { p -= s * g; }", "`w`"),
+        ] {
+            let src = format!("struct A {{ hyper {{ lr: f32 = 0.1 }} {stmts} }}");
+            let errs: Vec<String> = rule(&src)
+                .err()
+                .unwrap()
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect();
+            assert_eq!(errs.len(), 1, "{stmts}: {errs:?}");
+            assert!(errs[0].contains(words), "{stmts}: {errs:?}");
+        }
     }
 }

@@ -36,6 +36,11 @@ use wide::f32x8;
 /// An activation function over rows of `row` values (the features of one sample).
 ///
 /// Element-wise activations ignore `row`; [`Softmax`] normalizes each row.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an activation",
+    label = "not an activation",
+    note = "the activations are Identity, Relu, LeakyRelu<NUM, DEN>, Elu, Sigmoid, Tanh, Gelu, Swish and Softmax, and those defined with `fusegraph::activation!`"
+)]
 pub trait Activation {
     /// Name, as Keras spells it (`"relu"`, `"softmax"`...).
     const NAME: &'static str;
@@ -101,6 +106,15 @@ pub(crate) fn backward_rows<A: Activation>(z: &[f32], y: &[f32], dy: &mut [f32],
 /// [`Activation`] (with the bias fused into the same pass).
 ///
 /// A slice's tail is padded into a full lane, so every value goes through the same lane code.
+///
+/// A type that is not an [`Activation`] fails to be one here, through the blanket
+/// implementation: rustc prints this trait's message where the activation is a type
+/// parameter (`Dense<4, 16, Mse>`), and [`Activation`]'s where it is required directly.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an activation",
+    label = "not an activation",
+    note = "the activations are Identity, Relu, LeakyRelu<NUM, DEN>, Elu, Sigmoid, Tanh, Gelu, Swish and Softmax, and those defined with `fusegraph::activation!`"
+)]
 pub trait Elementwise {
     /// Name, as Keras spells it.
     const NAME: &'static str;

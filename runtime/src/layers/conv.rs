@@ -499,8 +499,9 @@ pub struct Conv2d<
     const KH: usize,
     const KW: usize,
     const STRIDE: usize = 1,
-    P: Padding = Valid,
-    A: Activation = Identity,
+    // Bounded by the implementations, as `Dense`'s activation is.
+    P = Valid,
+    A = Identity,
 >(PhantomData<fn() -> (P, A)>);
 
 impl<

@@ -43,8 +43,9 @@ pub struct Conv1d<
     const C_OUT: usize,
     const K: usize,
     const S: usize = 1,
-    P: Padding = Valid,
-    A: Activation = Identity,
+    // Bounded by the implementations, as `Dense`'s activation is.
+    P = Valid,
+    A = Identity,
 >(PhantomData<fn() -> (P, A)>);
 
 impl<

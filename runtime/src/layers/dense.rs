@@ -199,7 +199,9 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
 pub struct Dense<
     const IN: usize,
     const OUT: usize,
-    A: Activation = Identity,
+    // Bounded by the implementations, not here: a bound on the struct is checked wherever the
+    // type is named, and a model field whose activation is not one would get that error twice.
+    A = Identity,
     const BIAS: bool = true,
 >(PhantomData<fn() -> A>);
 

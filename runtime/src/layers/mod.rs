@@ -221,6 +221,11 @@ pub struct Backward<'a> {
 
 /// A layer type. Shapes are associated constants computed from const generics, so a model's
 /// buffer sizes are constants.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a layer",
+    label = "a model's field is a layer, such as `Dense<784, 128, Relu>`",
+    note = "an activation on its own is the layer `Act<A, N>` over `N` values per sample, such as `Act<Tanh, 16>` after a layer of 16 outputs"
+)]
 pub trait Layer {
     /// Input values per sample.
     const IN: usize;

@@ -8,6 +8,11 @@
 pub(crate) mod lanes;
 
 /// A loss over a batch of predictions (`batch * n` values) and targets.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a loss",
+    label = "not a loss",
+    note = "the losses are Mse, Mae, Huber, BinaryCrossEntropyWithLogits, SoftmaxCrossEntropy and SequenceCrossEntropy<C>, and those defined with `fusegraph::loss!`"
+)]
 pub trait Loss {
     /// One target: a class index (`u32`) or a value (`f32`).
     type Target: Copy + Default + Send + Sync + 'static;

@@ -36,8 +36,10 @@ pub fn pool_threads() -> usize {
 /// A pass over a batch of at least this many `f32` values read and written (the copies of an
 /// im2col, a pooling, an activation) is split across the rayon pool, a run of whole samples
 /// per thread; a smaller one stays on the calling thread. A hand-off into the pool costs about
-/// 15 us on a 2-core machine, the time to move some 2^17 values.
-pub const PASS_PARALLEL_MIN: usize = 1 << 17;
+/// 15 us on a 2-core machine; at 2^17 the W4 step of `bench_train` at batch 8 split its second
+/// im2col (205k values) and ran 3-8% slower on two threads than on one, at 2^18 it runs as
+/// fast, while every pass of the step at batch 64 is still split.
+pub const PASS_PARALLEL_MIN: usize = 1 << 18;
 
 /// Outputs of a pass that can be cut between samples: a slice of `per` values a sample, or a
 /// pair of them.

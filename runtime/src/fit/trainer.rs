@@ -389,6 +389,9 @@ where
 
     /// The model's outputs (`M::OUT` per sample) for any number of samples of `x`, in
     /// inference mode, written into `out`.
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or `out` does not hold their outputs.
     pub fn predict_into(&mut self, x: &[f32], out: &mut [f32]) {
         assert!(
             x.len().is_multiple_of(M::IN),
@@ -405,6 +408,9 @@ where
     }
 
     /// The model's outputs for any number of samples of `x`, in inference mode.
+    ///
+    /// # Panics
+    /// If `x` is not whole samples.
     pub fn predict(&mut self, x: &[f32]) -> Vec<f32> {
         let mut out = std::vec![0.0; x.len() / M::IN.max(1) * M::OUT];
         self.predict_into(x, &mut out);

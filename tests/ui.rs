@@ -29,3 +29,12 @@ fn activation_mistakes() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/activation/*.rs");
 }
+
+/// A step of batch `B = 0` fails when its constructor is compiled, which `cargo check` does
+/// not reach: the passing case (the smallest batch) makes trybuild build every case.
+#[test]
+fn step_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.pass("tests/ui/step/batch_of_one.rs");
+    t.compile_fail("tests/ui/step/zero_*.rs");
+}

@@ -48,6 +48,15 @@ pub const fn max(a: usize, b: usize) -> usize {
     }
 }
 
+/// The smaller of two sizes.
+pub const fn min(a: usize, b: usize) -> usize {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Appends the tensors of layer `layer` (values starting at `offset`) to a table being built
 /// in a constant, with PyTorch's names and layouts from `torch` (one per tensor, or empty for
 /// the same); returns the table and the next free index. Used by `#[model]`.

@@ -285,6 +285,27 @@ impl<'a> Expansion<'a> {
         }
     }
 
+    /// `Model::VOCAB`: the smallest vocabulary of the layers that read token ids (which
+    /// `input_checks` makes `TokenLayer`s), 0 for `f32` features.
+    fn vocab(&self) -> TokenStream {
+        let p = &self.p;
+        let tokens = match &self.def.input {
+            Some(syn::Type::Path(t)) => !t.path.is_ident("f32"),
+            other => other.is_some(),
+        };
+        if !tokens {
+            return quote!(0usize);
+        }
+        let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
+        readers.fold(quote!(::core::primitive::usize::MAX), |acc, n| match n.op {
+            Op::Layer(f) => {
+                let ty = self.tys[f];
+                quote!(#p::min(#acc, <#ty as #p::TokenLayer>::VOCAB))
+            }
+            _ => acc,
+        })
+    }
+
     /// Values per sample that hold the input as `f32` when it is not `f32` itself.
     fn carried(&self) -> TokenStream {
         let (p, name, width) = (&self.p, &self.def.name, &self.net.input.tokens);
@@ -742,7 +763,7 @@ impl<'a> Expansion<'a> {
             self.max_of(quote!(PARAMS)),
         );
         let passes = self.passes();
-        let input = self.input_ty();
+        let (input, vocab) = (self.input_ty(), self.vocab());
         quote! {
             #[allow(clippy::all)]
             impl #p::Model for #name {
@@ -760,6 +781,7 @@ impl<'a> Expansion<'a> {
                 const LAYER_KINDS: &'static [#p::LayerKind] = __LAYER_KINDS;
                 type Loss = #loss;
                 type Input = #input;
+                const VOCAB: usize = #vocab;
 
                 const SCRATCH_PER_SAMPLE: usize = #scratch;
                 const PRODUCTS: &'static [#p::Product] = &__PRODUCTS;

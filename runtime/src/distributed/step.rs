@@ -5,7 +5,8 @@ use super::communicator::Communicator;
 use super::shards::{add_shard, Shards};
 use crate::loss::Loss;
 use crate::optim::Rule;
-use crate::train::{Model, Target, TrainStep};
+use crate::train::step::update_or_skip;
+use crate::train::{Model, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
 use alloc::vec;
 use core::fmt;
@@ -192,6 +193,45 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         x: &[M::Input],
         y: &[Target<M>],
     ) -> f32 {
+        let loss = self.global_gradient(model, step, x, y);
+        step.optimizer.step(model.params_mut(), &self.sum);
+        loss
+    }
+
+    /// [`run`](Self::run), except that a global batch whose loss or any gradient is NaN or
+    /// infinite changes nothing, on every process alike (see [`Step::run_or_skip`]).
+    ///
+    /// [`Step::run_or_skip`]: crate::train::Step::run_or_skip
+    ///
+    /// # Panics
+    /// As [`run`](Self::run).
+    pub fn run_or_skip(
+        &mut self,
+        model: &mut M,
+        step: &mut TrainStep<M, R, B>,
+        x: &[M::Input],
+        y: &[Target<M>],
+    ) -> StepOutcome {
+        step.keep_state(model);
+        let loss = self.global_gradient(model, step, x, y);
+        update_or_skip(
+            &mut step.optimizer,
+            &step.bufs.state,
+            model,
+            loss,
+            &self.sum,
+        )
+    }
+
+    /// The global batch's mean loss and gradient (in `sum`), from this process's shards and
+    /// the gathered others', the same bits on every process.
+    fn global_gradient(
+        &mut self,
+        model: &mut M,
+        step: &mut TrainStep<M, R, B>,
+        x: &[M::Input],
+        y: &[Target<M>],
+    ) -> f32 {
         let n = x.len() / M::IN.max(1);
         assert!(
             n > 0 && n <= self.shards.global_batch() && x.len() == n * M::IN,
@@ -202,9 +242,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         );
         self.compute_own(model, step, x, y, n);
         self.comm.all_gather(&self.mine, &mut self.all);
-        let loss = self.combine(n);
-        step.optimizer.step(model.params_mut(), &self.sum);
-        loss
+        self.combine(n)
     }
 
     /// What shard `s` of the last global batch gave, the same on every process.

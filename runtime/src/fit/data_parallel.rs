@@ -2,13 +2,13 @@
 //! [`DataParallel`] step, and the metrics add its shards in shard order.
 
 use super::error::TrainError;
-use super::metrics::{Accumulator, TargetValue};
+use super::metrics::Accumulator;
 use super::trainer::Trainer;
 use crate::data::Dataset;
 use crate::distributed::{Communicator, DataParallel, Shards, Solo};
 use crate::loss::Loss;
 use crate::optim::Rule;
-use crate::train::{Model, Target};
+use crate::train::{Model, StepOutcome, Target};
 use core::ops::Range;
 use std::boxed::Box;
 
@@ -20,7 +20,6 @@ impl<M, R, const B: usize> Trainer<M, R, B>
 where
     M: Model<Input = f32> + Send,
     R: Rule,
-    Target<M>: TargetValue,
 {
     /// Trains data-parallel on `comm`'s processes: each global batch is `shards` batches of
     /// the fit's batch size, cut in the order of the one seeded permutation that every process
@@ -86,24 +85,47 @@ where
         }
     }
 
-    /// Trains on the samples `at` of the epoch's order; adds them to `acc` and returns the
-    /// batch's loss.
+    /// Trains on the samples `at` of the epoch's order, skipping the update if `skip` and the
+    /// loss or a gradient is not finite; adds them to `acc` (or counts the skipped batch) and
+    /// returns the batch's loss.
     pub(super) fn train_batch(
         &mut self,
         train: &Dataset<Target<M>>,
         at: Range<usize>,
         acc: &mut Accumulator,
+        skip: bool,
     ) -> f32 {
         train.gather_into(&self.order[at], &mut self.bx, &mut self.by);
-        let Some(p) = &mut self.parallel else {
-            let loss = self.step.run(&mut self.model, &self.bx, &self.by);
-            let n = self.bx.len() / M::IN;
-            acc.add::<M::Loss>(loss, self.step.output(n), &self.by, M::OUT);
-            return loss;
+        let (model, step, x, y) = (&mut self.model, &mut self.step, &self.bx, &self.by);
+        let outcome = match (&mut self.parallel, skip) {
+            (None, false) => StepOutcome {
+                loss: step.run(model, x, y),
+                skipped: false,
+            },
+            (None, true) => step.run_or_skip(model, x, y),
+            (Some(p), false) => StepOutcome {
+                loss: p.run(model, step, x, y),
+                skipped: false,
+            },
+            (Some(p), true) => p.run_or_skip(model, step, x, y),
         };
-        let loss = p.run(&mut self.model, &mut self.step, &self.bx, &self.by);
-        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+        if outcome.skipped {
+            acc.skip();
+        } else {
+            self.measure(acc, outcome.loss);
+        }
+        outcome.loss
+    }
+
+    /// Adds the last batch (in `bx`, `by`) with its `loss` to `acc`: its outputs, or those of
+    /// each shard of a data-parallel step.
+    fn measure(&self, acc: &mut Accumulator, loss: f32) {
         let n = self.bx.len() / M::IN;
+        let Some(p) = &self.parallel else {
+            acc.add::<M::Loss>(loss, self.step.output(n), &self.by, M::OUT);
+            return;
+        };
+        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
         for s in 0..p.shards().count() {
             let shard = p.shard(s);
             let at = p.shards().samples(s, n);
@@ -112,7 +134,6 @@ where
                 acc.add::<M::Loss>(shard.loss, shard.outputs, ys, M::OUT);
             }
         }
-        loss
     }
 
     /// In a job of several processes, ends every one of them when this one's fit failed, so

@@ -1,5 +1,6 @@
 //! [`TrainError`]: why a fit, an evaluation or a callback could not go on.
 
+use crate::train::BatchError;
 use std::boxed::Box;
 use std::fmt;
 use std::string::String;
@@ -8,17 +9,12 @@ use std::string::String;
 /// the state of the last completed step.
 #[derive(Debug)]
 pub enum TrainError {
-    /// The data does not fit the model (features per sample, targets per sample).
+    /// The data set does not fit the model (features per sample, targets per sample).
     Shape(String),
-    /// A class label the model has no output for.
-    Label {
-        /// The sample, counting from 0.
-        sample: usize,
-        /// Its label.
-        label: u32,
-        /// The number of classes (model outputs).
-        classes: usize,
-    },
+    /// Data that a train step's checked methods refuse as well: a class label outside the
+    /// loss's classes (its sample counts from the data set's first), or a batch size larger
+    /// than the step's `B`.
+    Batch(BatchError),
     /// An option or callback that cannot work with this model, optimizer or data.
     Config(String),
     /// Writing a file (a history, a plot).
@@ -34,14 +30,7 @@ impl fmt::Display for TrainError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TrainError::Shape(what) | TrainError::Config(what) => f.write_str(what),
-            TrainError::Label {
-                sample,
-                label,
-                classes,
-            } => write!(
-                f,
-                "sample {sample} has label {label}, but the model has {classes} classes (0..{classes})"
-            ),
+            TrainError::Batch(e) => write!(f, "{e}"),
             TrainError::Io(e) => write!(f, "{e}"),
             #[cfg(feature = "checkpoint")]
             TrainError::Checkpoint(e) => write!(f, "{e}"),
@@ -53,12 +42,19 @@ impl fmt::Display for TrainError {
 impl std::error::Error for TrainError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            TrainError::Batch(e) => Some(e),
             TrainError::Io(e) => Some(e),
             #[cfg(feature = "checkpoint")]
             TrainError::Checkpoint(e) => Some(e),
             TrainError::Callback(e) => Some(e.as_ref()),
             _ => None,
         }
+    }
+}
+
+impl From<BatchError> for TrainError {
+    fn from(e: BatchError) -> Self {
+        TrainError::Batch(e)
     }
 }
 

@@ -13,7 +13,8 @@ pub struct EpochLog {
     /// The epoch, counting from 1.
     pub epoch: usize,
     /// Loss and metrics on the training batches, averaged over the epoch as it went (each
-    /// batch measured before its update), as Keras reports them.
+    /// batch measured before its update), as Keras reports them; over the batches that were
+    /// not [`skipped`](Self::skipped) (NaN if every one was).
     pub train: Metrics,
     /// Loss and metrics on the validation data after the epoch, if there is any.
     pub val: Option<Metrics>,
@@ -26,6 +27,9 @@ pub struct EpochLog {
     pub seconds: f64,
     /// Training samples per second.
     pub samples_per_second: f64,
+    /// Batches whose update was skipped because their loss or a gradient was NaN or
+    /// infinite ([`FitOptions::skip_non_finite`](super::FitOptions::skip_non_finite)).
+    pub skipped: usize,
 }
 
 /// Why a fit ended.
@@ -85,6 +89,11 @@ impl History {
         self.epochs.last()
     }
 
+    /// Batches skipped in all logged epochs ([`EpochLog::skipped`]).
+    pub fn skipped(&self) -> usize {
+        self.epochs.iter().map(|e| e.skipped).sum()
+    }
+
     /// A column of values by its name in the CSV (`loss`, `accuracy`, `val_loss`,
     /// `val_mae`, `lr`, ...), one per epoch (`None` where an epoch has none), like
     /// `history.history["val_loss"]` in Keras.
@@ -106,10 +115,14 @@ impl History {
         for n in ["lr", "steps", "seconds", "samples_per_second"] {
             names.push(String::from(n));
         }
+        if self.skipped() > 0 {
+            names.push(String::from("skipped"));
+        }
         names
     }
 
-    /// The history as CSV: a header (`epoch,loss,accuracy,val_loss,val_accuracy,lr,...`) and a
+    /// The history as CSV: a header (`epoch,loss,accuracy,val_loss,val_accuracy,lr,...`, and
+    /// `skipped` last when a batch was skipped) and a
     /// row per epoch; a value an epoch does not have is an empty field (an epoch without
     /// validation, in a fit where others have it), a NaN is `NaN` and infinities are `inf` and
     /// `-inf`, which Python's `float`, pandas and Rust's `parse` read back.
@@ -130,7 +143,7 @@ impl History {
                 }
                 match (value(e, n), n.as_str()) {
                     (None, _) => {}
-                    (Some(v), "epoch" | "steps") => {
+                    (Some(v), "epoch" | "steps" | "skipped") => {
                         let _ = write!(out, "{}", v as u64);
                     }
                     (Some(v), "seconds" | "samples_per_second") => {
@@ -182,6 +195,7 @@ pub(crate) fn value(e: &EpochLog, name: &str) -> Option<f64> {
         "epoch" => Some(e.epoch as f64),
         "lr" => e.lr.map(f64::from),
         "steps" => Some(e.steps as f64),
+        "skipped" => Some(e.skipped as f64),
         "seconds" => Some(e.seconds),
         "samples_per_second" => Some(e.samples_per_second),
         n => match n.strip_prefix("val_") {
@@ -212,6 +226,7 @@ mod tests {
             steps: 10 * epoch as u64,
             seconds: 0.5,
             samples_per_second: 100.0,
+            skipped: 0,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Metrics reported during training and evaluation: loss, accuracy, MAE, MSE.
 
-use crate::loss::Loss;
+use crate::loss::{Loss, TargetValue};
 
 /// A metric to report beside the loss, as Keras' `compile(metrics=[...])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,32 +22,6 @@ impl Metric {
             Metric::Mae => "mae",
             Metric::Mse => "mse",
         }
-    }
-}
-
-/// A target type: a class label or a real value.
-pub trait TargetValue: Copy {
-    /// The target as a value to compare an output with (`None` for class labels).
-    fn value(self) -> Option<f32>;
-    /// The target as a class label (`None` for real values).
-    fn class(self) -> Option<u32>;
-}
-
-impl TargetValue for f32 {
-    fn value(self) -> Option<f32> {
-        Some(self)
-    }
-    fn class(self) -> Option<u32> {
-        None
-    }
-}
-
-impl TargetValue for u32 {
-    fn value(self) -> Option<f32> {
-        None
-    }
-    fn class(self) -> Option<u32> {
-        Some(self)
     }
 }
 
@@ -111,6 +85,8 @@ pub(crate) struct Accumulator {
     /// What accuracy divides by: the samples, or the positions of a sequence loss.
     scored: usize,
     values: usize,
+    /// Batches skipped, which the metrics leave out.
+    skipped: usize,
 }
 
 impl Accumulator {
@@ -123,10 +99,7 @@ impl Accumulator {
     }
 
     /// Adds a batch: its mean loss, the model's outputs (`width` per sample) and targets.
-    pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize)
-    where
-        L::Target: TargetValue,
-    {
+    pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize) {
         let batch = out.len() / width.max(1);
         self.loss += f64::from(loss) * batch as f64;
         self.samples += batch;
@@ -147,13 +120,24 @@ impl Accumulator {
         }
     }
 
+    /// Counts a batch whose update was skipped, leaving it out of the metrics.
+    pub(crate) fn skip(&mut self) {
+        self.skipped += 1;
+    }
+
+    /// The batches counted by [`skip`](Self::skip).
+    pub(crate) fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    /// The metrics of the batches added so far: NaN before the first (nothing measured).
     pub(crate) fn metrics(&self) -> Metrics {
-        let per_sample = |s: f64| (s / self.samples.max(1) as f64) as f32;
-        let per_value = |s: f64| (s / self.values.max(1) as f64) as f32;
+        let per_sample = |s: f64| (s / self.samples as f64) as f32;
+        let per_value = |s: f64| (s / self.values as f64) as f32;
         Metrics {
             loss: per_sample(self.loss),
             accuracy: (self.set.accuracy && self.has_accuracy)
-                .then(|| (self.correct as f64 / self.scored.max(1) as f64) as f32),
+                .then(|| (self.correct as f64 / self.scored as f64) as f32),
             mae: self.set.mae.then(|| per_value(self.abs)),
             mse: self.set.mse.then(|| per_value(self.sq)),
         }

@@ -21,7 +21,7 @@ pub use callbacks::{
 };
 pub use error::TrainError;
 pub use history::{EpochLog, History, Stop};
-pub use metrics::{Metric, Metrics, TargetValue};
+pub use metrics::{Metric, Metrics};
 pub use options::FitOptions;
 pub use progress::Verbose;
 pub use trainer::{Callbacks, Trainer};

@@ -12,7 +12,8 @@ pub(crate) enum Validation<'a, T> {
 }
 
 /// How to fit, as the arguments of Keras' `fit`: epochs, batch size, validation data or
-/// split, shuffling with a seed, and the epoch to start from when resuming.
+/// split, shuffling with a seed, the epoch to start from when resuming, and whether to skip
+/// the update of a batch whose loss or gradients are not finite.
 ///
 /// ```
 /// use fusegraph_runtime::rng::Seed;
@@ -28,6 +29,7 @@ pub struct FitOptions<'a, T> {
     pub(crate) shuffle: bool,
     pub(crate) seed: Seed,
     pub(crate) initial_epoch: usize,
+    pub(crate) skip_non_finite: bool,
 }
 
 impl<'a, T> FitOptions<'a, T> {
@@ -41,6 +43,7 @@ impl<'a, T> FitOptions<'a, T> {
             shuffle: true,
             seed: Seed(0),
             initial_epoch: 0,
+            skip_non_finite: false,
         }
     }
 
@@ -93,6 +96,22 @@ impl<'a, T> FitOptions<'a, T> {
     #[must_use]
     pub fn initial_epoch(mut self, epoch: usize) -> Self {
         self.initial_epoch = epoch;
+        self
+    }
+
+    /// Whether to skip the update of a batch whose loss or any gradient is NaN or infinite
+    /// ([`TrainStep::run_or_skip`](crate::train::Step::run_or_skip)): the parameters, the
+    /// optimizer's slots and step counter and the running statistics stay as they were, and
+    /// the fit goes on with the next batch, as a mixed-precision loss scaler skips an
+    /// overflowing step. Each epoch's log counts them ([`EpochLog::skipped`]) and measures
+    /// its training metrics over the other batches. Off by default: without it or
+    /// [`TerminateOnNan`], a non-finite loss is trained on, with a warning.
+    ///
+    /// [`EpochLog::skipped`]: super::EpochLog::skipped
+    /// [`TerminateOnNan`]: super::TerminateOnNan
+    #[must_use]
+    pub fn skip_non_finite(mut self, on: bool) -> Self {
+        self.skip_non_finite = on;
         self
     }
 }

@@ -279,6 +279,7 @@ mod tests {
                 steps: 0,
                 seconds: 0.0,
                 samples_per_second: 0.0,
+                skipped: 0,
             });
         }
         h

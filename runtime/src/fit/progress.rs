@@ -18,7 +18,8 @@ pub enum Verbose {
     Bar,
     /// One line per epoch.
     Epochs,
-    /// Nothing.
+    /// Nothing on standard output (the warning of a non-finite loss still goes to standard
+    /// error).
     Silent,
 }
 
@@ -119,6 +120,17 @@ impl Progress {
 }
 
 impl Progress {
+    /// Prints `warning` on standard error, above the bar if one is drawn.
+    pub(crate) fn warn(&self, warning: &str) {
+        let print = || std::eprintln!("warning: {warning}");
+        #[cfg(feature = "progress")]
+        if let Some(bar) = &self.bar {
+            bar.suspend(print);
+            return;
+        }
+        print();
+    }
+
     /// A callback stopped the fit within an epoch (`loss`: the epoch's running mean).
     pub(crate) fn stopped(&mut self, stop: &Stop, loss: f32) {
         let (epoch, what) = match *stop {
@@ -155,6 +167,11 @@ pub(crate) fn summary(log: &EpochLog) -> String {
         duration(log.seconds),
         si(log.samples_per_second)
     ));
+    match log.skipped {
+        0 => {}
+        1 => s.push_str(" - 1 batch skipped"),
+        n => s.push_str(&std::format!(" - {n} batches skipped")),
+    }
     s
 }
 
@@ -209,6 +226,7 @@ mod tests {
             steps: 4,
             seconds: 1.5,
             samples_per_second: 12_345.0,
+            skipped: 0,
         };
         assert_eq!(
             summary(&log),

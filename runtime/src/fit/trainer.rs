@@ -4,15 +4,14 @@ use super::callbacks::{Callback, Control, FitState};
 use super::data_parallel::Parallel;
 use super::error::TrainError;
 use super::history::{EpochLog, History, Stop};
-use super::metrics::{Accumulator, Metric, MetricSet, Metrics, TargetValue};
+use super::metrics::{Accumulator, Metric, MetricSet, Metrics};
 use super::options::{FitOptions, Validation};
 use super::progress::{Progress, Verbose};
 use crate::data::Dataset;
-use crate::loss::Loss;
+use crate::loss::{Loss, TargetValue};
 use crate::optim::Rule;
 use crate::rng::Rng;
-use crate::train::Model;
-use crate::train::{Target, TrainStep};
+use crate::train::{BatchError, Model, Target, TrainStep};
 use std::time::Instant;
 use std::vec::Vec;
 
@@ -54,7 +53,6 @@ impl<M, R, const B: usize> Trainer<M, R, B>
 where
     M: Model<Input = f32> + Send,
     R: Rule,
-    Target<M>: TargetValue,
 {
     /// A trainer for `model` with `step` (built for it), reporting the loss only, with
     /// [`Verbose::Auto`] and, with `parallel`, rayon's default number of threads.
@@ -233,10 +231,16 @@ where
             )));
         }
         let batch = options.batch_size.unwrap_or(B);
-        if batch == 0 || batch > B {
-            return Err(TrainError::Config(std::format!(
-                "batch size {batch} is not in 1..={B} (the train step's maximum)"
+        if batch == 0 {
+            return Err(TrainError::Config(std::string::String::from(
+                "batch size 0: a batch has at least one sample",
             )));
+        }
+        if batch > B {
+            return Err(TrainError::Batch(BatchError::BatchSize {
+                samples: batch,
+                max: B,
+            }));
         }
         if train.is_empty() {
             return Err(TrainError::Shape(std::string::String::from(
@@ -272,6 +276,9 @@ where
         self.order.extend(0..train.len());
         let global = self.global_batch(batch);
         let batches = train.len().div_ceil(global);
+        let mut warn = self.rank() == 0
+            && !options.skip_non_finite
+            && !callbacks.iter().any(|cb| cb.handles_non_finite());
         for epoch in options.initial_epoch + 1..=options.epochs {
             for cb in callbacks.iter_mut() {
                 cb.on_epoch_begin(epoch, self.state(&history))?;
@@ -288,7 +295,12 @@ where
             let mut stop = None;
             for b in 0..batches {
                 let seen = ((b + 1) * global).min(train.len());
-                let loss = self.train_batch(train, b * global..seen, &mut acc);
+                let at = b * global..seen;
+                let loss = self.train_batch(train, at, &mut acc, options.skip_non_finite);
+                if warn && !loss.is_finite() {
+                    progress.warn(&non_finite_warning(epoch, b + 1, loss));
+                    warn = false;
+                }
                 progress.batch(b + 1, || acc.metrics().loss, seen, start);
                 for cb in callbacks.iter_mut() {
                     if cb.on_batch_end(epoch, b + 1, loss) == Control::Stop {
@@ -321,6 +333,7 @@ where
                 steps: self.step.optimizer().iterations(),
                 seconds: start.elapsed().as_secs_f64(),
                 samples_per_second: train.len() as f64 / train_seconds.max(1e-12),
+                skipped: acc.skipped(),
             };
             history.epochs.push(log);
             progress.end_epoch(&log);
@@ -376,6 +389,9 @@ where
 
     /// The model's outputs (`M::OUT` per sample) for any number of samples of `x`, in
     /// inference mode, written into `out`.
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or `out` does not hold their outputs.
     pub fn predict_into(&mut self, x: &[f32], out: &mut [f32]) {
         assert!(
             x.len().is_multiple_of(M::IN),
@@ -392,11 +408,23 @@ where
     }
 
     /// The model's outputs for any number of samples of `x`, in inference mode.
+    ///
+    /// # Panics
+    /// If `x` is not whole samples.
     pub fn predict(&mut self, x: &[f32]) -> Vec<f32> {
         let mut out = std::vec![0.0; x.len() / M::IN.max(1) * M::OUT];
         self.predict_into(x, &mut out);
         out
     }
+}
+
+/// What a fit prints (once) at the first NaN or infinite loss when nothing acts on it.
+fn non_finite_warning(epoch: usize, batch: usize, loss: f32) -> std::string::String {
+    std::format!(
+        "the loss of epoch {epoch}, batch {batch} is {loss}; training goes on with it. Stop \
+         the fit there with the callback `TerminateOnNan`, or skip such batches with \
+         `FitOptions::skip_non_finite(true)`"
+    )
 }
 
 /// Splits off the last `fraction` of `data` for validation, as Keras' `validation_split`: the
@@ -425,10 +453,7 @@ fn split_tail<T: Copy>(
 }
 
 /// Checks that `data` has the model's features and targets per sample, and labels in range.
-fn check_data<M: Model>(data: &Dataset<Target<M>>, what: &str) -> Result<(), TrainError>
-where
-    Target<M>: TargetValue,
-{
+fn check_data<M: Model>(data: &Dataset<Target<M>>, what: &str) -> Result<(), TrainError> {
     if data.features() != M::IN {
         return Err(TrainError::Shape(std::format!(
             "the {what} data has {} features per sample, the model takes {}",
@@ -443,16 +468,6 @@ where
             data.targets_per_sample()
         )));
     }
-    for (sample, t) in data.y().iter().enumerate() {
-        if let Some(label) = t.class() {
-            if label as usize >= M::OUT {
-                return Err(TrainError::Label {
-                    sample: sample / per.max(1),
-                    label,
-                    classes: M::OUT,
-                });
-            }
-        }
-    }
+    crate::train::batch::labels::<M>(data.y())?;
     Ok(())
 }

@@ -7,6 +7,32 @@
 
 pub(crate) mod lanes;
 
+/// A target of a loss: a class label or a real value.
+pub trait TargetValue: Copy {
+    /// The target as a value to compare an output with (`None` for class labels).
+    fn value(self) -> Option<f32>;
+    /// The target as a class label (`None` for real values).
+    fn class(self) -> Option<u32>;
+}
+
+impl TargetValue for f32 {
+    fn value(self) -> Option<f32> {
+        Some(self)
+    }
+    fn class(self) -> Option<u32> {
+        None
+    }
+}
+
+impl TargetValue for u32 {
+    fn value(self) -> Option<f32> {
+        None
+    }
+    fn class(self) -> Option<u32> {
+        Some(self)
+    }
+}
+
 /// A loss over a batch of predictions (`batch * n` values) and targets.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a loss",
@@ -15,7 +41,7 @@ pub(crate) mod lanes;
 )]
 pub trait Loss {
     /// One target: a class index (`u32`) or a value (`f32`).
-    type Target: Copy + Default + Send + Sync + 'static;
+    type Target: TargetValue + Default + Send + Sync + 'static;
     /// Writes what the loss computes, with its options (`SequenceCrossEntropy<40>`): a
     /// checkpoint records it and loads only into a model with the same loss.
     fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result;
@@ -37,6 +63,13 @@ pub trait Loss {
     fn scored_per_sample(n: usize) -> usize {
         let _ = n;
         1
+    }
+    /// The classes a target names for a sample of `n` outputs (its labels are `0..classes`),
+    /// or `None` for a loss of real-valued targets, the default. A train step's checked
+    /// methods refuse a label outside them.
+    fn classes(n: usize) -> Option<usize> {
+        let _ = n;
+        None
     }
 }
 
@@ -262,6 +295,9 @@ impl Loss for SoftmaxCrossEntropy {
     fn targets_per_sample(_n: usize) -> usize {
         1
     }
+    fn classes(n: usize) -> Option<usize> {
+        Some(n)
+    }
     fn loss_and_grad(pred: &[f32], target: &[u32], grad: &mut [f32], n: usize) -> f32 {
         assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
         let inv = inv_count(target.len());
@@ -378,6 +414,9 @@ impl<const C: usize> Loss for SequenceCrossEntropy<C> {
     }
     fn scored_per_sample(n: usize) -> usize {
         Self::positions(n)
+    }
+    fn classes(_n: usize) -> Option<usize> {
+        Some(C)
     }
 }
 

@@ -20,13 +20,16 @@ fn zeros(n: usize) -> Box<[f32]> {
 }
 
 impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
-    /// A train step for `model` with the default [`Config`].
+    /// A train step for `model` with the default [`Config`]. A step of `B = 0` does not
+    /// compile.
     pub fn new(model: &M, rule: R) -> Self {
+        let () = Self::SOME_SAMPLES;
         Self::with_config(model, rule, Config::new())
     }
 
     /// A train step for `model` with clipping, weight decay, EMA or a schedule.
     pub fn with_config(model: &M, rule: R, config: Config<U>) -> Self {
+        let () = Self::SOME_SAMPLES;
         let lens: Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();
         debug_assert_eq!(model.params().len(), M::PARAMS);
         Step {

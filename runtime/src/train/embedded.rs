@@ -70,8 +70,9 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
     pub const FLOATS: usize = (Self::BYTES.total() - Self::BYTES.params) / 4;
 
     /// A step for `model` keeping its buffers in `arena`, which must hold exactly
-    /// [`FLOATS`](Self::FLOATS) values.
+    /// [`FLOATS`](Self::FLOATS) values. A step of `B = 0` does not compile.
     pub fn new(model: &M, rule: R, arena: &'a mut [f32]) -> Result<Self, ArenaError> {
+        let () = Self::SOME_SAMPLES;
         Self::with_config(model, rule, Config::new(), arena)
     }
 
@@ -83,6 +84,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         config: Config<U>,
         arena: &'a mut [f32],
     ) -> Result<Self, ArenaError> {
+        let () = Self::SOME_SAMPLES;
         if arena.len() != Self::FLOATS {
             return Err(ArenaError::Length {
                 needed: Self::FLOATS,

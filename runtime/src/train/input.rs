@@ -31,6 +31,8 @@ pub trait InputValue:
     /// The input as `f32` again, in the backward pass: `x`, or what
     /// [`to_f32`](Self::to_f32) wrote into `carrier`.
     fn as_f32<'a>(x: &'a [Self], carrier: &'a [f32]) -> &'a [f32];
+    /// The value as a token id (`None` for a feature).
+    fn token(self) -> Option<u32>;
 }
 
 impl InputValue for f32 {
@@ -40,6 +42,9 @@ impl InputValue for f32 {
     }
     fn as_f32<'a>(x: &'a [f32], _carrier: &'a [f32]) -> &'a [f32] {
         x
+    }
+    fn token(self) -> Option<u32> {
+        None
     }
 }
 
@@ -56,6 +61,9 @@ impl InputValue for u32 {
     }
     fn as_f32<'a>(x: &'a [u32], carrier: &'a [f32]) -> &'a [f32] {
         &carrier[..x.len()]
+    }
+    fn token(self) -> Option<u32> {
+        Some(self)
     }
 }
 

@@ -57,34 +57,6 @@ impl NamedTensor {
     };
 }
 
-/// The number of samples in `x` for model `M`, at most `max`; panics (a caller's bug) if `x` is
-/// not whole samples or too many.
-pub(crate) fn batch_of<M: Model>(x: &[M::Input], max: usize) -> usize {
-    assert!(
-        M::IN > 0 && x.len().is_multiple_of(M::IN),
-        "input length {} is not a multiple of {}",
-        x.len(),
-        M::IN
-    );
-    let batch = x.len() / M::IN;
-    assert!(
-        batch <= max,
-        "batch of {batch} samples exceeds the maximum {max}"
-    );
-    batch
-}
-
-/// Panics (a caller's bug) unless `y` holds the targets of `batch` samples for model `M`.
-pub(crate) fn check_targets<M: Model>(batch: usize, y: &[<M::Loss as Loss>::Target]) {
-    let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-    assert_eq!(
-        y.len(),
-        batch * per,
-        "{batch} samples need {} targets",
-        batch * per
-    );
-}
-
 /// Sizes in bytes of a model and everything a train step owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bytes {
@@ -167,6 +139,10 @@ pub trait Model: Sized {
     type Loss: Loss;
     /// What the input holds: `f32` features or `u32` token ids.
     type Input: InputValue;
+    /// The token ids the input may hold, `0..VOCAB`, when it holds ids: the smallest
+    /// vocabulary of the layers that read it ([`TokenLayer::VOCAB`](super::TokenLayer::VOCAB)).
+    /// 0 for `f32` features.
+    const VOCAB: usize;
 
     /// Scratch values per sample: the most any layer needs.
     const SCRATCH_PER_SAMPLE: usize;

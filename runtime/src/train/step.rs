@@ -5,7 +5,8 @@
 //! [`TrainStep`]: super::TrainStep
 //! [`EmbeddedStep`]: super::EmbeddedStep
 
-use super::model::{batch_of, check_targets, Bytes, Model};
+use super::batch::{self, expect, BatchError};
+use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::Loss;
@@ -24,6 +25,15 @@ pub struct Evaluation {
 
 /// The target type of a model's loss.
 pub type Target<M> = <<M as Model>::Loss as Loss>::Target;
+
+/// What [`Step::run_or_skip`] did with a batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepOutcome {
+    /// The loss of the batch, before the update.
+    pub loss: f32,
+    /// Whether the update was skipped because the loss or a gradient was NaN or infinite.
+    pub skipped: bool,
+}
 
 /// The seed of the dropout streams of a new step.
 pub(crate) const DEFAULT_SEED: Seed = Seed(0x5eed);
@@ -91,6 +101,12 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// [`TrainStep`](super::TrainStep) grows: see [`workspace_bytes`](Self::workspace_bytes).
     pub const BYTES: Bytes = Bytes::of::<M, R>(B, U::FUSED);
 
+    /// Fails the build of a step for batches of no samples, where every constructor names it.
+    pub(crate) const SOME_SAMPLES: () = assert!(
+        B > 0,
+        "a train step's batch `B` is at least 1 sample: a step of `B = 0` trains on nothing"
+    );
+
     /// Seeds the random stream of dropout (each step draws from its own stream, so that a
     /// resumed run draws the same masks).
     #[must_use]
@@ -135,6 +151,9 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// The model's outputs of the last forward pass (of [`run`](Self::run),
     /// [`gradients`](Self::gradients), [`predict`](Self::predict) or an input gradient) over
     /// `batch` samples: for `run`, the outputs before the update, from which its loss came.
+    ///
+    /// # Panics
+    /// If `batch` exceeds `B`.
     pub fn output(&self, batch: usize) -> &[f32] {
         assert!(
             batch <= B,
@@ -147,6 +166,12 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// One training step on a batch: forward, loss, backward, and the optimizer's fused pass
     /// over the model's parameters (after the backward pass, or layer by layer during it with
     /// [`Fused`](crate::optim::Fused)). Returns the loss of the batch before the update.
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or holds more than `B` of them, or `y` is not their
+    /// targets; in the loss, on a class label outside its classes; in an `Embedding`, on a
+    /// token id outside its vocabulary. [`try_run`](Self::try_run) returns each of these as a
+    /// [`BatchError`] instead.
     pub fn run(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32 {
         let (batch, loss) = self.forward_loss(model, x, y);
         if U::FUSED {
@@ -167,8 +192,43 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         loss
     }
 
+    /// [`run`](Self::run), or a [`BatchError`] (and nothing changed) where it panics: a
+    /// batch that is not whole samples, more than `B` samples, targets that are not theirs, a
+    /// class label outside the loss's classes or a token id outside the vocabulary. On a
+    /// batch that fits, the same bits as `run`.
+    pub fn try_run(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &[Target<M>],
+    ) -> Result<f32, BatchError> {
+        batch::labelled::<M>(x, y, B)?;
+        Ok(self.run(model, x, y))
+    }
+
+    /// [`run`](Self::run), except that a batch whose loss or any gradient is NaN or infinite
+    /// changes nothing: the parameters, the optimizer's slots and step counter and the model's
+    /// running statistics stay as they were, as a mixed-precision loss scaler skips an
+    /// overflowing step. On a finite batch, the same bits as `run`. Needs every gradient
+    /// before the update ([`Full`](crate::optim::Full)).
+    ///
+    /// # Panics
+    /// As [`run`](Self::run).
+    pub fn run_or_skip(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> StepOutcome
+    where
+        U: AllGradientsFirst,
+    {
+        self.keep_state(model);
+        let loss = self.gradients(model, x, y);
+        let b = &self.bufs;
+        update_or_skip(&mut self.optimizer, &b.state, model, loss, &b.grads)
+    }
+
     /// The loss of a batch and its gradients ([`grads`](Self::grads)) with respect to the
     /// parameters, in training mode, without an update.
+    ///
+    /// # Panics
+    /// As [`run`](Self::run); [`try_gradients`](Self::try_gradients) returns an error.
     pub fn gradients(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32
     where
         U: AllGradientsFirst,
@@ -184,11 +244,30 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         loss
     }
 
+    /// [`gradients`](Self::gradients), or a [`BatchError`] where it panics (see
+    /// [`try_run`](Self::try_run)).
+    pub fn try_gradients(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &[Target<M>],
+    ) -> Result<f32, BatchError>
+    where
+        U: AllGradientsFirst,
+    {
+        batch::labelled::<M>(x, y, B)?;
+        Ok(self.gradients(model, x, y))
+    }
+
     /// [`gradients`](Self::gradients) of one shard of a larger global batch, whose first
     /// sample has index `first_sample` there: dropout draws each sample's mask from its
     /// global index, so the shard gets the masks it would get inside the whole batch. The
     /// data-parallel step ([`DataParallel`](crate::distributed::DataParallel)) runs its
     /// shards through this.
+    ///
+    /// # Panics
+    /// As [`gradients`](Self::gradients);
+    /// [`try_shard_gradients`](Self::try_shard_gradients) returns an error.
     pub fn shard_gradients(
         &mut self,
         model: &mut M,
@@ -205,16 +284,46 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         loss
     }
 
+    /// [`shard_gradients`](Self::shard_gradients), or a [`BatchError`] where it panics (see
+    /// [`try_run`](Self::try_run)).
+    pub fn try_shard_gradients(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &[Target<M>],
+        first_sample: usize,
+    ) -> Result<f32, BatchError>
+    where
+        U: AllGradientsFirst,
+    {
+        batch::labelled::<M>(x, y, B)?;
+        Ok(self.shard_gradients(model, x, y, first_sample))
+    }
+
     /// The model's output for a batch (inference mode).
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or holds more than `B` of them; in an `Embedding`, on a
+    /// token id outside its vocabulary. [`try_predict`](Self::try_predict) returns an error.
     pub fn predict(&mut self, model: &M, x: &[M::Input]) -> &[f32] {
         let batch = self.forward_eval(model, x);
         self.output(batch)
+    }
+
+    /// [`predict`](Self::predict), or a [`BatchError`] where it panics.
+    pub fn try_predict(&mut self, model: &M, x: &[M::Input]) -> Result<&[f32], BatchError> {
+        batch::input::<M>(x, B)?;
+        Ok(self.predict(model, x))
     }
 
     /// d sum(output) / d params for a batch, from the model's current weights (inference
     /// mode), laid out as the parameters: what PyTorch's `model(x).sum().backward()` leaves in
     /// the `.grad` of each parameter. For a token model, the rows of its embedding table are
     /// the gradient with respect to the embedded ids.
+    ///
+    /// # Panics
+    /// As [`predict`](Self::predict);
+    /// [`try_output_gradients`](Self::try_output_gradients) returns an error.
     pub fn output_gradients(&mut self, model: &M, x: &[M::Input]) -> &[f32]
     where
         U: AllGradientsFirst,
@@ -227,7 +336,20 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         &self.bufs.grads
     }
 
+    /// [`output_gradients`](Self::output_gradients), or a [`BatchError`] where it panics.
+    pub fn try_output_gradients(&mut self, model: &M, x: &[M::Input]) -> Result<&[f32], BatchError>
+    where
+        U: AllGradientsFirst,
+    {
+        batch::input::<M>(x, B)?;
+        Ok(self.output_gradients(model, x))
+    }
+
     /// d sum(output) / d x for a batch, from the model's current weights (inference mode).
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or holds more than `B` of them;
+    /// [`try_input_gradient`](Self::try_input_gradient) returns an error.
     pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32]
     where
         M: Model<Input = f32>,
@@ -238,23 +360,59 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         self.input_backward(model, x, batch)
     }
 
+    /// [`input_gradient`](Self::input_gradient), or a [`BatchError`] where it panics.
+    pub fn try_input_gradient(&mut self, model: &M, x: &[f32]) -> Result<&[f32], BatchError>
+    where
+        M: Model<Input = f32>,
+    {
+        batch::input::<M>(x, B)?;
+        Ok(self.input_gradient(model, x))
+    }
+
     /// d loss / d x for a batch, from the model's current weights (inference mode).
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or holds more than `B` of them, or `y` is not their
+    /// targets; in the loss, on a class label outside its classes.
+    /// [`try_loss_input_gradient`](Self::try_loss_input_gradient) returns an error.
     pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32]
     where
         M: Model<Input = f32>,
     {
         let batch = self.forward_eval(model, x);
-        check_targets::<M>(batch, y);
+        expect(batch::target_count::<M>(batch, y));
         self.loss_gradient(y, batch);
         self.input_backward(model, x, batch)
+    }
+
+    /// [`loss_input_gradient`](Self::loss_input_gradient), or a [`BatchError`] where it
+    /// panics.
+    pub fn try_loss_input_gradient(
+        &mut self,
+        model: &M,
+        x: &[f32],
+        y: &[Target<M>],
+    ) -> Result<&[f32], BatchError>
+    where
+        M: Model<Input = f32>,
+    {
+        batch::labelled::<M>(x, y, B)?;
+        Ok(self.loss_input_gradient(model, x, y))
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode);
     /// accuracy is over what the loss scores ([`Loss::scored_per_sample`]: samples, or the
     /// positions of a sequence loss).
+    ///
+    /// # Panics
+    /// If `x` is not whole samples or `y` is not their targets; in the loss, on a class label
+    /// outside its classes; in an `Embedding`, on a token id outside its vocabulary.
+    /// [`try_evaluate`](Self::try_evaluate) returns an error.
     pub fn evaluate(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
+        let samples = expect(batch::samples::<M>(x, usize::MAX));
+        expect(batch::target_count::<M>(samples, y));
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let (mut loss, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
+        let (mut loss, mut correct) = (0.0f64, 0usize);
         let mut has_accuracy = true;
         for (xs, ys) in x.chunks(B * M::IN).zip(y.chunks(B * per)) {
             let out = self.predict(model, xs);
@@ -264,14 +422,31 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
                 Some(c) => correct += c,
                 None => has_accuracy = false,
             }
-            seen += batch;
         }
-        let seen_f = seen.max(1) as f64;
-        let scored = (seen * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
+        let seen_f = samples.max(1) as f64;
+        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
         Evaluation {
             loss: (loss / seen_f) as f32,
             accuracy: has_accuracy.then(|| (correct as f64 / scored) as f32),
         }
+    }
+
+    /// [`evaluate`](Self::evaluate), or a [`BatchError`] where it panics; a sample's place
+    /// in it counts from the first of `x`.
+    pub fn try_evaluate(
+        &mut self,
+        model: &M,
+        x: &[M::Input],
+        y: &[Target<M>],
+    ) -> Result<Evaluation, BatchError> {
+        batch::labelled::<M>(x, y, usize::MAX)?;
+        Ok(self.evaluate(model, x, y))
+    }
+
+    /// Copies the model's running statistics aside (into the buffer of inference's copy),
+    /// for [`update_or_skip`] to put back.
+    pub(crate) fn keep_state(&mut self, model: &M) {
+        self.bufs.state.copy_from_slice(model.state());
     }
 
     /// The forward pass in training mode over the model's own state, and the loss and its
@@ -279,7 +454,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     fn forward_loss(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> (usize, f32) {
         let (params, state) = model.split_mut();
         let batch = self.forward(params, Some(state), x, Mode::Train);
-        check_targets::<M>(batch, y);
+        expect(batch::target_count::<M>(batch, y));
         (batch, self.loss_gradient(y, batch))
     }
 
@@ -297,7 +472,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         x: &[M::Input],
         mode: Mode,
     ) -> usize {
-        let batch = batch_of::<M>(x, B);
+        let batch = expect(batch::samples::<M>(x, B));
         let mut rng = self.stream();
         let first = self.first_sample;
         let b = &mut self.bufs;
@@ -389,6 +564,25 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     fn stream(&self) -> Rng {
         Rng::with_stream(self.seed, self.optimizer.iterations())
     }
+}
+
+/// Ends a step that may be skipped: `optimizer`'s update of `model` from `grads` when
+/// `loss` and every gradient are finite; otherwise only the model's running statistics go
+/// back to `kept` (from [`Step::keep_state`]), and the optimizer stays as it was.
+pub(crate) fn update_or_skip<M: Model, R: Rule, U: UpdateMode, S: Storage>(
+    optimizer: &mut Optimizer<R, U, S>,
+    kept: &[f32],
+    model: &mut M,
+    loss: f32,
+    grads: &[f32],
+) -> StepOutcome {
+    let skipped = !(loss.is_finite() && grads.iter().all(|g| g.is_finite()));
+    if skipped {
+        model.split_mut().1.copy_from_slice(kept);
+    } else {
+        optimizer.step(model.params_mut(), grads);
+    }
+    StepOutcome { loss, skipped }
 }
 
 /// The layer context of one pass over a step's workspace.

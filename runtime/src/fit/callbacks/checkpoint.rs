@@ -169,7 +169,10 @@ fn is_column(name: &str) -> bool {
     let metric = |n: &str| matches!(n, "loss" | "accuracy" | "mae" | "mse");
     metric(name)
         || name.strip_prefix("val_").is_some_and(metric)
-        || matches!(name, "lr" | "steps" | "seconds" | "samples_per_second")
+        || matches!(
+            name,
+            "lr" | "steps" | "seconds" | "samples_per_second" | "skipped"
+        )
 }
 
 impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for ModelCheckpoint {
@@ -225,6 +228,7 @@ mod tests {
             steps: 70,
             seconds: 1.0,
             samples_per_second: 1.0,
+            skipped: 0,
         }
     }
 

@@ -51,7 +51,8 @@ where
 /// As in Keras (and as [`TrainStep::run`](crate::train::TrainStep::run) works: the loss is
 /// known once the step is done), the update of that batch has been applied: the parameters it
 /// touched and the optimizer's slots are then usually NaN, and the step counter counts the
-/// batch. Unlike Keras, the interrupted epoch is not logged and no `on_epoch_end` runs for it,
+/// batch; with [`FitOptions::skip_non_finite`](crate::fit::FitOptions::skip_non_finite) it
+/// has not. Unlike Keras, the interrupted epoch is not logged and no `on_epoch_end` runs for it,
 /// so [`ModelCheckpoint`](crate::fit::ModelCheckpoint) does not save the NaN weights;
 /// `on_train_end` runs, so [`EarlyStopping`](crate::fit::EarlyStopping) with
 /// `restore_best_weights` puts back the weights of its best epoch. Otherwise, resume from the
@@ -66,5 +67,9 @@ impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for TerminateOnNan {
         } else {
             Control::Stop
         }
+    }
+
+    fn handles_non_finite(&self) -> bool {
+        true
     }
 }

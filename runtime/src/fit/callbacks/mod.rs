@@ -70,6 +70,12 @@ pub trait Callback<M: Model, R: Rule, const B: usize> {
         Control::Continue
     }
 
+    /// Whether this callback acts on a NaN or infinite batch loss, as [`TerminateOnNan`]
+    /// does: a fit with such a callback does not warn about one. `false` by default.
+    fn handles_non_finite(&self) -> bool {
+        false
+    }
+
     /// After an epoch and its validation, with what it measured.
     fn on_epoch_end(
         &mut self,

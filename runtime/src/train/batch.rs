@@ -1,0 +1,201 @@
+//! [`BatchError`]: a batch that does not fit a model and its train step, and the checks that
+//! find it. The checked methods of a step (`try_run`, ...) return it, its unchecked methods
+//! panic with its message, and the `Trainer` returns it for the same mistakes in a data set.
+
+use super::input::InputValue;
+use super::model::Model;
+use super::step::Target;
+use crate::loss::{Loss, TargetValue};
+use core::fmt;
+
+/// A batch that does not fit a model and its train step. A checked method that returns it
+/// has changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchError {
+    /// The input is not whole samples: its length is not a multiple of the model's input
+    /// values per sample.
+    InputLength {
+        /// The input's length.
+        len: usize,
+        /// The model's input values per sample ([`Model::IN`]).
+        per_sample: usize,
+    },
+    /// More samples than the train step's batch `B`.
+    BatchSize {
+        /// The samples given.
+        samples: usize,
+        /// The step's batch.
+        max: usize,
+    },
+    /// Not as many targets as the samples need.
+    TargetCount {
+        /// The samples given.
+        samples: usize,
+        /// The targets they need ([`Loss::targets_per_sample`] each).
+        expected: usize,
+        /// The targets given.
+        given: usize,
+    },
+    /// A class label the loss has no class for ([`Loss::classes`]).
+    Label {
+        /// The sample, counting from 0.
+        sample: usize,
+        /// Its label.
+        label: u32,
+        /// The classes: labels are `0..classes`.
+        classes: usize,
+    },
+    /// A token id outside the vocabulary of the layers that read the input
+    /// ([`Model::VOCAB`]).
+    TokenId {
+        /// The sample, counting from 0.
+        sample: usize,
+        /// The id's position in the sample.
+        position: usize,
+        /// The id.
+        id: u32,
+        /// The ids the model reads: `0..vocab`.
+        vocab: usize,
+    },
+}
+
+impl fmt::Display for BatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BatchError::InputLength { len, per_sample } => write!(
+                f,
+                "input length {len} is not a multiple of {per_sample} (the model's inputs per sample)"
+            ),
+            BatchError::BatchSize { samples, max } => {
+                write!(f, "batch of {samples} samples exceeds the maximum {max}")
+            }
+            BatchError::TargetCount {
+                samples,
+                expected,
+                given,
+            } => write!(f, "{samples} samples need {expected} targets, not {given}"),
+            BatchError::Label {
+                sample,
+                label,
+                classes,
+            } => write!(
+                f,
+                "sample {sample} has label {label}, but the model has {classes} classes (0..{classes})"
+            ),
+            BatchError::TokenId {
+                sample,
+                position,
+                id,
+                vocab,
+            } => write!(
+                f,
+                "sample {sample} has token id {id} at position {position}, but the model reads \
+                 ids 0..{vocab}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for BatchError {}
+
+/// The value of a check whose failure is the caller's bug (an unchecked method): panics with
+/// the error's message.
+#[track_caller]
+pub(crate) fn expect<T>(checked: Result<T, BatchError>) -> T {
+    match checked {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The samples in `x` for model `M`, if `x` is whole samples and at most `max` of them.
+pub(crate) fn samples<M: Model>(x: &[M::Input], max: usize) -> Result<usize, BatchError> {
+    if M::IN == 0 || !x.len().is_multiple_of(M::IN) {
+        return Err(BatchError::InputLength {
+            len: x.len(),
+            per_sample: M::IN,
+        });
+    }
+    let samples = x.len() / M::IN;
+    if samples > max {
+        return Err(BatchError::BatchSize { samples, max });
+    }
+    Ok(samples)
+}
+
+/// Checks that `y` holds the targets of `samples` samples of model `M`.
+pub(crate) fn target_count<M: Model>(samples: usize, y: &[Target<M>]) -> Result<(), BatchError> {
+    let expected = samples * <M::Loss as Loss>::targets_per_sample(M::OUT);
+    if y.len() == expected {
+        Ok(())
+    } else {
+        Err(BatchError::TargetCount {
+            samples,
+            expected,
+            given: y.len(),
+        })
+    }
+}
+
+/// The index and value of the first of `values` whose id (a class label or a token id) is
+/// `limit` or more.
+fn first_at_or_past<T: Copy>(
+    values: &[T],
+    id: impl Fn(T) -> Option<u32>,
+    limit: usize,
+) -> Option<(usize, u32)> {
+    let past = |v: T| id(v).filter(|&i| i as usize >= limit);
+    values
+        .iter()
+        .enumerate()
+        .find_map(|(i, &v)| Some((i, past(v)?)))
+}
+
+/// Checks that every class label in `y` names one of the classes of model `M`'s loss.
+pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
+    let Some(classes) = <M::Loss as Loss>::classes(M::OUT) else {
+        return Ok(());
+    };
+    match first_at_or_past(y, TargetValue::class, classes) {
+        None => Ok(()),
+        Some((i, label)) => Err(BatchError::Label {
+            sample: i / <M::Loss as Loss>::targets_per_sample(M::OUT).max(1),
+            label,
+            classes,
+        }),
+    }
+}
+
+/// Checks that every token id in `x` is in model `M`'s vocabulary (nothing for `f32` input).
+pub(crate) fn token_ids<M: Model>(x: &[M::Input]) -> Result<(), BatchError> {
+    match first_at_or_past(x, InputValue::token, M::VOCAB) {
+        None => Ok(()),
+        Some((i, id)) => Err(BatchError::TokenId {
+            sample: i / M::IN,
+            position: i % M::IN,
+            id,
+            vocab: M::VOCAB,
+        }),
+    }
+}
+
+/// Checks an input for model `M`: whole samples, at most `max`, token ids in the vocabulary;
+/// returns the samples.
+pub(crate) fn input<M: Model>(x: &[M::Input], max: usize) -> Result<usize, BatchError> {
+    let n = samples::<M>(x, max)?;
+    token_ids::<M>(x)?;
+    Ok(n)
+}
+
+/// Checks an input and its targets for model `M` ([`input`], then their count and class
+/// labels); returns the samples.
+pub(crate) fn labelled<M: Model>(
+    x: &[M::Input],
+    y: &[Target<M>],
+    max: usize,
+) -> Result<usize, BatchError> {
+    let n = input::<M>(x, max)?;
+    target_count::<M>(n, y)?;
+    labels::<M>(y)?;
+    Ok(n)
+}

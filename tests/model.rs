@@ -203,7 +203,7 @@ fn training_gives_the_same_bits_on_one_and_two_threads() {
     assert!(one.1 == two.1, "parameters differ between 1 and 2 threads");
 }
 
-/// A convolutional net whose passes over a batch of 64 (im2col and its scatter, both
+/// A convolutional net whose passes over a batch of 128 (im2col and its scatter, both
 /// poolings, the activation passes) are large enough to be split across the pool.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 pub struct SplitCnn {
@@ -217,17 +217,17 @@ pub struct SplitCnn {
 #[test]
 fn a_cnn_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
-    const { assert!(64 * 24 * 24 * 27 >= PASS_PARALLEL_MIN, "im2col splits") };
+    const { assert!(128 * 24 * 24 * 27 >= PASS_PARALLEL_MIN, "im2col splits") };
     const {
         assert!(
-            64 * (12 * 12 * 16 + 2 * 6 * 6 * 16) >= PASS_PARALLEL_MIN,
+            128 * (12 * 12 * 16 + 2 * 6 * 6 * 16) >= PASS_PARALLEL_MIN,
             "max pool splits"
         )
     };
     let mut rng = Rng::new(16);
-    let x = data(&mut rng, 64 * 24 * 24 * 3);
-    let y: Vec<u32> = (0..64).map(|i| i % 10).collect();
-    common::assert_same_bits_on_one_and_two_threads::<_, 64>(|| SplitCnn::init(Seed(9)), &x, &y);
+    let x = data(&mut rng, 128 * 24 * 24 * 3);
+    let y: Vec<u32> = (0..128).map(|i| i % 10).collect();
+    common::assert_same_bits_on_one_and_two_threads::<_, 128>(|| SplitCnn::init(Seed(9)), &x, &y);
 }
 
 /// A small sequence classifier: channels-last sequences of 6 positions and 2 channels,
@@ -275,7 +275,7 @@ fn a_residual_sequence_graph_s_gradients_match_finite_differences() {
     common::check_loss_input_gradient(&model, &x, &[2, 0, 1, 2], 1e-2, 1e-1);
 }
 
-/// A sequence model whose passes over a batch of 64 (both convolutions' im2col and scatter,
+/// A sequence model whose passes over a batch of 128 (both convolutions' im2col and scatter,
 /// the products over every position) are large enough to be split across the pool.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 pub struct SplitSeq {
@@ -290,11 +290,11 @@ pub struct SplitSeq {
 #[test]
 fn a_sequence_model_whose_passes_split_trains_to_the_same_bits_on_one_and_two_threads() {
     use fusegraph::kernels::parallel::PASS_PARALLEL_MIN;
-    const { assert!(64 * 64 * 5 * 8 >= PASS_PARALLEL_MIN, "im2col splits") };
+    const { assert!(128 * 64 * 5 * 8 >= PASS_PARALLEL_MIN, "im2col splits") };
     let mut rng = Rng::new(17);
-    let x = data(&mut rng, 64 * 64 * 8);
-    let y: Vec<u32> = (0..64).map(|i| i % 4).collect();
-    let losses = common::assert_same_bits_on_one_and_two_threads::<_, 64>(
+    let x = data(&mut rng, 128 * 64 * 8);
+    let y: Vec<u32> = (0..128).map(|i| i % 4).collect();
+    let losses = common::assert_same_bits_on_one_and_two_threads::<_, 128>(
         || SplitSeq::init(Seed(9)),
         &x,
         &y,

@@ -423,3 +423,19 @@ fn run_or_skip_skips_an_overflowing_loss_or_gradient() {
         assert_ne!(bits(model.params()), before.0);
     }
 }
+
+/// A step takes a batch's targets as a slice, an array or a `Vec`, the same bits from each;
+/// an empty batch's are `&[]`.
+#[test]
+fn targets_are_a_slice_an_array_or_a_vec() {
+    let (mut model, mut step) = net();
+    let x = values(12, 6);
+    let labels: [u32; 3] = [0, 1, 2];
+    let from_array = step.evaluate(&model, &x, &labels);
+    assert_eq!(step.evaluate(&model, &x, &labels.to_vec()), from_array);
+    assert_eq!(step.evaluate(&model, &x, &labels[..]), from_array);
+    assert_eq!(step.try_evaluate(&model, &x, &classes(3)), Ok(from_array));
+    let loss = step.gradients(&mut model, &x, &labels[..]);
+    assert_eq!(loss.to_bits(), from_array.loss.to_bits());
+    assert_eq!(step.run(&mut model, &[], &[]), 0.0);
+}

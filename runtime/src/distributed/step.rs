@@ -3,7 +3,7 @@
 
 use super::communicator::Communicator;
 use super::shards::{add_shard, Shards};
-use crate::loss::Loss;
+use crate::loss::{Loss, Targets};
 use crate::optim::Rule;
 use crate::train::step::update_or_skip;
 use crate::train::{Model, StepOutcome, Target, TrainStep};
@@ -186,14 +186,14 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     ///
     /// # Panics
     /// If the batch is empty or larger than the global batch, or the targets do not match it.
-    pub fn run(
+    pub fn run<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
     ) -> f32 {
-        let loss = self.global_gradient(model, step, x, y);
+        let loss = self.global_gradient(model, step, x, y.as_targets());
         step.optimizer.step(model.params_mut(), &self.sum);
         loss
     }
@@ -205,15 +205,15 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     ///
     /// # Panics
     /// As [`run`](Self::run).
-    pub fn run_or_skip(
+    pub fn run_or_skip<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
     ) -> StepOutcome {
         step.keep_state(model);
-        let loss = self.global_gradient(model, step, x, y);
+        let loss = self.global_gradient(model, step, x, y.as_targets());
         update_or_skip(
             &mut step.optimizer,
             &step.bufs.state,

@@ -4,8 +4,14 @@
 //! The built-ins are not written with `loss!`, which computes each element in `f32` and sums by
 //! lane: they compute in `f64` and sum in order, so none would keep its bits (tests/loss.rs
 //! finds the rewritten ones within 1e-6), and `SoftmaxCrossEntropy` is not element-wise.
+//!
+//! A train step takes a batch's targets as [`Targets`] of the model's loss, so that targets of
+//! the wrong type are an error that names the loss and the type it takes.
 
 pub(crate) mod lanes;
+mod targets;
+
+pub use targets::Targets;
 
 /// A target of a loss: a class label or a real value.
 pub trait TargetValue: Copy {

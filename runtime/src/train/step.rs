@@ -9,7 +9,7 @@ use super::batch::{self, expect, BatchError};
 use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
 use crate::layers::{Ctx, Grad, Mode};
-use crate::loss::Loss;
+use crate::loss::{Loss, Targets};
 use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
@@ -82,7 +82,10 @@ enum Gradients<'p, R: Rule> {
 /// [`EmbeddedStep`](super::EmbeddedStep) (an arena the caller owns).
 ///
 /// Every method takes the model by reference, so that what it computes always uses the
-/// model's current weights. No method allocates.
+/// model's current weights. No method allocates. A method that takes targets takes them as
+/// [`Targets`] of the model's loss: a slice, an array or a `Vec` of its
+/// [`Target`](Loss::Target) values (`u32` class indices or `f32` values), so that targets of
+/// another type are an error that says which the loss takes.
 pub struct Step<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> {
     pub(crate) bufs: Buffers<S::Floats>,
     pub(crate) optimizer: Optimizer<R, U, S>,
@@ -172,23 +175,14 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// targets; in the loss, on a class label outside its classes; in an `Embedding`, on a
     /// token id outside its vocabulary. [`try_run`](Self::try_run) returns each of these as a
     /// [`BatchError`] instead.
-    pub fn run(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32 {
-        let (batch, loss) = self.forward_loss(model, x, y);
-        if U::FUSED {
-            let plan = self.optimizer.plan();
-            let to = Gradients::Apply(model.params_mut(), &plan);
-            self.backward(to, x, batch, false, Mode::Train);
-            self.optimizer.finish(&plan);
-        } else {
-            self.backward(
-                Gradients::Store(model.params()),
-                x,
-                batch,
-                false,
-                Mode::Train,
-            );
-            self.optimizer.step(model.params_mut(), &self.bufs.grads);
-        }
+    pub fn run<Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &Y,
+    ) -> f32 {
+        let (batch, loss) = self.forward_loss(model, x, y.as_targets());
+        self.backward_and_update(model, x, batch);
         loss
     }
 
@@ -196,12 +190,13 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// batch that is not whole samples, more than `B` samples, targets that are not theirs, a
     /// class label outside the loss's classes or a token id outside the vocabulary. On a
     /// batch that fits, the same bits as `run`.
-    pub fn try_run(
+    pub fn try_run<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
     ) -> Result<f32, BatchError> {
+        let y = y.as_targets();
         batch::labelled::<M>(x, y, B)?;
         Ok(self.run(model, x, y))
     }
@@ -214,12 +209,17 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ///
     /// # Panics
     /// As [`run`](Self::run).
-    pub fn run_or_skip(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> StepOutcome
+    pub fn run_or_skip<Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &Y,
+    ) -> StepOutcome
     where
         U: AllGradientsFirst,
     {
         self.keep_state(model);
-        let loss = self.gradients(model, x, y);
+        let loss = self.gradients(model, x, y.as_targets());
         let b = &self.bufs;
         update_or_skip(&mut self.optimizer, &b.state, model, loss, &b.grads)
     }
@@ -229,11 +229,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ///
     /// # Panics
     /// As [`run`](Self::run); [`try_gradients`](Self::try_gradients) returns an error.
-    pub fn gradients(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> f32
+    pub fn gradients<Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &Y,
+    ) -> f32
     where
         U: AllGradientsFirst,
     {
-        let (batch, loss) = self.forward_loss(model, x, y);
+        let (batch, loss) = self.forward_loss(model, x, y.as_targets());
         self.backward(
             Gradients::Store(model.params()),
             x,
@@ -246,15 +251,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`gradients`](Self::gradients), or a [`BatchError`] where it panics (see
     /// [`try_run`](Self::try_run)).
-    pub fn try_gradients(
+    pub fn try_gradients<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
     ) -> Result<f32, BatchError>
     where
         U: AllGradientsFirst,
     {
+        let y = y.as_targets();
         batch::labelled::<M>(x, y, B)?;
         Ok(self.gradients(model, x, y))
     }
@@ -268,34 +274,35 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// # Panics
     /// As [`gradients`](Self::gradients);
     /// [`try_shard_gradients`](Self::try_shard_gradients) returns an error.
-    pub fn shard_gradients(
+    pub fn shard_gradients<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
         first_sample: usize,
     ) -> f32
     where
         U: AllGradientsFirst,
     {
         self.first_sample = first_sample;
-        let loss = self.gradients(model, x, y);
+        let loss = self.gradients(model, x, y.as_targets());
         self.first_sample = 0;
         loss
     }
 
     /// [`shard_gradients`](Self::shard_gradients), or a [`BatchError`] where it panics (see
     /// [`try_run`](Self::try_run)).
-    pub fn try_shard_gradients(
+    pub fn try_shard_gradients<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
         first_sample: usize,
     ) -> Result<f32, BatchError>
     where
         U: AllGradientsFirst,
     {
+        let y = y.as_targets();
         batch::labelled::<M>(x, y, B)?;
         Ok(self.shard_gradients(model, x, y, first_sample))
     }
@@ -375,10 +382,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// If `x` is not whole samples or holds more than `B` of them, or `y` is not their
     /// targets; in the loss, on a class label outside its classes.
     /// [`try_loss_input_gradient`](Self::try_loss_input_gradient) returns an error.
-    pub fn loss_input_gradient(&mut self, model: &M, x: &[f32], y: &[Target<M>]) -> &[f32]
+    pub fn loss_input_gradient<Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &M,
+        x: &[f32],
+        y: &Y,
+    ) -> &[f32]
     where
         M: Model<Input = f32>,
     {
+        let y = y.as_targets();
         let batch = self.forward_eval(model, x);
         expect(batch::target_count::<M>(batch, y));
         self.loss_gradient(y, batch);
@@ -387,15 +400,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`loss_input_gradient`](Self::loss_input_gradient), or a [`BatchError`] where it
     /// panics.
-    pub fn try_loss_input_gradient(
+    pub fn try_loss_input_gradient<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
         x: &[f32],
-        y: &[Target<M>],
+        y: &Y,
     ) -> Result<&[f32], BatchError>
     where
         M: Model<Input = f32>,
     {
+        let y = y.as_targets();
         batch::labelled::<M>(x, y, B)?;
         Ok(self.loss_input_gradient(model, x, y))
     }
@@ -408,7 +422,17 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// If `x` is not whole samples or `y` is not their targets; in the loss, on a class label
     /// outside its classes; in an `Embedding`, on a token id outside its vocabulary.
     /// [`try_evaluate`](Self::try_evaluate) returns an error.
-    pub fn evaluate(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
+    pub fn evaluate<Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &M,
+        x: &[M::Input],
+        y: &Y,
+    ) -> Evaluation {
+        self.evaluate_batches(model, x, y.as_targets())
+    }
+
+    /// [`evaluate`](Self::evaluate) over targets read as a slice.
+    fn evaluate_batches(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
         let samples = expect(batch::samples::<M>(x, usize::MAX));
         expect(batch::target_count::<M>(samples, y));
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
@@ -433,14 +457,15 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`evaluate`](Self::evaluate), or a [`BatchError`] where it panics; a sample's place
     /// in it counts from the first of `x`.
-    pub fn try_evaluate(
+    pub fn try_evaluate<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
         x: &[M::Input],
-        y: &[Target<M>],
+        y: &Y,
     ) -> Result<Evaluation, BatchError> {
+        let y = y.as_targets();
         batch::labelled::<M>(x, y, usize::MAX)?;
-        Ok(self.evaluate(model, x, y))
+        Ok(self.evaluate_batches(model, x, y))
     }
 
     /// Copies the model's running statistics aside (into the buffer of inference's copy),
@@ -456,6 +481,27 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         let batch = self.forward(params, Some(state), x, Mode::Train);
         expect(batch::target_count::<M>(batch, y));
         (batch, self.loss_gradient(y, batch))
+    }
+
+    /// The backward pass of [`run`](Self::run) after its forward pass over `batch` samples,
+    /// and the optimizer's update: layer by layer during the backward pass in a fused mode,
+    /// after it otherwise.
+    fn backward_and_update(&mut self, model: &mut M, x: &[M::Input], batch: usize) {
+        if U::FUSED {
+            let plan = self.optimizer.plan();
+            let to = Gradients::Apply(model.params_mut(), &plan);
+            self.backward(to, x, batch, false, Mode::Train);
+            self.optimizer.finish(&plan);
+        } else {
+            self.backward(
+                Gradients::Store(model.params()),
+                x,
+                batch,
+                false,
+                Mode::Train,
+            );
+            self.optimizer.step(model.params_mut(), &self.bufs.grads);
+        }
     }
 
     /// The forward pass in inference mode over a copy of the model's state.

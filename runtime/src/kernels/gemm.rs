@@ -92,13 +92,13 @@
 //! (a 12x32 tile would be half padding; 8x16 and 12x16 measured slower on Zen 5, 24x16 spills).
 //! On one Zen 5 core (two 512-bit `mul_add` a cycle) the AVX-512F kernel runs the MLP's
 //! 784x128 products at 178-204 GFLOP/s, 1.00-1.05x the rate of `matrixmultiply` at batch 256
-//! in the same run of `bench_gemm` (products whose `k` or `n` is 10 stay at 0.4-0.7x), and a
-//! 5x5 convolution of one channel into 16 (36864x25 by 25x16) at 110, where the 12x32 tile
-//! alone ran it at 28-34. On one Zen 4 core the 6x16 microkernel
-//! runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128 products of the MLP
-//! 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in a default build as
-//! in a native one. `examples/bench_gemm.rs` compares the kernels with each other and with
-//! `matrixmultiply`, `gemm` and a triple loop.
+//! in the same run of `bench_gemm` (two products whose `k` or `n` is 10 stay at 0.4-0.5x at
+//! batch 32), and a 5x5 convolution of one channel into 16 (36864x25 by 25x16) inside W4 at
+//! 93, where the 12x32 tile alone ran it at 25 (`bench_train w4 products`). On one Zen 4 core
+//! the 6x16 microkernel runs at about 98% of the `mul_add` peak (114 GFLOP/s); the 784x128
+//! products of the MLP 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in
+//! a default build as in a native one. `examples/bench_gemm.rs` compares the kernels with
+//! each other and with `matrixmultiply`, `gemm` and a triple loop.
 
 mod micro;
 #[cfg(test)]

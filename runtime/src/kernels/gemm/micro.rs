@@ -6,7 +6,7 @@
 //! write-back), shared by every path. Every function a kernel's entry point calls is
 //! `#[inline(always)]`, so it is compiled with that entry point's target features.
 
-use super::vector::{Vector, MAX_LANES};
+use super::vector::{Block8, Panel8, Vector, MAX_LANES};
 use super::view::{MatMut, MatRef, Terms};
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
@@ -105,10 +105,18 @@ fn pack_across<S: Vector>(
         let width = 8.min(w - g);
         let valid = lines.saturating_sub(g).min(width);
         for p in (0..p8).step_by(8) {
-            let out = &mut dst[p * w + g..(p + 8) * w];
             // Lines past the end are zero: nothing of `src` is read for them.
-            let block = if valid > 0 { &src[g * ls + p..] } else { &[] };
-            S::transpose8(block, ls, valid, out, w, width);
+            let from = Block8 {
+                data: if valid > 0 { &src[g * ls + p..] } else { &[] },
+                stride: ls,
+                rows: valid,
+            };
+            let to = Panel8 {
+                data: &mut dst[p * w + g..(p + 8) * w],
+                stride: w,
+                width,
+            };
+            S::transpose8(from, to);
         }
         for p in p8..kc {
             for i in 0..width {

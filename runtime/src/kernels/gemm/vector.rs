@@ -21,6 +21,29 @@ use wide::f32x8;
 /// The most lanes of any [`Vector`]: the length of the arrays that hold one vector's values.
 pub(super) const MAX_LANES: usize = 16;
 
+/// An 8x8 block of a matrix: row `i` is `data[i * stride..][..8]` for `i < rows`, and zero
+/// for the rows below.
+#[derive(Clone, Copy)]
+pub(super) struct Block8<'a> {
+    /// The first row's values and those after it.
+    pub(super) data: &'a [f32],
+    /// From one row to the next.
+    pub(super) stride: usize,
+    /// The rows read (at most 8).
+    pub(super) rows: usize,
+}
+
+/// Where a transposed 8x8 block goes in a packed panel: eight runs, run `q` at
+/// `data[q * stride..][..width]` (`width <= 8`; the columns past it are dropped).
+pub(super) struct Panel8<'a> {
+    /// The first run's place and the values after it.
+    pub(super) data: &'a mut [f32],
+    /// From one run to the next.
+    pub(super) stride: usize,
+    /// The values of each run written.
+    pub(super) width: usize,
+}
+
 /// An `f32` vector of [`LANES`](Vector::LANES) lanes and the operations the microkernel needs.
 pub(super) trait Vector: Copy {
     /// `f32` lanes, at most [`MAX_LANES`].
@@ -51,10 +74,9 @@ pub(super) trait Vector: Copy {
     /// `self * b`, lane by lane.
     fn mul(self, b: Self) -> Self;
 
-    /// Transposes an 8x8 block into a packed panel: row `i` of the block is `src[i * ls..][..8]`
-    /// for `i < rows` and zero below; column `q` goes to `dst[q * w..][..width]` (`width <= 8`).
-    /// In the instruction set of the vector's kernel, so that packing runs on it too.
-    fn transpose8(src: &[f32], ls: usize, rows: usize, dst: &mut [f32], w: usize, width: usize);
+    /// Transposes the 8x8 block `from` into `to`: column `q` of the block becomes run `q` of
+    /// the panel. In the instruction set of the vector's kernel, so that packing runs on it too.
+    fn transpose8(from: Block8<'_>, to: Panel8<'_>);
 
     /// The first `min(s.len(), LANES)` values of `s`, zero in the other lanes.
     #[inline(always)]
@@ -125,15 +147,16 @@ impl Vector for Portable {
     }
 
     #[inline(always)]
-    fn transpose8(src: &[f32], ls: usize, rows: usize, dst: &mut [f32], w: usize, width: usize) {
+    fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
         let mut v = [f32x8::ZERO; 8];
-        for (i, x) in v.iter_mut().enumerate().take(rows) {
-            *x = simd::load(&src[i * ls..]);
+        for (i, x) in v.iter_mut().enumerate().take(from.rows) {
+            *x = simd::load(&from.data[i * from.stride..]);
         }
         for (q, &column) in f32x8::transpose(v).iter().enumerate() {
             // A store of a whole lane, or a guarded one for the last few columns: a copy of
             // unknown length would be a call to `memmove`.
-            simd::store_partial(&mut dst[q * w..q * w + width], column);
+            let at = q * to.stride;
+            simd::store_partial(&mut to.data[at..at + to.width], column);
         }
     }
 }
@@ -147,7 +170,7 @@ mod x86 {
     //! set, which the module docs of `vector` show the CPU has whenever these methods run; the
     //! loads and stores check the slice's length first.
 
-    use super::Vector;
+    use super::{Block8, Panel8, Vector};
     #[cfg(target_arch = "x86")]
     use core::arch::x86::*;
     #[cfg(target_arch = "x86_64")]
@@ -207,75 +230,76 @@ mod x86 {
                 }
 
                 #[inline(always)]
-                fn transpose8(
-                    src: &[f32],
-                    ls: usize,
-                    rows: usize,
-                    dst: &mut [f32],
-                    w: usize,
-                    width: usize,
-                ) {
-                    // On 256-bit AVX registers, which both x86 kernels have (AVX-512F implies
-                    // AVX2): eight row loads, three rounds of shuffles, eight column stores.
-                    let row = |i: usize| {
-                        if i < rows {
-                            let r = &src[i * ls..i * ls + 8];
-                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `r` holds eight floats.
-                            unsafe { _mm256_loadu_ps(r.as_ptr()) }
-                        } else {
-                            // SAFETY: the instruction set this type's kernel checked for includes AVX.
-                            unsafe { _mm256_setzero_ps() }
-                        }
-                    };
-                    let r: [__m256; 8] = core::array::from_fn(row);
-                    // SAFETY: the instruction set this type's kernel checked for includes AVX; shuffles of registers only.
-                    let columns: [__m256; 8] = unsafe {
-                        let t = [
-                            _mm256_unpacklo_ps(r[0], r[1]),
-                            _mm256_unpackhi_ps(r[0], r[1]),
-                            _mm256_unpacklo_ps(r[2], r[3]),
-                            _mm256_unpackhi_ps(r[2], r[3]),
-                            _mm256_unpacklo_ps(r[4], r[5]),
-                            _mm256_unpackhi_ps(r[4], r[5]),
-                            _mm256_unpacklo_ps(r[6], r[7]),
-                            _mm256_unpackhi_ps(r[6], r[7]),
-                        ];
-                        let u = [
-                            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
-                            _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
-                            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
-                            _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
-                            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
-                            _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
-                            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
-                            _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
-                        ];
-                        [
-                            _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
-                            _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
-                            _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
-                            _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
-                            _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
-                            _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
-                            _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
-                            _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
-                        ]
-                    };
-                    for (q, &column) in columns.iter().enumerate() {
-                        let out = &mut dst[q * w..q * w + width];
-                        if width == 8 {
-                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `out` holds eight floats.
-                            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), column) }
-                        } else {
-                            let mut lanes = [0.0; 8];
-                            // SAFETY: the instruction set this type's kernel checked for includes AVX; `lanes` holds eight floats.
-                            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), column) }
-                            out.copy_from_slice(&lanes[..width]);
-                        }
-                    }
+                fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
+                    transpose8_avx(from, to);
                 }
             }
         };
+    }
+
+    /// [`Vector::transpose8`] of both x86 vectors, on 256-bit AVX registers (AVX-512F implies
+    /// AVX2): eight row loads, three rounds of shuffles, eight column stores. Every `unsafe`
+    /// block calls an AVX intrinsic, which the kernel of either vector checked the CPU has.
+    #[inline(always)]
+    fn transpose8_avx(from: Block8<'_>, to: Panel8<'_>) {
+        let row = |i: usize| {
+            if i < from.rows {
+                let at = i * from.stride;
+                let r = &from.data[at..at + 8];
+                // SAFETY: AVX, as above; `r` holds eight floats.
+                unsafe { _mm256_loadu_ps(r.as_ptr()) }
+            } else {
+                // SAFETY: AVX, as above.
+                unsafe { _mm256_setzero_ps() }
+            }
+        };
+        let r: [__m256; 8] = core::array::from_fn(row);
+        // SAFETY: AVX, as above; shuffles of registers only.
+        let columns: [__m256; 8] = unsafe {
+            let t = [
+                _mm256_unpacklo_ps(r[0], r[1]),
+                _mm256_unpackhi_ps(r[0], r[1]),
+                _mm256_unpacklo_ps(r[2], r[3]),
+                _mm256_unpackhi_ps(r[2], r[3]),
+                _mm256_unpacklo_ps(r[4], r[5]),
+                _mm256_unpackhi_ps(r[4], r[5]),
+                _mm256_unpacklo_ps(r[6], r[7]),
+                _mm256_unpackhi_ps(r[6], r[7]),
+            ];
+            let u = [
+                _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+                _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+                _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+                _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+                _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+                _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+                _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+                _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+            ];
+            [
+                _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+                _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+                _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+                _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+                _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+                _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+                _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+                _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+            ]
+        };
+        for (q, &column) in columns.iter().enumerate() {
+            let at = q * to.stride;
+            let out = &mut to.data[at..at + to.width];
+            if to.width == 8 {
+                // SAFETY: AVX, as above; `out` holds eight floats.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), column) }
+            } else {
+                let mut lanes = [0.0; 8];
+                // SAFETY: AVX, as above; `lanes` holds eight floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), column) }
+                out.copy_from_slice(&lanes[..to.width]);
+            }
+        }
     }
 
     x86_vector!(

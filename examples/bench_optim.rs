@@ -17,7 +17,10 @@
 //!   run on one thread as the step does); the "1 thread" rows run it inside a one-thread pool;
 //! - plain: the same rule as a plain `for` loop over zipped slices that the compiler
 //!   auto-vectorizes with the same flags (`benches/support/plain.rs`, bit for bit the
-//!   built-ins), on 2 threads split into two halves with `rayon::join`. "of plain" is the fused
+//!   built-ins), on 2 threads split into two halves with `rayon::join`; its "1 thread" rows run
+//!   inside the same one-thread pool as the fused step's, so that both run on the same kind of
+//!   thread (with the plain loop on the calling thread, one run gave the fused step 67-94% of
+//!   its speed at 1e6 and 1e7; with both on the worker, the next run gave 94-101%). "of plain" is the fused
 //!   step's speed as a share of it, the median over rounds of (plain time / fused time), and
 //!   the closing table gathers it for every size;
 //! - unfused (1 thread): one plain scalar pass per operator over the buffers, temporaries
@@ -172,9 +175,9 @@ fn rules() -> (Adam, SgdMomentum) {
     )
 }
 
-/// Runs `step` as the given thread count asks: `Optimizer::step` as shipped for 2 (on the
-/// 2-thread global pool, which it uses at and above `PARALLEL_THRESHOLD`), inside `pool1`
-/// for 1.
+/// Runs `step` as the given thread count asks: as called for 2 (`Optimizer::step` uses the
+/// 2-thread global pool at and above `PARALLEL_THRESHOLD`), inside `pool1` for 1 there (the
+/// fused and the plain step alike, on the same worker thread).
 fn on_threads(threads: usize, n: usize, pool1: &rayon::ThreadPool, step: impl FnOnce() + Send) {
     if threads == 1 && n >= PARALLEL_THRESHOLD {
         pool1.install(step);
@@ -208,7 +211,9 @@ fn bench_size(n: usize, label: &str, pool1: &rayon::ThreadPool) -> Vec<Timing> {
         let mut plain = PlainAdam::new(adam, n);
         let mut p = buffer(n, 3);
         vs.push(variant("adam plain", ADAM_BYTES, threads, move || {
-            plain.step(threads, black_box(&mut p), black_box(g));
+            on_threads(threads, n, pool1, || {
+                plain.step(threads, black_box(&mut p), black_box(g))
+            });
         }));
         let mut opt = Optimizer::new(sgd, &[n]);
         let mut p = buffer(n, 4);
@@ -229,7 +234,9 @@ fn bench_size(n: usize, label: &str, pool1: &rayon::ThreadPool) -> Vec<Timing> {
             SGD_BYTES,
             threads,
             move || {
-                plain.step(threads, black_box(&mut p), black_box(g));
+                on_threads(threads, n, pool1, || {
+                    plain.step(threads, black_box(&mut p), black_box(g))
+                });
             },
         ));
     }

@@ -107,6 +107,7 @@ pub use fusegraph_runtime::fit;
 #[cfg(feature = "std")]
 pub use fusegraph_runtime::fs;
 pub use fusegraph_runtime::kernels;
+pub use fusegraph_runtime::lane;
 pub use fusegraph_runtime::layers;
 pub use fusegraph_runtime::loss;
 pub use fusegraph_runtime::optim;
@@ -183,8 +184,9 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// The struct with its `Default` and builders, and, inside `const _: () = { .. };`, a step
 /// struct of the per-step scalars and an implementation of [`optim::Rule`]: names of the
 /// hyper-parameters, slots and carried scalars, `begin_step` (the `step` block plus the lifted
-/// scalars) and `update` (the `update` block on [`wide::f32x8`](fusegraph_runtime::f32x8) lanes,
-/// inlined into the fused pass). `cargo expand` shows it.
+/// scalars) and `update` (the `update` block on lanes of any [`lane::Lane`] type, inlined into
+/// the fused pass, which runs it on AVX2 registers where the CPU has them and the build's
+/// `wide` does not use them; see [`lane`]). `cargo expand` shows it.
 ///
 /// # Errors
 ///

@@ -10,6 +10,7 @@
 mod common;
 
 use common::{bits, Rng};
+use fusegraph::lane::Lane;
 use fusegraph::layers::{Activation, Elementwise, Swish};
 use fusegraph::optim::{keras, Optimizer, Rule};
 use fusegraph_runtime::{f32x8, math};
@@ -79,12 +80,12 @@ impl Rule for HandAdam {
     }
 
     #[inline(always)]
-    fn update(s: &HandStep, p: &mut f32x8, g: f32x8, slots: &mut [f32x8]) {
+    fn update<L: Lane>(s: &HandStep, p: &mut L, g: L, slots: &mut [L]) {
         let mut m = slots[0];
         let mut v = slots[1];
-        m += (g - m) * f32x8::splat(s.one_minus_beta_1);
-        v += (g * g - v) * f32x8::splat(s.one_minus_beta_2);
-        *p -= m * f32x8::splat(s.alpha) / (v.sqrt() + f32x8::splat(s.epsilon));
+        m += (g - m) * L::splat(s.one_minus_beta_1);
+        v += (g * g - v) * L::splat(s.one_minus_beta_2);
+        *p -= m * L::splat(s.alpha) / (v.sqrt() + L::splat(s.epsilon));
         slots[0] = m;
         slots[1] = v;
     }

@@ -6,6 +6,7 @@
 pub use crate::f32x8;
 pub use crate::kernels::gemm::Product;
 pub use crate::lane;
+pub use crate::lane::Lane;
 pub use crate::layers::graph;
 pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer};
 pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad};

@@ -1,6 +1,7 @@
 //! IR to Rust: scalar code (`f32` or `f64`, math from `::fusegraph::__private_0_1::math`) and lane
-//! code over `::fusegraph::__private_0_1::f32x8`. Generated code never uses `mul_add`: the
-//! frameworks round every operation, and so do we.
+//! code over a lane type: `::fusegraph::__private_0_1::f32x8`, or a type parameter bounded by
+//! the runtime's `Lane` trait, whose methods have `f32x8`'s names. Generated code never uses
+//! `mul_add`: the frameworks round every operation, and so do we.
 
 use super::ast::{BinOp, CmpOp, Func};
 use super::ir::{Node, Ref, TExpr};
@@ -153,14 +154,17 @@ pub fn lifted_field(i: usize) -> proc_macro2::Ident {
     format_ident!("__v{}", i)
 }
 
-/// Lane code for `e`, whose scalar parts were lifted into `step` (the step struct's binding).
+/// Lane code for `e` over the lane type `ty`, whose scalar parts were lifted into `step` (the
+/// step struct's binding).
 pub fn lane(
     e: &TExpr,
+    ty: &TokenStream,
     refs: &dyn Fn(Ref) -> TokenStream,
     lifted: &[TExpr],
     step: &TokenStream,
 ) -> TokenStream {
     Lanes {
+        ty,
         refs,
         lifted,
         step,
@@ -169,7 +173,7 @@ pub fn lane(
     .emit(e)
 }
 
-/// Lane code for several outputs computed together, each sub-expression that is not a literal
+/// Lane code over `f32x8` for several outputs computed together, each sub-expression that is not a literal
 /// or a name and occurs more than once (by structural equality) computed once into a
 /// `let __tN` first: the `let`s, then each output's expression.
 pub fn lanes_shared(
@@ -192,6 +196,7 @@ pub fn lanes_shared(
         .map(|i| {
             let (e, id) = &shared[i];
             let v = Lanes {
+                ty: &f,
                 refs,
                 lifted: &[],
                 step: &step,
@@ -202,6 +207,7 @@ pub fn lanes_shared(
         })
         .collect();
     let all = Lanes {
+        ty: &f,
         refs,
         lifted: &[],
         step: &step,
@@ -228,6 +234,8 @@ fn count<'a>(e: &'a TExpr, seen: &mut Vec<(&'a TExpr, usize)>) {
 
 /// What lane code is emitted against.
 struct Lanes<'a> {
+    /// The lane type.
+    ty: &'a TokenStream,
     refs: &'a dyn Fn(Ref) -> TokenStream,
     lifted: &'a [TExpr],
     step: &'a TokenStream,
@@ -244,7 +252,7 @@ impl Lanes<'_> {
     }
 
     fn emit_node(&self, e: &TExpr) -> TokenStream {
-        let f = paths::f32x8();
+        let f = self.ty;
         let ln = paths::lane();
         let l = |x: &TExpr| self.emit(x);
         let step = self.step;

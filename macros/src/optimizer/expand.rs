@@ -1,5 +1,5 @@
 //! Code generation: the hyper-parameter struct, its builders, and the `Rule` implementation
-//! with a per-step scalar struct and an `f32x8` lane update.
+//! with a per-step scalar struct and a lane update generic over the runtime's `Lane`.
 
 use super::check::{Rule, StepStmt, UpdateStmt};
 use super::parse::Def;
@@ -86,7 +86,6 @@ pub fn fallback(def: &Def) -> TokenStream {
     let head = header(def, &defaults);
     let name = &def.name;
     let p = paths::private();
-    let f = paths::f32x8();
     let slots = str_list(def.slots.iter().map(|s| &s.name));
     quote! {
         #head
@@ -102,7 +101,7 @@ pub fn fallback(def: &Def) -> TokenStream {
                 fn slot_init(&self, _: usize) -> f32 { 0.0 }
                 fn carried_init(&self, _: usize) -> f32 { 0.0 }
                 fn begin_step(&self, _: u64, _: &mut [f32]) {}
-                fn update(_: &(), _: &mut #f, _: #f, _: &mut [#f]) {}
+                fn update<__L: #p::Lane>(_: &(), _: &mut __L, _: __L, _: &mut [__L]) {}
             }
         };
     }
@@ -113,7 +112,6 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let head = header(def, &r.defaults);
     let name = &def.name;
     let p = paths::private();
-    let f = paths::f32x8();
     let hyper_names = str_list(def.hyper.iter().map(|h| &h.name));
     let slot_names = str_list(def.slots.iter().map(|s| &s.name));
     let carry_names = str_list(def.carry.iter().map(|c| &c.name));
@@ -161,7 +159,7 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                 }
 
                 #[inline(always)]
-                fn update(__s: &__Step, __p: &mut #f, __g: #f, __slots: &mut [#f]) {
+                fn update<__L: #p::Lane>(__s: &__Step, __p: &mut __L, __g: __L, __slots: &mut [__L]) {
                     #update
                 }
             }
@@ -380,10 +378,15 @@ fn lane_reference(r: Ref) -> TokenStream {
     }
 }
 
+/// The lane type parameter of `update`, bounded by the runtime's `Lane`.
+fn lane_type() -> TokenStream {
+    quote!(__L)
+}
+
 /// The body of `update`: the parameter and the slots loaded, the `update` statements, the
 /// assigned slots and the parameter stored.
 fn update_body(slots: usize, r: &Rule) -> TokenStream {
-    let f = paths::f32x8();
+    let f = lane_type();
     let mut assigned = vec![false; slots];
     for s in &r.update {
         if let UpdateStmt::SetSlot(j, _) = s {
@@ -418,9 +421,9 @@ fn update_body(slots: usize, r: &Rule) -> TokenStream {
 
 /// One `update` statement as lane code, reading the lifted scalars from `__s`.
 fn update_statement(s: &UpdateStmt, lifted: &[TExpr]) -> TokenStream {
-    let f = paths::f32x8();
+    let f = lane_type();
     let step_binding = quote!(__s);
-    let lane = |e: &TExpr| emit::lane(e, &lane_reference, lifted, &step_binding);
+    let lane = |e: &TExpr| emit::lane(e, &f, &lane_reference, lifted, &step_binding);
     match s {
         UpdateStmt::Let(i, e) => {
             let id = format_ident!("__l{}", i);

@@ -1,5 +1,7 @@
 //! The fused pass: one sweep over parameters, gradients, slots (and the EMA buffer) that applies
-//! gradient transforms, weight decay, the rule and the EMA in `f32x8` lanes.
+//! gradient transforms, weight decay, the rule and the EMA in lanes of eight, on the lane type
+//! that [`lane::dispatch`] picks for each piece (AVX2 registers where the CPU has them and the
+//! build's `wide` does not use them); every lane type gives the same bits.
 //!
 //! Every element goes through the same lane code: the last partial lane of a piece is copied
 //! into a zero-padded lane, updated, and copied back. Since the update is element-wise, the
@@ -8,9 +10,8 @@
 
 use super::rule::{Rule, MAX_SLOTS};
 use crate::kernels::parallel::join;
-use crate::kernels::simd;
+use crate::lane::{self, Lane, OnLanes};
 use crate::LANES;
-use wide::f32x8;
 
 /// Buffers of at least this many elements are split across the rayon pool (feature
 /// `parallel`); smaller ones never touch it. A hand-off into the pool costs about 15 us on a
@@ -199,25 +200,51 @@ fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
 
 /// Values splatted once per piece.
 #[derive(Clone, Copy)]
-struct Consts {
-    scale: f32x8,
-    lo: f32x8,
-    hi: f32x8,
-    l2: f32x8,
-    decay: f32x8,
-    ema_keep: f32x8,
-    ema_take: f32x8,
+struct Consts<L> {
+    scale: L,
+    lo: L,
+    hi: L,
+    l2: L,
+    decay: L,
+    ema_keep: L,
+    ema_take: L,
     overwrite: bool,
 }
 
+impl<L: Lane> Consts<L> {
+    /// The values of `seg` and `pass`, splatted.
+    #[inline(always)]
+    fn new<R: Rule>(seg: &Segment<R>, pass: &Pass) -> Self {
+        let clip = pass.clip_value.unwrap_or(f32::INFINITY);
+        let mom = pass.ema_momentum.unwrap_or(0.0);
+        Consts {
+            scale: L::splat(seg.grad_scale),
+            lo: L::splat(-clip),
+            hi: L::splat(clip),
+            l2: L::splat(seg.l2),
+            decay: L::splat(seg.decay),
+            ema_keep: L::splat(mom),
+            ema_take: L::splat(1.0 - mom),
+            overwrite: pass.ema_overwrite,
+        }
+    }
+}
+
 #[inline(always)]
-fn lane<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+fn update_lane<
+    L: Lane,
+    R: Rule,
+    const GT: bool,
+    const L2: bool,
+    const DWD: bool,
+    const EMA: bool,
+>(
     step: &R::Step,
-    k: &Consts,
-    p: &mut f32x8,
-    g: f32x8,
-    s: &mut [f32x8],
-    e: &mut f32x8,
+    k: &Consts<L>,
+    p: &mut L,
+    g: L,
+    s: &mut [L],
+    e: &mut L,
 ) {
     let mut g = g;
     if GT {
@@ -250,31 +277,27 @@ struct LaneBufs<'a> {
     e: &'a mut [[f32; LANES]],
 }
 
-/// Updates lane `c` of `b`: loads it from every buffer, runs [`lane`], stores it.
+/// Updates lane `c` of `b`: loads it from every buffer, runs [`update_lane`], stores it.
 ///
 /// The slots are indexed by number: zipping an iterator over the slot array with the lanes
 /// loses the slices' known length and brings back a bounds check per lane.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn lane_at<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+fn lane_at<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
-    k: &Consts,
+    k: &Consts<L>,
     b: &mut LaneBufs<'_>,
     c: usize,
 ) {
     let ns = R::SLOTS.len();
-    let mut sl = [f32x8::ZERO; MAX_SLOTS];
-    let mut pl = f32x8::from(b.p[c]);
-    let gl = f32x8::from(b.g[c]);
+    let mut sl = [L::ZERO; MAX_SLOTS];
+    let mut pl = L::from_array(b.p[c]);
+    let gl = L::from_array(b.g[c]);
     for j in 0..ns {
-        sl[j] = f32x8::from(b.s[j][c]);
+        sl[j] = L::from_array(b.s[j][c]);
     }
-    let mut el = if EMA {
-        f32x8::from(b.e[c])
-    } else {
-        f32x8::ZERO
-    };
-    lane::<R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
+    let mut el = if EMA { L::from_array(b.e[c]) } else { L::ZERO };
+    update_lane::<L, R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
     b.p[c] = pl.to_array();
     for j in 0..ns {
         b.s[j][c] = sl[j].to_array();
@@ -295,13 +318,18 @@ fn whole_mut(x: &mut [f32], lanes: usize) -> (&mut [[f32; LANES]], &mut [f32]) {
 
 /// Updates the last values of a piece, fewer than eight, in zero-padded lanes: copied into a
 /// buffer of one lane each, run through [`lane_at`], and their valid values copied back.
-fn tail<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+#[inline(always)]
+fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
-    k: &Consts,
+    k: &Consts<L>,
     rest: Lanes<'_>,
 ) {
     let ns = R::SLOTS.len();
-    let pad = |x: &[f32]| [simd::load_padded(x, 0.0).to_array()];
+    let pad = |x: &[f32]| {
+        let mut lane = [[0.0; LANES]];
+        lane[0][..x.len()].copy_from_slice(x);
+        lane
+    };
     let mut p = pad(rest.p);
     let g = pad(rest.g);
     let mut s = [[[0.0; LANES]]; MAX_SLOTS];
@@ -315,37 +343,54 @@ fn tail<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: boo
         s: s.each_mut().map(|x| &mut x[..]),
         e: &mut e,
     };
-    lane_at::<R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
-    simd::store_partial(rest.p, f32x8::from(p[0]));
+    lane_at::<L, R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
+    let unpad = |x: &mut [f32], lane: &[f32; LANES]| x.copy_from_slice(&lane[..x.len()]);
+    unpad(rest.p, &p[0]);
     for (x, d) in rest.s.into_iter().zip(&s).take(ns) {
-        simd::store_partial(x, f32x8::from(d[0]));
+        unpad(x, &d[0]);
     }
     if EMA {
-        simd::store_partial(rest.e, f32x8::from(e[0]));
+        unpad(rest.e, &e[0]);
     }
 }
 
-/// Updates one segment's piece: its whole lanes in one loop (every buffer cut to the same
-/// number of lanes first, so that the loop indexes them without bounds checks), then its
-/// [`tail`].
+/// One segment's piece, to run on any lane type.
+struct Piece<'s, 'a, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> {
+    seg: &'s Segment<R>,
+    pass: &'s Pass,
+    lanes: Lanes<'a>,
+}
+
+impl<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> OnLanes
+    for Piece<'_, '_, R, GT, L2, DWD, EMA>
+{
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        piece_on::<L, R, GT, L2, DWD, EMA>(self.seg, self.pass, self.lanes);
+    }
+}
+
+/// Updates one segment's piece on the lane type [`lane::dispatch`] picks.
 fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     seg: &Segment<R>,
     pass: &Pass,
     lanes: Lanes<'_>,
 ) {
+    lane::dispatch(Piece::<R, GT, L2, DWD, EMA> { seg, pass, lanes });
+}
+
+/// Updates one segment's piece on lanes of type `L`: its whole lanes in one loop (every buffer
+/// cut to the same number of lanes first, so that the loop indexes them without bounds
+/// checks), then its [`tail`].
+#[inline(always)]
+fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+    seg: &Segment<R>,
+    pass: &Pass,
+    lanes: Lanes<'_>,
+) {
     let ns = R::SLOTS.len();
-    let clip = pass.clip_value.unwrap_or(f32::INFINITY);
-    let mom = pass.ema_momentum.unwrap_or(0.0);
-    let k = Consts {
-        scale: f32x8::splat(seg.grad_scale),
-        lo: f32x8::splat(-clip),
-        hi: f32x8::splat(clip),
-        l2: f32x8::splat(seg.l2),
-        decay: f32x8::splat(seg.decay),
-        ema_keep: f32x8::splat(mom),
-        ema_take: f32x8::splat(1.0 - mom),
-        overwrite: pass.ema_overwrite,
-    };
+    let k = Consts::<L>::new(seg, pass);
     let Lanes { p, g, s, e } = lanes;
     let nc = p.len() / LANES;
     let (pw, pr) = whole_mut(p, nc);
@@ -367,7 +412,7 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
         e: ew,
     };
     for c in 0..nc {
-        lane_at::<R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
+        lane_at::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
     }
     if !pr.is_empty() {
         let rest = Lanes {
@@ -376,6 +421,99 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
             s: sr,
             e: er,
         };
-        tail::<R, GT, L2, DWD, EMA>(&seg.step, &k, rest);
+        tail::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, rest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::Lanes as LaneType;
+    use crate::optim::{keras, torch, MAX_CARRIED};
+    extern crate std;
+    use std::vec::Vec;
+
+    /// A deterministic value in `±[0.1, 1.1)`.
+    fn value(i: usize, salt: usize) -> f32 {
+        let h = ((i * 31 + salt * 7919) as u32).wrapping_mul(0x9E37_79B9) >> 8;
+        let v = 0.1 + h as f32 / (1u32 << 24) as f32;
+        if h.is_multiple_of(3) {
+            -v
+        } else {
+            v
+        }
+    }
+
+    /// Three steps of `rule` with every option of the pass on (clipping, a gradient scale,
+    /// coupled and decoupled decay, the EMA) over a length with a tail, on `lanes`: the bits of
+    /// the parameters, the slots and the EMA.
+    fn three_steps<R: Rule>(rule: R, lanes: LaneType) -> Vec<u32> {
+        let n = 8 * 37 + 5;
+        let g: Vec<f32> = (0..n).map(|i| value(i, 1)).collect();
+        let mut p: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+        let mut ema: Vec<f32> = (0..n).map(|i| value(i, 3)).collect();
+        let mut slots: Vec<Vec<f32>> = (0..R::SLOTS.len())
+            .map(|j| (0..n).map(|i| value(i, 4 + j).abs()).collect())
+            .collect();
+        let mut carried = [0.0; MAX_CARRIED];
+        for (i, c) in carried.iter_mut().enumerate().take(R::CARRIED.len()) {
+            *c = rule.carried_init(i);
+        }
+        for t in 1..=3 {
+            let step = rule.begin_step(t, &mut carried[..R::CARRIED.len()]);
+            let seg = Segment::<R> {
+                end: n,
+                step,
+                grad_scale: 0.5,
+                l2: 0.01,
+                decay: 0.001,
+            };
+            let pass = Pass {
+                clip_value: Some(0.4),
+                ema_momentum: Some(0.9),
+                ema_overwrite: t == 3,
+            };
+            let mut each = slots.iter_mut();
+            let s = core::array::from_fn(|_| each.next().map_or(&mut [][..], |v| &mut v[..]));
+            let bufs = Lanes {
+                p: &mut p,
+                g: &g,
+                s,
+                e: &mut ema,
+            };
+            let piece = Piece::<R, true, true, true, true> {
+                seg: &seg,
+                pass: &pass,
+                lanes: bufs,
+            };
+            lane::run_on(lanes, piece);
+        }
+        // Every NaN as one: Rust leaves a NaN's sign and payload to the compiler.
+        let all = p.iter().chain(slots.iter().flatten()).chain(&ema);
+        all.map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+            .collect()
+    }
+
+    /// The fused pass gives the same bits on every lane type this build and CPU can run, for
+    /// rules that use selects, `sqrt`, `abs`, `max`, `sign` and `powf`.
+    #[test]
+    fn every_lane_type_gives_the_same_bits_for_every_rule() {
+        fn check<R: Rule>(rule: R) {
+            let want = three_steps(rule, LaneType::Wide);
+            for lanes in lane::available() {
+                assert!(three_steps(rule, lanes) == want, "{} on {lanes:?}", R::NAME);
+            }
+        }
+        check(keras::Adam::default());
+        check(keras::AdamAmsgrad::default());
+        check(keras::Adamax::default());
+        check(keras::Nadam::default());
+        check(keras::Lion::default());
+        check(keras::Ftrl::default());
+        check(keras::Adadelta::default());
+        check(keras::RmsPropCenteredMomentum::default());
+        check(torch::RAdam::default());
+        check(torch::AdamW::default());
+        check(torch::SgdNesterov::default());
     }
 }

@@ -1,6 +1,6 @@
 //! The contract between `optimizer!` and the runtime.
 
-use wide::f32x8;
+use crate::lane::Lane;
 
 /// The most slots (per-element state buffers) one rule may declare.
 pub const MAX_SLOTS: usize = 8;
@@ -13,7 +13,7 @@ pub const MAX_CARRIED: usize = 4;
 /// named *slots* (one `f32` per parameter element, such as Adam's `m` and `v`), named *carried
 /// scalars* (one `f32` per optimizer, such as Nadam's `u_product`), a `step` part that turns
 /// the hyper-parameters and the 1-based step number `t` into per-step scalars once per step,
-/// and an `update` part that runs on [`f32x8`] lanes.
+/// and an `update` part that runs on lanes of eight elements of any [`Lane`] type.
 pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// The rule's name, as the user spelled its type.
     const NAME: &'static str;
@@ -38,8 +38,10 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// and returns the scalars the update reads.
     fn begin_step(&self, t: u64, carried: &mut [f32]) -> Self::Step;
     /// The element-wise update of one lane of eight elements. `slots` holds exactly
-    /// `Self::SLOTS.len()` lanes, in slot order.
-    fn update(step: &Self::Step, p: &mut f32x8, g: f32x8, slots: &mut [f32x8]);
+    /// `Self::SLOTS.len()` lanes, in slot order. The fused pass runs it on the lane type
+    /// [`lane::dispatch`](crate::lane::dispatch) picks, so it must give the same bits on every
+    /// one: written with [`Lane`]'s operations, it does.
+    fn update<L: Lane>(step: &Self::Step, p: &mut L, g: L, slots: &mut [L]);
 
     /// The learning rate (the hyper-parameter named `lr`), if the rule has one.
     fn learning_rate(&self) -> Option<f32> {

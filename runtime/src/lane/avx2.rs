@@ -1,0 +1,183 @@
+//! [`Lane`] on 256-bit AVX2 registers, for x86_64 builds whose `wide` runs on SSE2.
+//!
+//! The exact operations (`+ - * /`, `sqrt`, negation, `abs`, comparisons, `select`) are one AVX
+//! instruction each, with the semantics of `wide`'s SSE2 code: IEEE single precision, `-x` and
+//! `abs` as sign-bit operations, the comparisons' NaN rules of `_mm_cmp*_ps`, and a bitwise
+//! select. Everything else converts to `wide`'s [`f32x8`] (the same 32 bytes, in the same lane
+//! order) and runs its code, so both types give the same bits.
+//!
+//! # Safety
+//!
+//! [`Avx2`] calls `core::arch` intrinsics that need AVX2: its values exist only inside
+//! [`run`], which its caller enters after checking the CPU. The type is private to the lane
+//! module, so no other code can make one.
+
+use super::{Lane, OnLanes};
+use crate::LANES;
+use core::arch::x86_64::*;
+use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+use wide::f32x8;
+
+/// Runs `work` on [`Avx2`] lanes, compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn run<W: OnLanes>(work: W) -> W::Output {
+    work.run::<Avx2>()
+}
+
+/// Eight `f32` lanes in one AVX register.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub(super) struct Avx2(__m256);
+
+/// `v` in every lane, in a constant (a transmute: `[f32; 8]` and `__m256` are both 32 bytes of
+/// `f32`s in lane order).
+const fn splat_const(v: f32) -> Avx2 {
+    // SAFETY: `[f32; 8]` and `__m256` have the same size and any bits are valid in both.
+    Avx2(unsafe { core::mem::transmute::<[f32; LANES], __m256>([v; LANES]) })
+}
+
+impl Avx2 {
+    /// The same lanes as `wide`'s vector.
+    #[inline(always)]
+    fn wide(self) -> f32x8 {
+        // SAFETY: both are 32 bytes of eight `f32`s in lane order; any bits are valid.
+        unsafe { core::mem::transmute::<__m256, f32x8>(self.0) }
+    }
+
+    /// `wide`'s vector in a register.
+    #[inline(always)]
+    fn from_wide(x: f32x8) -> Self {
+        // SAFETY: as in `wide`.
+        Avx2(unsafe { core::mem::transmute::<f32x8, __m256>(x) })
+    }
+
+    /// Lane-wise comparison with predicate `P` (one of `_CMP_*`).
+    #[inline(always)]
+    fn cmp<const P: i32>(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_cmp_ps::<P>(self.0, other.0) })
+    }
+}
+
+/// Binary operator traits over one intrinsic each.
+macro_rules! binary {
+    ($($op:ident $method:ident $assign:ident $assign_method:ident $intrinsic:ident),*) => {$(
+        impl $op for Avx2 {
+            type Output = Avx2;
+            #[inline(always)]
+            fn $method(self, rhs: Avx2) -> Avx2 {
+                // SAFETY: see the module docs.
+                Avx2(unsafe { $intrinsic(self.0, rhs.0) })
+            }
+        }
+        impl $assign for Avx2 {
+            #[inline(always)]
+            fn $assign_method(&mut self, rhs: Avx2) {
+                *self = $op::$method(*self, rhs);
+            }
+        }
+    )*};
+}
+
+binary!(
+    Add add AddAssign add_assign _mm256_add_ps,
+    Sub sub SubAssign sub_assign _mm256_sub_ps,
+    Mul mul MulAssign mul_assign _mm256_mul_ps,
+    Div div DivAssign div_assign _mm256_div_ps
+);
+
+impl Neg for Avx2 {
+    type Output = Avx2;
+    #[inline(always)]
+    fn neg(self) -> Avx2 {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_xor_ps(self.0, splat_const(-0.0).0) })
+    }
+}
+
+/// Comparisons, each with the predicate whose NaN rule matches SSE2's (`ne` is unordered:
+/// true where either is NaN; the others are ordered: false there).
+macro_rules! compare {
+    ($($method:ident $predicate:ident),*) => {$(
+        #[inline(always)]
+        fn $method(self, other: Self) -> Self {
+            self.cmp::<$predicate>(other)
+        }
+    )*};
+}
+
+/// Lane methods that run `wide`'s code on the same bits.
+macro_rules! through_wide {
+    ($($method:ident),*) => {$(
+        #[inline(always)]
+        fn $method(self) -> Self {
+            Avx2::from_wide(self.wide().$method())
+        }
+    )*};
+}
+
+impl Lane for Avx2 {
+    const ZERO: Self = splat_const(0.0);
+    const ONE: Self = splat_const(1.0);
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_set1_ps(v) })
+    }
+    #[inline(always)]
+    fn from_array(a: [f32; LANES]) -> Self {
+        // SAFETY: see the module docs; `a` holds the eight values read.
+        Avx2(unsafe { _mm256_loadu_ps(a.as_ptr()) })
+    }
+    #[inline(always)]
+    fn to_array(self) -> [f32; LANES] {
+        let mut a = [0.0; LANES];
+        // SAFETY: see the module docs; `a` has room for the eight values written.
+        unsafe { _mm256_storeu_ps(a.as_mut_ptr(), self.0) };
+        a
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_sqrt_ps(self.0) })
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_andnot_ps(splat_const(-0.0).0, self.0) })
+    }
+    through_wide!(signum, exp, exp_m1, ln, ln_1p, tanh, cosh, sinh);
+    #[inline(always)]
+    fn erf(self) -> Self {
+        Avx2::from_wide(crate::erf::erf(self.wide()))
+    }
+    #[inline(always)]
+    fn min(self, other: Self) -> Self {
+        Avx2::from_wide(self.wide().min(other.wide()))
+    }
+    #[inline(always)]
+    fn max(self, other: Self) -> Self {
+        Avx2::from_wide(self.wide().max(other.wide()))
+    }
+    #[inline(always)]
+    fn powf_simd(self, n: Self) -> Self {
+        Avx2::from_wide(self.wide().powf_simd(n.wide()))
+    }
+    compare!(
+        simd_gt _CMP_GT_OQ, simd_lt _CMP_LT_OQ, simd_ge _CMP_GE_OQ,
+        simd_le _CMP_LE_OQ, simd_eq _CMP_EQ_OQ, simd_ne _CMP_NEQ_UQ
+    );
+    #[inline(always)]
+    fn select(self, if_true: Self, if_false: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe {
+            _mm256_or_ps(
+                _mm256_and_ps(self.0, if_true.0),
+                _mm256_andnot_ps(self.0, if_false.0),
+            )
+        })
+    }
+}

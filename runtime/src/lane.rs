@@ -20,13 +20,18 @@
 
 #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 use crate::kernels::cpu::Kernel;
 use crate::LANES;
 use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 use wide::f32x8;
 
-/// Eight `f32` lanes and what lane code does with them. Comparisons give masks (every bit of a
+/// The most lanes of any [`Lane`] type.
+pub const MAX_LANES: usize = 16;
+
+/// `f32` lanes (eight, or sixteen) and what lane code does with them. Comparisons give masks (every bit of a
 /// lane set where the comparison holds, clear elsewhere) of the same type, which `select`
 /// reads. The methods are named as `wide`'s, so generated code reads the same over [`f32x8`]
 /// and over a type parameter bounded by `Lane`.
@@ -44,16 +49,24 @@ pub trait Lane:
     + MulAssign
     + DivAssign
 {
+    /// `f32` lanes: 8, or 16 for AVX-512 registers; at most [`MAX_LANES`].
+    const LANES: usize;
     /// Zero in every lane.
     const ZERO: Self;
     /// One in every lane.
     const ONE: Self;
     /// `v` in every lane.
     fn splat(v: f32) -> Self;
-    /// The lanes `a`.
-    fn from_array(a: [f32; LANES]) -> Self;
-    /// The lanes as an array.
-    fn to_array(self) -> [f32; LANES];
+    /// The first [`LANES`](Lane::LANES) values of `s`.
+    ///
+    /// # Panics
+    /// If `s` is shorter.
+    fn load(s: &[f32]) -> Self;
+    /// Stores the lanes into the first [`LANES`](Lane::LANES) values of `s`.
+    ///
+    /// # Panics
+    /// If `s` is shorter.
+    fn store(self, s: &mut [f32]);
     /// Square root.
     fn sqrt(self) -> Self;
     /// Absolute value (the sign bit cleared).
@@ -118,6 +131,7 @@ macro_rules! inherent {
 }
 
 impl Lane for f32x8 {
+    const LANES: usize = LANES;
     const ZERO: Self = f32x8::ZERO;
     const ONE: Self = f32x8::ONE;
     #[inline(always)]
@@ -125,12 +139,13 @@ impl Lane for f32x8 {
         f32x8::splat(v)
     }
     #[inline(always)]
-    fn from_array(a: [f32; LANES]) -> Self {
+    fn load(s: &[f32]) -> Self {
+        let a: [f32; LANES] = s[..LANES].try_into().expect("eight values");
         f32x8::from(a)
     }
     #[inline(always)]
-    fn to_array(self) -> [f32; LANES] {
-        f32x8::to_array(self)
+    fn store(self, s: &mut [f32]) {
+        s[..LANES].copy_from_slice(&f32x8::to_array(self));
     }
     #[inline(always)]
     fn erf(self) -> Self {
@@ -163,18 +178,39 @@ pub trait OnLanes {
 pub enum Lanes {
     /// `wide`'s [`f32x8`], with the instructions the build enables.
     Wide,
-    /// 256-bit AVX2 (x86_64 builds without AVX2, on a CPU that has AVX2 and FMA).
+    /// 256-bit AVX2 registers (x86_64 builds without AVX2, on a CPU that has AVX2 and FMA).
     Avx2,
+    /// 512-bit AVX-512F registers, sixteen lanes (x86_64, on a CPU that has AVX-512F).
+    Avx512,
 }
 
 impl Lanes {
-    /// The lanes of this process: [`Lanes::Avx2`] where it is compiled in and
-    /// [`Kernel::active`] is AVX2 or wider, else [`Lanes::Wide`].
+    /// Every lane type, narrowest first.
+    pub const ALL: [Lanes; 3] = [Lanes::Wide, Lanes::Avx2, Lanes::Avx512];
+
+    /// Whether this build has the lanes and this CPU runs them.
+    pub fn available(self) -> bool {
+        match self {
+            Lanes::Wide => true,
+            Lanes::Avx2 => {
+                cfg!(all(target_arch = "x86_64", not(target_feature = "avx2")))
+                    && Kernel::Avx2Fma.available()
+            }
+            Lanes::Avx512 => cfg!(target_arch = "x86_64") && Kernel::Avx512.available(),
+        }
+    }
+
+    /// The lanes of this process, following [`Kernel::active`]: [`Lanes::Avx512`] with the
+    /// AVX-512F kernel, [`Lanes::Avx2`] with the AVX2 one where this build's `wide` does not
+    /// use AVX2 already, else [`Lanes::Wide`].
     pub fn active() -> Lanes {
-        if cfg!(all(target_arch = "x86_64", not(target_feature = "avx2")))
-            && Kernel::active() >= Kernel::Avx2Fma
-        {
-            Lanes::Avx2
+        let wanted = match Kernel::active() {
+            Kernel::Avx512 => Lanes::Avx512,
+            Kernel::Avx2Fma => Lanes::Avx2,
+            Kernel::Portable => Lanes::Wide,
+        };
+        if wanted.available() {
+            wanted
         } else {
             Lanes::Wide
         }
@@ -184,40 +220,24 @@ impl Lanes {
 /// Runs `work` on the [`Lanes::active`] lane type.
 #[inline]
 pub fn dispatch<W: OnLanes>(work: W) -> W::Output {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-    if Lanes::active() == Lanes::Avx2 {
-        // SAFETY: `Lanes::active` chose AVX2 after `Kernel::active` found AVX2 and FMA on this
-        // CPU.
-        return unsafe { avx2::run(work) };
-    }
-    work.run::<f32x8>()
+    run_on(Lanes::active(), work)
 }
 
-/// Runs `work` on `lanes`, which must be compiled in and available (tests compare them).
-///
-/// # Panics
-/// If `lanes` is [`Lanes::Avx2`] and this build or CPU has no AVX2 lanes.
-#[cfg(test)]
-pub(crate) fn run_on<W: OnLanes>(lanes: Lanes, work: W) -> W::Output {
+/// Runs `work` on `lanes` if they are [available](Lanes::available), else on [`Lanes::Wide`].
+#[inline]
+pub fn run_on<W: OnLanes>(lanes: Lanes, work: W) -> W::Output {
+    if !lanes.available() {
+        return work.run::<f32x8>();
+    }
     match lanes {
-        Lanes::Wide => work.run::<f32x8>(),
-        Lanes::Avx2 => {
-            #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-            if Kernel::Avx2Fma.available() {
-                // SAFETY: the CPU has AVX2 and FMA.
-                return unsafe { avx2::run(work) };
-            }
-            panic!("no AVX2 lanes in this build or on this CPU")
-        }
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
+        // SAFETY: available: the CPU has AVX2 and FMA.
+        Lanes::Avx2 => unsafe { avx2::run(work) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: available: the CPU has AVX-512F.
+        Lanes::Avx512 => unsafe { avx512::run(work) },
+        _ => work.run::<f32x8>(),
     }
-}
-
-/// The lane types this build and CPU can run, `Wide` first.
-#[cfg(test)]
-pub(crate) fn available() -> impl Iterator<Item = Lanes> {
-    let avx2 = cfg!(all(target_arch = "x86_64", not(target_feature = "avx2")))
-        && Kernel::Avx2Fma.available();
-    [Lanes::Wide].into_iter().chain(avx2.then_some(Lanes::Avx2))
 }
 
 /// `1` for positive, `-1` for negative, `0` for zero (PyTorch's and NumPy's `sign`, unlike
@@ -268,14 +288,22 @@ mod tests {
         b: &'a [f32],
     }
 
+    /// Operations [`EveryOperation`] runs.
+    const OPERATIONS: usize = 32;
+
     impl OnLanes for EveryOperation<'_> {
+        /// The bits of every operation's result on every value, operation by operation.
         type Output = std::vec::Vec<u32>;
         #[inline(always)]
         fn run<L: Lane>(self) -> std::vec::Vec<u32> {
-            let mut out = std::vec::Vec::new();
-            for (a, b) in self.a.chunks_exact(LANES).zip(self.b.chunks_exact(LANES)) {
-                let x = L::from_array(a.try_into().expect("eight"));
-                let y = L::from_array(b.try_into().expect("eight"));
+            let mut out = std::vec![std::vec::Vec::new(); OPERATIONS];
+            let pairs = self
+                .a
+                .chunks_exact(L::LANES)
+                .zip(self.b.chunks_exact(L::LANES));
+            for (a, b) in pairs {
+                let x = L::load(a);
+                let y = L::load(b);
                 let mask = x.simd_lt(y);
                 let mut acc = x;
                 acc += y;
@@ -316,11 +344,13 @@ mod tests {
                     clamp(x, L::splat(-0.5), y),
                     L::ZERO + L::ONE,
                 ];
-                for r in results {
-                    out.extend(r.to_array().map(f32::to_bits));
+                for (o, r) in out.iter_mut().zip(results) {
+                    let mut lanes = [0.0; MAX_LANES];
+                    r.store(&mut lanes);
+                    o.extend(lanes[..L::LANES].iter().map(|v| v.to_bits()));
                 }
             }
-            out
+            out.concat()
         }
     }
 
@@ -372,16 +402,17 @@ mod tests {
     /// operation.
     #[test]
     fn every_lane_type_gives_the_bits_of_wide() {
-        let a = awkward_values(8 * 512, 1);
-        let b = awkward_values(8 * 512, 7);
+        let n = MAX_LANES * 256;
+        let a = awkward_values(n, 1);
+        let b = awkward_values(n, 7);
         let want = run_on(Lanes::Wide, EveryOperation { a: &a, b: &b });
+        assert_eq!(want.len(), OPERATIONS * n);
         let mut compared = 0;
-        for lanes in available() {
+        for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
             let got = run_on(lanes, EveryOperation { a: &a, b: &b });
             assert_eq!(got.len(), want.len());
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                let (op, lane) = (i / LANES % 32, i % LANES);
-                let at = i / (32 * LANES) * LANES + lane;
+                let (op, at) = (i / n, i % n);
                 assert!(
                     same(op, *g, *w),
                     "{lanes:?}: operation {op} of a = {:e}, b = {:e}: {g:#x}, not {w:#x}",
@@ -391,14 +422,12 @@ mod tests {
             }
             compared += 1;
         }
-        if cfg!(all(target_arch = "x86_64", not(target_feature = "avx2")))
-            && Kernel::Avx2Fma.available()
-        {
-            assert_eq!(
-                compared, 2,
-                "AVX2 lanes are compiled in and the CPU has them"
-            );
-        }
+        let expected =
+            1 + usize::from(
+                cfg!(all(target_arch = "x86_64", not(target_feature = "avx2")))
+                    && Kernel::Avx2Fma.available(),
+            ) + usize::from(cfg!(target_arch = "x86_64") && Kernel::Avx512.available());
+        assert_eq!(compared, expected, "every lane type this CPU has");
     }
 
     /// `dispatch` runs on the lanes `Lanes::active` names.
@@ -415,6 +444,7 @@ mod tests {
         match Lanes::active() {
             Lanes::Wide => assert!(name.ends_with("f32x8"), "{name}"),
             Lanes::Avx2 => assert!(name.ends_with("Avx2"), "{name}"),
+            Lanes::Avx512 => assert!(name.ends_with("Avx512"), "{name}"),
         }
     }
 

@@ -120,6 +120,7 @@ macro_rules! through_wide {
 }
 
 impl Lane for Avx2 {
+    const LANES: usize = LANES;
     const ZERO: Self = splat_const(0.0);
     const ONE: Self = splat_const(1.0);
     #[inline(always)]
@@ -128,16 +129,16 @@ impl Lane for Avx2 {
         Avx2(unsafe { _mm256_set1_ps(v) })
     }
     #[inline(always)]
-    fn from_array(a: [f32; LANES]) -> Self {
-        // SAFETY: see the module docs; `a` holds the eight values read.
-        Avx2(unsafe { _mm256_loadu_ps(a.as_ptr()) })
+    fn load(s: &[f32]) -> Self {
+        let s = &s[..LANES];
+        // SAFETY: see the module docs; `s` holds the eight values read.
+        Avx2(unsafe { _mm256_loadu_ps(s.as_ptr()) })
     }
     #[inline(always)]
-    fn to_array(self) -> [f32; LANES] {
-        let mut a = [0.0; LANES];
-        // SAFETY: see the module docs; `a` has room for the eight values written.
-        unsafe { _mm256_storeu_ps(a.as_mut_ptr(), self.0) };
-        a
+    fn store(self, s: &mut [f32]) {
+        let s = &mut s[..LANES];
+        // SAFETY: see the module docs; `s` has room for the eight values written.
+        unsafe { _mm256_storeu_ps(s.as_mut_ptr(), self.0) };
     }
     #[inline(always)]
     fn sqrt(self) -> Self {

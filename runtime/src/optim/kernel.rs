@@ -1,24 +1,24 @@
 //! The fused pass: one sweep over parameters, gradients, slots (and the EMA buffer) that applies
-//! gradient transforms, weight decay, the rule and the EMA in lanes of eight, on the lane type
-//! that [`lane::dispatch`] picks for each piece (AVX2 registers where the CPU has them and the
-//! build's `wide` does not use them); every lane type gives the same bits.
+//! gradient transforms, weight decay, the rule and the EMA in lanes, on the lane type that
+//! [`lane::dispatch`] picks for each piece (AVX-512 or AVX2 registers where the CPU has them);
+//! every lane type gives the same bits.
 //!
-//! Every element goes through the same lane code: the last partial lane of a piece is copied
-//! into a zero-padded lane, updated, and copied back. Since the update is element-wise, the
+//! Every element goes through the same lane code: the loop runs blocks of sixteen values (one or
+//! two lanes), and the last partial block of a piece is copied into a zero-padded block,
+//! updated, and copied back. Since the update is element-wise, the
 //! result does not depend on the length, the alignment, the segment bounds or how the buffer is
 //! split across threads.
 
 use super::rule::{Rule, MAX_SLOTS};
 use crate::kernels::parallel::join;
-use crate::lane::{self, Lane, OnLanes};
-use crate::LANES;
+use crate::lane::{self, Lane, OnLanes, MAX_LANES};
 
 /// Buffers of at least this many elements are split across the rayon pool (feature
 /// `parallel`); smaller ones never touch it. A hand-off into the pool costs about 15 us on a
 /// 2-core machine: `bench_optim` measured fused Adam on two threads 1.2x faster than on one at
 /// 2^19 elements and 0.85x at 2^18.
 pub const PARALLEL_THRESHOLD: usize = 1 << 19;
-/// Size of the pieces a parallel pass is split into (a multiple of [`LANES`]).
+/// Size of the pieces a parallel pass is split into (a multiple of every lane type's width).
 pub const PARALLEL_CHUNK: usize = 1 << 16;
 
 /// One parameter tensor's part of the flat buffer, with its per-step values.
@@ -268,56 +268,63 @@ fn update_lane<
     }
 }
 
-/// A piece's buffers as whole lanes of eight, all of one length (the slots past the rule's, and
-/// the EMA buffer without EMA, are empty).
-struct LaneBufs<'a> {
-    p: &'a mut [[f32; LANES]],
-    g: &'a [[f32; LANES]],
-    s: [&'a mut [[f32; LANES]]; MAX_SLOTS],
-    e: &'a mut [[f32; LANES]],
+/// Values one turn of the pass's loop updates: a whole number of lanes of every lane type.
+const BLOCK: usize = MAX_LANES;
+
+/// A piece's buffers as whole blocks, all of one length (the slots past the rule's, and the
+/// EMA buffer without EMA, are empty).
+struct Blocks<'a> {
+    p: &'a mut [[f32; BLOCK]],
+    g: &'a [[f32; BLOCK]],
+    s: [&'a mut [[f32; BLOCK]]; MAX_SLOTS],
+    e: &'a mut [[f32; BLOCK]],
 }
 
-/// Updates lane `c` of `b`: loads it from every buffer, runs [`update_lane`], stores it.
+/// Updates block `c` of `b`, lane by lane: loads a lane from every buffer, runs
+/// [`update_lane`], stores it.
 ///
-/// The slots are indexed by number: zipping an iterator over the slot array with the lanes
-/// loses the slices' known length and brings back a bounds check per lane.
+/// The slots are indexed by number: zipping an iterator over the slot array with the blocks
+/// loses the slices' known length and brings back a bounds check per block.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-fn lane_at<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
+fn block_at<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
     k: &Consts<L>,
-    b: &mut LaneBufs<'_>,
+    b: &mut Blocks<'_>,
     c: usize,
 ) {
     let ns = R::SLOTS.len();
-    let mut sl = [L::ZERO; MAX_SLOTS];
-    let mut pl = L::from_array(b.p[c]);
-    let gl = L::from_array(b.g[c]);
-    for j in 0..ns {
-        sl[j] = L::from_array(b.s[j][c]);
-    }
-    let mut el = if EMA { L::from_array(b.e[c]) } else { L::ZERO };
-    update_lane::<L, R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
-    b.p[c] = pl.to_array();
-    for j in 0..ns {
-        b.s[j][c] = sl[j].to_array();
-    }
-    if EMA {
-        b.e[c] = el.to_array();
+    for h in 0..BLOCK / L::LANES {
+        let at = h * L::LANES;
+        let mut sl = [L::ZERO; MAX_SLOTS];
+        let mut pl = L::load(&b.p[c][at..]);
+        let gl = L::load(&b.g[c][at..]);
+        for j in 0..ns {
+            sl[j] = L::load(&b.s[j][c][at..]);
+        }
+        let mut el = if EMA { L::load(&b.e[c][at..]) } else { L::ZERO };
+        update_lane::<L, R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
+        pl.store(&mut b.p[c][at..]);
+        for j in 0..ns {
+            sl[j].store(&mut b.s[j][c][at..]);
+        }
+        if EMA {
+            el.store(&mut b.e[c][at..]);
+        }
     }
 }
 
-/// `x` split into its first `lanes` whole lanes and the values left over. The lanes are cut to
-/// exactly `lanes` so that the compiler knows every buffer's length in the loop and drops the
-/// bounds checks from it.
+/// `x` split into its first `blocks` whole blocks and the values left over. The blocks are cut
+/// to exactly `blocks` so that the compiler knows every buffer's length in the loop and drops
+/// the bounds checks from it.
 #[inline(always)]
-fn whole_mut(x: &mut [f32], lanes: usize) -> (&mut [[f32; LANES]], &mut [f32]) {
-    let (w, rest) = x.split_at_mut(lanes * LANES);
-    (&mut w.as_chunks_mut().0[..lanes], rest)
+fn whole_mut(x: &mut [f32], blocks: usize) -> (&mut [[f32; BLOCK]], &mut [f32]) {
+    let (w, rest) = x.split_at_mut(blocks * BLOCK);
+    (&mut w.as_chunks_mut().0[..blocks], rest)
 }
 
-/// Updates the last values of a piece, fewer than eight, in zero-padded lanes: copied into a
-/// buffer of one lane each, run through [`lane_at`], and their valid values copied back.
+/// Updates the last values of a piece, fewer than a block, in zero-padded blocks: copied into a
+/// block each, run through [`block_at`], and their valid values copied back.
 #[inline(always)]
 fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
@@ -326,25 +333,25 @@ fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const
 ) {
     let ns = R::SLOTS.len();
     let pad = |x: &[f32]| {
-        let mut lane = [[0.0; LANES]];
-        lane[0][..x.len()].copy_from_slice(x);
-        lane
+        let mut block = [[0.0; BLOCK]];
+        block[0][..x.len()].copy_from_slice(x);
+        block
     };
     let mut p = pad(rest.p);
     let g = pad(rest.g);
-    let mut s = [[[0.0; LANES]]; MAX_SLOTS];
+    let mut s = [[[0.0; BLOCK]]; MAX_SLOTS];
     for (d, x) in s.iter_mut().zip(&rest.s).take(ns) {
         *d = pad(x);
     }
     let mut e = pad(rest.e);
-    let mut b = LaneBufs {
+    let mut b = Blocks {
         p: &mut p,
         g: &g,
         s: s.each_mut().map(|x| &mut x[..]),
         e: &mut e,
     };
-    lane_at::<L, R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
-    let unpad = |x: &mut [f32], lane: &[f32; LANES]| x.copy_from_slice(&lane[..x.len()]);
+    block_at::<L, R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
+    let unpad = |x: &mut [f32], block: &[f32; BLOCK]| x.copy_from_slice(&block[..x.len()]);
     unpad(rest.p, &p[0]);
     for (x, d) in rest.s.into_iter().zip(&s).take(ns) {
         unpad(x, &d[0]);
@@ -380,7 +387,7 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
     lane::dispatch(Piece::<R, GT, L2, DWD, EMA> { seg, pass, lanes });
 }
 
-/// Updates one segment's piece on lanes of type `L`: its whole lanes in one loop (every buffer
+/// Updates one segment's piece on lanes of type `L`: its whole blocks in one loop (every buffer
 /// cut to the same number of lanes first, so that the loop indexes them without bounds
 /// checks), then its [`tail`].
 #[inline(always)]
@@ -392,10 +399,10 @@ fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, c
     let ns = R::SLOTS.len();
     let k = Consts::<L>::new(seg, pass);
     let Lanes { p, g, s, e } = lanes;
-    let nc = p.len() / LANES;
+    let nc = p.len() / BLOCK;
     let (pw, pr) = whole_mut(p, nc);
-    let (gw, gr) = g.split_at(nc * LANES);
-    let mut sw: [&mut [[f32; LANES]]; MAX_SLOTS] = Default::default();
+    let (gw, gr) = g.split_at(nc * BLOCK);
+    let mut sw: [&mut [[f32; BLOCK]]; MAX_SLOTS] = Default::default();
     let mut sr: [&mut [f32]; MAX_SLOTS] = Default::default();
     for (j, x) in s.into_iter().enumerate().take(ns) {
         (sw[j], sr[j]) = whole_mut(x, nc);
@@ -405,14 +412,14 @@ fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, c
     } else {
         (&mut [][..], e)
     };
-    let mut b = LaneBufs {
+    let mut b = Blocks {
         p: pw,
         g: &gw.as_chunks().0[..nc],
         s: sw,
         e: ew,
     };
     for c in 0..nc {
-        lane_at::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
+        block_at::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
     }
     if !pr.is_empty() {
         let rest = Lanes {
@@ -448,7 +455,7 @@ mod tests {
     /// coupled and decoupled decay, the EMA) over a length with a tail, on `lanes`: the bits of
     /// the parameters, the slots and the EMA.
     fn three_steps<R: Rule>(rule: R, lanes: LaneType) -> Vec<u32> {
-        let n = 8 * 37 + 5;
+        let n = 16 * 19 + 13;
         let g: Vec<f32> = (0..n).map(|i| value(i, 1)).collect();
         let mut p: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
         let mut ema: Vec<f32> = (0..n).map(|i| value(i, 3)).collect();
@@ -500,7 +507,7 @@ mod tests {
     fn every_lane_type_gives_the_same_bits_for_every_rule() {
         fn check<R: Rule>(rule: R) {
             let want = three_steps(rule, LaneType::Wide);
-            for lanes in lane::available() {
+            for lanes in LaneType::ALL.into_iter().filter(|l| l.available()) {
                 assert!(three_steps(rule, lanes) == want, "{} on {lanes:?}", R::NAME);
             }
         }

@@ -18,6 +18,47 @@
 //! whichever lanes run it: the build alone decides (a build with FMA rounds `wide`'s
 //! transcendentals differently, as the GEMM's kernels document).
 
+/// Implements an operator trait and its assigning twin for a register type, one intrinsic
+/// each (for the x86 lane types).
+#[cfg(target_arch = "x86_64")]
+macro_rules! binary {
+    ($ty:ident: $($op:ident $method:ident $assign:ident $assign_method:ident $intrinsic:ident),*) => {$(
+        impl $op for $ty {
+            type Output = $ty;
+            #[inline(always)]
+            fn $method(self, rhs: $ty) -> $ty {
+                // SAFETY: see the module docs.
+                $ty(unsafe { $intrinsic(self.0, rhs.0) })
+            }
+        }
+        impl $assign for $ty {
+            #[inline(always)]
+            fn $assign_method(&mut self, rhs: $ty) {
+                *self = $op::$method(*self, rhs);
+            }
+        }
+    )*};
+}
+
+/// Comparison methods of a [`Lane`] implementation over its `cmp::<PREDICATE>`, each with the
+/// predicate whose NaN rule matches `wide`'s (`ne` is unordered: true where either is NaN; the
+/// others are ordered: false there).
+#[cfg(target_arch = "x86_64")]
+macro_rules! compare {
+    () => {
+        compare!(
+            simd_gt _CMP_GT_OQ, simd_lt _CMP_LT_OQ, simd_ge _CMP_GE_OQ,
+            simd_le _CMP_LE_OQ, simd_eq _CMP_EQ_OQ, simd_ne _CMP_NEQ_UQ
+        );
+    };
+    ($($method:ident $predicate:ident),*) => {$(
+        #[inline(always)]
+        fn $method(self, other: Self) -> Self {
+            self.cmp::<$predicate>(other)
+        }
+    )*};
+}
+
 #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

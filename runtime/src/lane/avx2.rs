@@ -62,27 +62,8 @@ impl Avx2 {
     }
 }
 
-/// Binary operator traits over one intrinsic each.
-macro_rules! binary {
-    ($($op:ident $method:ident $assign:ident $assign_method:ident $intrinsic:ident),*) => {$(
-        impl $op for Avx2 {
-            type Output = Avx2;
-            #[inline(always)]
-            fn $method(self, rhs: Avx2) -> Avx2 {
-                // SAFETY: see the module docs.
-                Avx2(unsafe { $intrinsic(self.0, rhs.0) })
-            }
-        }
-        impl $assign for Avx2 {
-            #[inline(always)]
-            fn $assign_method(&mut self, rhs: Avx2) {
-                *self = $op::$method(*self, rhs);
-            }
-        }
-    )*};
-}
-
 binary!(
+    Avx2:
     Add add AddAssign add_assign _mm256_add_ps,
     Sub sub SubAssign sub_assign _mm256_sub_ps,
     Mul mul MulAssign mul_assign _mm256_mul_ps,
@@ -96,17 +77,6 @@ impl Neg for Avx2 {
         // SAFETY: see the module docs.
         Avx2(unsafe { _mm256_xor_ps(self.0, splat_const(-0.0).0) })
     }
-}
-
-/// Comparisons, each with the predicate whose NaN rule matches SSE2's (`ne` is unordered:
-/// true where either is NaN; the others are ordered: false there).
-macro_rules! compare {
-    ($($method:ident $predicate:ident),*) => {$(
-        #[inline(always)]
-        fn $method(self, other: Self) -> Self {
-            self.cmp::<$predicate>(other)
-        }
-    )*};
 }
 
 /// Lane methods that run `wide`'s code on the same bits.
@@ -167,10 +137,7 @@ impl Lane for Avx2 {
     fn powf_simd(self, n: Self) -> Self {
         Avx2::from_wide(self.wide().powf_simd(n.wide()))
     }
-    compare!(
-        simd_gt _CMP_GT_OQ, simd_lt _CMP_LT_OQ, simd_ge _CMP_GE_OQ,
-        simd_le _CMP_LE_OQ, simd_eq _CMP_EQ_OQ, simd_ne _CMP_NEQ_UQ
-    );
+    compare!();
     #[inline(always)]
     fn select(self, if_true: Self, if_false: Self) -> Self {
         // SAFETY: see the module docs.

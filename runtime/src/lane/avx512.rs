@@ -99,27 +99,8 @@ impl Avx512 {
     }
 }
 
-/// Binary operator traits over one intrinsic each.
-macro_rules! binary {
-    ($($op:ident $method:ident $assign:ident $assign_method:ident $intrinsic:ident),*) => {$(
-        impl $op for Avx512 {
-            type Output = Avx512;
-            #[inline(always)]
-            fn $method(self, rhs: Avx512) -> Avx512 {
-                // SAFETY: see the module docs.
-                Avx512(unsafe { $intrinsic(self.0, rhs.0) })
-            }
-        }
-        impl $assign for Avx512 {
-            #[inline(always)]
-            fn $assign_method(&mut self, rhs: Avx512) {
-                *self = $op::$method(*self, rhs);
-            }
-        }
-    )*};
-}
-
 binary!(
+    Avx512:
     Add add AddAssign add_assign _mm512_add_ps,
     Sub sub SubAssign sub_assign _mm512_sub_ps,
     Mul mul MulAssign mul_assign _mm512_mul_ps,
@@ -133,17 +114,6 @@ impl Neg for Avx512 {
         // SAFETY: see the module docs.
         Avx512::from_bits(unsafe { _mm512_xor_si512(self.bits(), SIGN.bits()) })
     }
-}
-
-/// Comparisons, each with the predicate whose NaN rule matches `wide`'s (`ne` is unordered:
-/// true where either is NaN; the others are ordered: false there).
-macro_rules! compare {
-    ($($method:ident $predicate:ident),*) => {$(
-        #[inline(always)]
-        fn $method(self, other: Self) -> Self {
-            self.cmp::<$predicate>(other)
-        }
-    )*};
 }
 
 /// Lane methods that run `wide`'s code on each half.
@@ -203,10 +173,7 @@ impl Lane for Avx512 {
         unary: signum, exp, exp_m1, ln, ln_1p, tanh, cosh, sinh;
         binary: min, max, powf_simd
     );
-    compare!(
-        simd_gt _CMP_GT_OQ, simd_lt _CMP_LT_OQ, simd_ge _CMP_GE_OQ,
-        simd_le _CMP_LE_OQ, simd_eq _CMP_EQ_OQ, simd_ne _CMP_NEQ_UQ
-    );
+    compare!();
     #[inline(always)]
     fn select(self, if_true: Self, if_false: Self) -> Self {
         // SAFETY: see the module docs.

@@ -59,10 +59,55 @@ macro_rules! compare {
     )*};
 }
 
+/// [`Lane`]'s `exp`, `exp_m1` and `tanh` through the ports of `wide`'s code in `exp`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! exponentials {
+    () => {
+        #[inline(always)]
+        fn exp(self) -> Self {
+            exp::exp(self)
+        }
+        #[inline(always)]
+        fn exp_m1(self) -> Self {
+            exp::exp_m1(self)
+        }
+        #[inline(always)]
+        fn tanh(self) -> Self {
+            exp::tanh(self)
+        }
+    };
+}
+
+/// `Register`'s `mul_add` and `mul_neg_add` for a register type: one rounding through the given
+/// intrinsics where the build enables FMA (as `wide`'s), two otherwise.
+#[cfg(target_arch = "x86_64")]
+macro_rules! multiply_add {
+    ($ty:ident, $fmadd:ident, $fnmadd:ident) => {
+        #[inline(always)]
+        fn mul_add(self, a: Self, b: Self) -> Self {
+            if cfg!(target_feature = "fma") {
+                // SAFETY: see the module docs (the CPU has FMA where the build enables it).
+                return $ty(unsafe { $fmadd(self.0, a.0, b.0) });
+            }
+            self * a + b
+        }
+        #[inline(always)]
+        fn mul_neg_add(self, a: Self, b: Self) -> Self {
+            if cfg!(target_feature = "fma") {
+                // SAFETY: as in `mul_add`.
+                return $ty(unsafe { $fnmadd(self.0, a.0, b.0) });
+            }
+            b - self * a
+        }
+    };
+}
+
 #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod exp;
 
 use crate::kernels::cpu::Kernel;
 use crate::LANES;
@@ -151,6 +196,37 @@ pub trait Lane:
     /// With `self` a mask: the bits of `if_true` where the mask's bits are set, of `if_false`
     /// where they are clear.
     fn select(self, if_true: Self, if_false: Self) -> Self;
+
+    /// The first `min(s.len(), LANES)` values of `s`, zero in the other lanes.
+    #[inline(always)]
+    fn load_padded(s: &[f32]) -> Self {
+        if s.len() >= Self::LANES {
+            return Self::load(s);
+        }
+        let mut a = [0.0; MAX_LANES];
+        a[..s.len()].copy_from_slice(s);
+        Self::load(&a)
+    }
+
+    /// Stores the first `min(s.len(), LANES)` lanes into `s`.
+    #[inline(always)]
+    fn store_partial(self, s: &mut [f32]) {
+        if s.len() >= Self::LANES {
+            return self.store(s);
+        }
+        let mut a = [0.0; MAX_LANES];
+        self.store(&mut a);
+        let n = s.len();
+        s.copy_from_slice(&a[..n]);
+    }
+}
+
+/// `(start, len)` of the lanes of `L` that cover `0..n`, the last one possibly partial.
+#[inline(always)]
+pub fn pieces<L: Lane>(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n)
+        .step_by(L::LANES)
+        .map(move |i| (i, L::LANES.min(n - i)))
 }
 
 /// `Lane` methods that call `wide`'s inherent methods of the same name.
@@ -395,8 +471,11 @@ mod tests {
         }
     }
 
-    /// Values that exercise every branch: signed zeros, infinities, NaNs of both signs,
-    /// subnormals, the edges of `exp` and `tanh`, then bit patterns from a hash.
+    /// Values that exercise every branch: first whole registers of values that take the early
+    /// returns of `exp`, `exp_m1` and `tanh` (every lane underflowing, or saturating), then
+    /// signed zeros, infinities, NaNs of both signs, subnormals and the edges of `exp` and
+    /// `tanh`, bit patterns from a hash, values across the whole range of `exp` (its subnormal
+    /// results included) and values near zero.
     fn awkward_values(n: usize, salt: u32) -> std::vec::Vec<f32> {
         let special = [
             0.0,
@@ -416,13 +495,21 @@ mod tests {
             0.5,
             3.0e38,
         ];
+        let early = [-104.5, -18.0, 9.5, -9.5];
         (0..n)
             .map(|i| {
                 let h = (i as u32 ^ salt).wrapping_mul(0x9E37_79B9).rotate_left(13) ^ salt;
-                match i % 4 {
+                let u = h as f32 / u32::MAX as f32 - 0.5;
+                if let Some(&base) = early.get(i / MAX_LANES) {
+                    let away = if base < 0.0 { -0.25 } else { 0.25 };
+                    return base + (i % MAX_LANES) as f32 * away;
+                }
+                match i % 6 {
                     0 => special[(h as usize) % special.len()],
                     1 => f32::from_bits(h),
-                    _ => (h as f32 / u32::MAX as f32 - 0.5) * 40.0,
+                    2 => u * 230.0,
+                    3 => u * 1e-3,
+                    _ => u * 40.0,
                 }
             })
             .collect()

@@ -12,6 +12,7 @@
 //! [`run`], which its caller enters after checking the CPU. The type is private to the lane
 //! module, so no other code can make one.
 
+use super::exp::{self, Register};
 use super::{Lane, OnLanes};
 use crate::LANES;
 use core::arch::x86_64::*;
@@ -120,7 +121,8 @@ impl Lane for Avx2 {
         // SAFETY: see the module docs.
         Avx2(unsafe { _mm256_andnot_ps(splat_const(-0.0).0, self.0) })
     }
-    through_wide!(signum, exp, exp_m1, ln, ln_1p, tanh, cosh, sinh);
+    through_wide!(signum, ln, ln_1p, cosh, sinh);
+    exponentials!();
     #[inline(always)]
     fn erf(self) -> Self {
         Avx2::from_wide(crate::erf::erf(self.wide()))
@@ -147,5 +149,103 @@ impl Lane for Avx2 {
                 _mm256_andnot_ps(self.0, if_false.0),
             )
         })
+    }
+}
+
+impl Avx2 {
+    /// Integer bits as lanes.
+    #[inline(always)]
+    fn from_int(x: __m256i) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_castsi256_ps(x) })
+    }
+
+    /// The bits as integers.
+    #[inline(always)]
+    fn int(self) -> __m256i {
+        // SAFETY: see the module docs.
+        unsafe { _mm256_castps_si256(self.0) }
+    }
+}
+
+impl Register for Avx2 {
+    #[inline(always)]
+    fn and(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_and_ps(self.0, other.0) })
+    }
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_xor_ps(self.0, other.0) })
+    }
+    #[inline(always)]
+    fn not(self) -> Self {
+        self.xor(Avx2::from_bits(u32::MAX))
+    }
+    #[inline(always)]
+    fn all(self) -> bool {
+        // SAFETY: see the module docs.
+        unsafe { _mm256_movemask_ps(self.0) == 0xFF }
+    }
+    #[inline(always)]
+    fn any(self) -> bool {
+        // SAFETY: see the module docs.
+        unsafe { _mm256_movemask_ps(self.0) != 0 }
+    }
+    #[inline(always)]
+    fn round_ties_even(self) -> Self {
+        if cfg!(target_feature = "sse4.1") {
+            // SAFETY: see the module docs.
+            return Avx2(unsafe { _mm256_round_ps::<_MM_FROUND_TO_NEAREST_INT>(self.0) });
+        }
+        // SSE2's way: through integers, keeping the lanes that do not fit.
+        // SAFETY: see the module docs.
+        let (whole, overflow) = unsafe {
+            let i = _mm256_cvtps_epi32(self.0);
+            let indefinite = _mm256_set1_epi32(i32::MIN);
+            (_mm256_cvtepi32_ps(i), _mm256_cmpeq_epi32(i, indefinite))
+        };
+        Avx2::from_int(overflow).select(self, Avx2(whole))
+    }
+    multiply_add!(Avx2, _mm256_fmadd_ps, _mm256_fnmadd_ps);
+    #[inline(always)]
+    fn is_nan(self) -> Self {
+        self.cmp::<_CMP_UNORD_Q>(self)
+    }
+    #[inline(always)]
+    fn is_finite(self) -> Self {
+        // SAFETY: see the module docs.
+        let exponent_all_ones = unsafe {
+            let e = _mm256_set1_epi32(0xFF00_0000_u32 as i32);
+            let shifted = _mm256_and_si256(_mm256_slli_epi32::<1>(self.int()), e);
+            _mm256_cmpeq_epi32(shifted, e)
+        };
+        Avx2::from_int(exponent_all_ones).not()
+    }
+    #[inline(always)]
+    fn is_sign_negative(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2::from_int(unsafe {
+            let sign = _mm256_set1_epi32(i32::MIN);
+            _mm256_cmpeq_epi32(_mm256_and_si256(self.int(), sign), sign)
+        })
+    }
+    #[inline(always)]
+    fn shl23(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2::from_int(unsafe { _mm256_slli_epi32::<23>(self.int()) })
+    }
+    #[inline(always)]
+    fn one_shl(shift: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2::from_int(unsafe {
+            _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_cvttps_epi32(shift.0))
+        })
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        // SAFETY: see the module docs.
+        Avx2::from_int(unsafe { _mm256_set1_epi32(bits as i32) })
     }
 }

@@ -14,6 +14,7 @@
 //! [`run`], which its caller enters after checking the CPU. The type is private to the lane
 //! module, so no other code can make one.
 
+use super::exp::{self, Register};
 use super::{Lane, OnLanes};
 use core::arch::x86_64::*;
 use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
@@ -83,19 +84,30 @@ impl Avx512 {
 
     /// Integer bits as lanes.
     #[inline(always)]
-    fn from_bits(x: __m512i) -> Self {
+    fn from_int(x: __m512i) -> Self {
         // SAFETY: see the module docs.
         Avx512(unsafe { _mm512_castsi512_ps(x) })
+    }
+
+    /// A mask register widened to lanes of all ones or all zeros.
+    #[inline(always)]
+    fn widen(m: __mmask16) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_maskz_mov_epi32(m, _mm512_set1_epi32(-1)) })
     }
 
     /// Lane-wise comparison with predicate `P` (one of `_CMP_*`), widened to a lane mask.
     #[inline(always)]
     fn cmp<const P: i32>(self, other: Self) -> Self {
         // SAFETY: see the module docs.
-        Avx512::from_bits(unsafe {
-            let m = _mm512_cmp_ps_mask::<P>(self.0, other.0);
-            _mm512_maskz_mov_epi32(m, _mm512_set1_epi32(-1))
-        })
+        Avx512::widen(unsafe { _mm512_cmp_ps_mask::<P>(self.0, other.0) })
+    }
+
+    /// The lanes whose sign bit is set, as a mask register.
+    #[inline(always)]
+    fn sign_mask(self) -> __mmask16 {
+        // SAFETY: see the module docs.
+        unsafe { _mm512_cmplt_epi32_mask(self.bits(), _mm512_setzero_si512()) }
     }
 }
 
@@ -112,7 +124,7 @@ impl Neg for Avx512 {
     #[inline(always)]
     fn neg(self) -> Avx512 {
         // SAFETY: see the module docs.
-        Avx512::from_bits(unsafe { _mm512_xor_si512(self.bits(), SIGN.bits()) })
+        Avx512::from_int(unsafe { _mm512_xor_si512(self.bits(), SIGN.bits()) })
     }
 }
 
@@ -163,25 +175,100 @@ impl Lane for Avx512 {
     #[inline(always)]
     fn abs(self) -> Self {
         // SAFETY: see the module docs.
-        Avx512::from_bits(unsafe { _mm512_andnot_si512(SIGN.bits(), self.bits()) })
+        Avx512::from_int(unsafe { _mm512_andnot_si512(SIGN.bits(), self.bits()) })
     }
     #[inline(always)]
     fn erf(self) -> Self {
         self.each_half(crate::erf::erf)
     }
+    exponentials!();
     through_wide!(
-        unary: signum, exp, exp_m1, ln, ln_1p, tanh, cosh, sinh;
+        unary: signum, ln, ln_1p, cosh, sinh;
         binary: min, max, powf_simd
     );
     compare!();
     #[inline(always)]
     fn select(self, if_true: Self, if_false: Self) -> Self {
         // SAFETY: see the module docs.
-        Avx512::from_bits(unsafe {
+        Avx512::from_int(unsafe {
             _mm512_or_si512(
                 _mm512_and_si512(self.bits(), if_true.bits()),
                 _mm512_andnot_si512(self.bits(), if_false.bits()),
             )
         })
+    }
+}
+
+impl Register for Avx512 {
+    #[inline(always)]
+    fn and(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_and_si512(self.bits(), other.bits()) })
+    }
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_xor_si512(self.bits(), other.bits()) })
+    }
+    #[inline(always)]
+    fn not(self) -> Self {
+        self.xor(Avx512::from_bits(u32::MAX))
+    }
+    #[inline(always)]
+    fn all(self) -> bool {
+        self.sign_mask() == 0xFFFF
+    }
+    #[inline(always)]
+    fn any(self) -> bool {
+        self.sign_mask() != 0
+    }
+    #[inline(always)]
+    fn round_ties_even(self) -> Self {
+        if cfg!(target_feature = "sse4.1") {
+            // SAFETY: see the module docs.
+            return Avx512(unsafe { _mm512_roundscale_ps::<_MM_FROUND_TO_NEAREST_INT>(self.0) });
+        }
+        // SSE2's way: through integers, keeping the lanes that do not fit.
+        // SAFETY: see the module docs.
+        Avx512(unsafe {
+            let i = _mm512_cvtps_epi32(self.0);
+            let overflow = _mm512_cmpeq_epi32_mask(i, _mm512_set1_epi32(i32::MIN));
+            _mm512_mask_blend_ps(overflow, _mm512_cvtepi32_ps(i), self.0)
+        })
+    }
+    multiply_add!(Avx512, _mm512_fmadd_ps, _mm512_fnmadd_ps);
+    #[inline(always)]
+    fn is_nan(self) -> Self {
+        self.cmp::<_CMP_UNORD_Q>(self)
+    }
+    #[inline(always)]
+    fn is_finite(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::widen(unsafe {
+            let e = _mm512_set1_epi32(0xFF00_0000_u32 as i32);
+            let shifted = _mm512_and_si512(_mm512_slli_epi32::<1>(self.bits()), e);
+            _mm512_cmpneq_epi32_mask(shifted, e)
+        })
+    }
+    #[inline(always)]
+    fn is_sign_negative(self) -> Self {
+        Avx512::widen(self.sign_mask())
+    }
+    #[inline(always)]
+    fn shl23(self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_slli_epi32::<23>(self.bits()) })
+    }
+    #[inline(always)]
+    fn one_shl(shift: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe {
+            _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_cvttps_epi32(shift.0))
+        })
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_set1_epi32(bits as i32) })
     }
 }

@@ -1,5 +1,5 @@
-//! The element-wise part of one time step of a recurrent cell, for one sample, in `f32x8`
-//! lanes over the hidden units: [`GruStep`] and [`LstmStep`]. The matrix products around them
+//! The element-wise part of one time step of a recurrent cell, for one sample, in lanes of any
+//! [`Lane`] type over the hidden units: [`GruStep`] and [`LstmStep`]. The matrix products around them
 //! (the input projection of every step, the recurrent product of each step, and their
 //! gradients) are the driver's, in [`super`].
 //!
@@ -8,9 +8,8 @@
 //! over the pre-activations, the cell's extra states and the hidden state. The tail of `H` is
 //! padded into a lane and runs the same lane code, so a unit's result does not depend on `H`.
 
-use crate::kernels::simd::{load_padded, pieces, store_partial};
-use crate::lane::sigmoid;
-use wide::f32x8;
+use crate::lane::{self, pieces, sigmoid, Lane, OnLanes};
+use core::marker::PhantomData;
 
 /// The buffers of one sample's forward step.
 pub(crate) struct Step<'a> {
@@ -77,29 +76,67 @@ pub(crate) trait Cell {
     /// Whether the cell carries a state besides `h` from step to step (LSTM's `c`), so
     /// backward carries its gradient in [`StepGrad::dc`].
     const CARRIES_CELL: bool;
-    /// The forward step of one sample.
-    fn forward(step: Step<'_>, h: usize);
-    /// The backward step of one sample.
-    fn backward(step: StepGrad<'_>, h: usize);
+    /// The forward step of one sample, on lanes of type `L`.
+    fn forward<L: Lane>(step: Step<'_>, h: usize);
+    /// The backward step of one sample, on lanes of type `L`.
+    fn backward<L: Lane>(step: StepGrad<'_>, h: usize);
+}
+
+/// The forward step of cell `C` for one sample, on the lanes [`lane::dispatch`] picks.
+pub(crate) fn forward<C: Cell>(step: Step<'_>, h: usize) {
+    lane::dispatch(Forward::<C>(step, h, PhantomData));
+}
+
+/// The backward step of cell `C` for one sample, on the lanes [`lane::dispatch`] picks.
+pub(crate) fn backward<C: Cell>(step: StepGrad<'_>, h: usize) {
+    lane::dispatch(Backward::<C>(step, h, PhantomData));
+}
+
+/// A forward step of cell `C` over `h` units, to run on any lane type.
+struct Forward<'a, C>(Step<'a>, usize, PhantomData<C>);
+
+impl<C: Cell> OnLanes for Forward<'_, C> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        C::forward::<L>(self.0, self.1);
+    }
+}
+
+/// A backward step of cell `C` over `h` units, to run on any lane type.
+struct Backward<'a, C>(StepGrad<'a>, usize, PhantomData<C>);
+
+impl<C: Cell> OnLanes for Backward<'_, C> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        C::backward::<L>(self.0, self.1);
+    }
 }
 
 /// `H` values of gate `k` (or state `k`) of a row, from unit `i`, `n` of them, as a lane.
 #[inline(always)]
-fn lane(row: &[f32], k: usize, h: usize, i: usize, n: usize) -> f32x8 {
-    load_padded(&row[k * h + i..k * h + i + n], 0.0)
+fn lane<L: Lane>(row: &[f32], k: usize, h: usize, i: usize, n: usize) -> L {
+    L::load_padded(&row[k * h + i..k * h + i + n])
 }
 
 /// Stores a lane into gate (or state) `k` of a row, units `i..i + n`.
 #[inline(always)]
-fn put(row: &mut [f32], k: usize, h: usize, i: usize, n: usize, v: f32x8) {
-    store_partial(&mut row[k * h + i..k * h + i + n], v);
+fn put<L: Lane>(row: &mut [f32], k: usize, h: usize, i: usize, n: usize, v: L) {
+    v.store_partial(&mut row[k * h + i..k * h + i + n]);
 }
 
 /// Units `i..i + n` of state `k` of the previous step, zeros at the first step.
 #[inline(always)]
-fn prev_lane(prev: Option<Prev<'_>>, state: Option<usize>, h: usize, i: usize, n: usize) -> f32x8 {
+fn prev_lane<L: Lane>(
+    prev: Option<Prev<'_>>,
+    state: Option<usize>,
+    h: usize,
+    i: usize,
+    n: usize,
+) -> L {
     match (prev, state) {
-        (None, _) => f32x8::ZERO,
+        (None, _) => L::ZERO,
         (Some(p), None) => lane(p.h, 0, h, i, n),
         (Some(p), Some(k)) => lane(p.states, k, h, i, n),
     }
@@ -120,15 +157,15 @@ impl Cell for GruStep {
     const CARRIES_CELL: bool = false;
 
     #[inline(always)]
-    fn forward(s: Step<'_>, h: usize) {
-        for (i, n) in pieces(h) {
-            let x = |k| lane(s.gates, k, h, i, n);
-            let rec = |k| lane(s.recurrent, k, h, i, n);
+    fn forward<L: Lane>(s: Step<'_>, h: usize) {
+        for (i, n) in pieces::<L>(h) {
+            let x = |k| lane::<L>(s.gates, k, h, i, n);
+            let rec = |k| lane::<L>(s.recurrent, k, h, i, n);
             let r = sigmoid(x(0) + rec(0));
             let z = sigmoid(x(1) + rec(1));
             let hn = rec(2);
             let cand = (x(2) + r * hn).tanh();
-            let prev = prev_lane(s.prev, None, h, i, n);
+            let prev = prev_lane::<L>(s.prev, None, h, i, n);
             put(s.gates, 0, h, i, n, r);
             put(s.gates, 1, h, i, n, z);
             put(s.gates, 2, h, i, n, cand);
@@ -138,17 +175,17 @@ impl Cell for GruStep {
     }
 
     #[inline(always)]
-    fn backward(s: StepGrad<'_>, h: usize) {
-        let one = f32x8::ONE;
-        for (i, n) in pieces(h) {
-            let dh = lane(s.dh, 0, h, i, n);
+    fn backward<L: Lane>(s: StepGrad<'_>, h: usize) {
+        let one = L::ONE;
+        for (i, n) in pieces::<L>(h) {
+            let dh = lane::<L>(s.dh, 0, h, i, n);
             let (r, z, cand) = (
                 lane(s.gates, 0, h, i, n),
                 lane(s.gates, 1, h, i, n),
                 lane(s.gates, 2, h, i, n),
             );
             let hn = lane(s.states, 0, h, i, n);
-            let prev = prev_lane(s.prev, None, h, i, n);
+            let prev = prev_lane::<L>(s.prev, None, h, i, n);
             let d_cand = dh * (one - z) * (one - cand * cand);
             let dr = d_cand * hn * r * (one - r);
             let dz = dh * (prev - cand) * z * (one - z);
@@ -176,14 +213,14 @@ impl Cell for LstmStep {
     const CARRIES_CELL: bool = true;
 
     #[inline(always)]
-    fn forward(s: Step<'_>, h: usize) {
-        for (i, n) in pieces(h) {
-            let pre = |k| lane(s.gates, k, h, i, n) + lane(s.recurrent, k, h, i, n);
+    fn forward<L: Lane>(s: Step<'_>, h: usize) {
+        for (i, n) in pieces::<L>(h) {
+            let pre = |k| lane::<L>(s.gates, k, h, i, n) + lane::<L>(s.recurrent, k, h, i, n);
             let input = sigmoid(pre(0));
             let forget = sigmoid(pre(1));
             let cand = pre(2).tanh();
             let output = sigmoid(pre(3));
-            let c_prev = prev_lane(s.prev, Some(0), h, i, n);
+            let c_prev = prev_lane::<L>(s.prev, Some(0), h, i, n);
             let c = forget * c_prev + input * cand;
             let tanh_c = c.tanh();
             put(s.gates, 0, h, i, n, input);
@@ -197,15 +234,15 @@ impl Cell for LstmStep {
     }
 
     #[inline(always)]
-    fn backward(s: StepGrad<'_>, h: usize) {
-        let one = f32x8::ONE;
-        for (i, n) in pieces(h) {
-            let dh = lane(s.dh, 0, h, i, n);
-            let gate = |k| lane(s.gates, k, h, i, n);
+    fn backward<L: Lane>(s: StepGrad<'_>, h: usize) {
+        let one = L::ONE;
+        for (i, n) in pieces::<L>(h) {
+            let dh = lane::<L>(s.dh, 0, h, i, n);
+            let gate = |k| lane::<L>(s.gates, k, h, i, n);
             let (input, forget, cand, output) = (gate(0), gate(1), gate(2), gate(3));
             let tanh_c = lane(s.states, 1, h, i, n);
-            let c_prev = prev_lane(s.prev, Some(0), h, i, n);
-            let dc = lane(s.dc, 0, h, i, n) + dh * output * (one - tanh_c * tanh_c);
+            let c_prev = prev_lane::<L>(s.prev, Some(0), h, i, n);
+            let dc = lane::<L>(s.dc, 0, h, i, n) + dh * output * (one - tanh_c * tanh_c);
             put(s.dx_gates, 0, h, i, n, dc * cand * input * (one - input));
             put(
                 s.dx_gates,

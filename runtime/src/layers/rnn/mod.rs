@@ -465,7 +465,7 @@ fn forward_sample<C: Cell>(
         h: &mut h_now[..n],
         prev,
     };
-    C::forward(step, n);
+    cell::forward::<C>(step, n);
 }
 
 /// Where the gradient of a layer's output sequence comes from.
@@ -698,7 +698,7 @@ fn backward_sample<C: Cell>(
         dh_gates: &mut buf.dh_gates[own],
         dprev: &mut buf.carry[direct],
     };
-    C::backward(step, n);
+    cell::backward::<C>(step, n);
 }
 
 /// `dW_ih = dGxᵀ·X`, `dW_hh = dGhᵀ·H_prev` over `batch * T` rows, and the bias gradients as

@@ -38,7 +38,7 @@ pub(crate) trait Lanes:
 /// `1.5 * 2^23`, which rounds any `|v| < 2^22` to a whole number when added and taken away.
 const ROUND: f32 = 12_582_912.0;
 /// `2^23 + 127`: added to a whole `n` in `[-126, 127]`, it leaves `n + 127` in the low bits.
-const POW2_BIAS: f32 = 8_388_735.0;
+pub(crate) const POW2_BIAS: f32 = 8_388_735.0;
 
 impl Lanes for f32 {
     #[inline(always)]

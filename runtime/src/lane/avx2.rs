@@ -125,7 +125,7 @@ impl Lane for Avx2 {
     exponentials!();
     #[inline(always)]
     fn erf(self) -> Self {
-        Avx2::from_wide(crate::erf::erf(self.wide()))
+        crate::erf::erf(self)
     }
     #[inline(always)]
     fn min(self, other: Self) -> Self {
@@ -169,6 +169,11 @@ impl Avx2 {
 }
 
 impl Register for Avx2 {
+    #[inline(always)]
+    fn or(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_or_ps(self.0, other.0) })
+    }
     #[inline(always)]
     fn and(self, other: Self) -> Self {
         // SAFETY: see the module docs.

@@ -179,7 +179,7 @@ impl Lane for Avx512 {
     }
     #[inline(always)]
     fn erf(self) -> Self {
-        self.each_half(crate::erf::erf)
+        crate::erf::erf(self)
     }
     exponentials!();
     through_wide!(
@@ -200,6 +200,11 @@ impl Lane for Avx512 {
 }
 
 impl Register for Avx512 {
+    #[inline(always)]
+    fn or(self, other: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512::from_int(unsafe { _mm512_or_si512(self.bits(), other.bits()) })
+    }
     #[inline(always)]
     fn and(self, other: Self) -> Self {
         // SAFETY: see the module docs.

@@ -1,5 +1,6 @@
 //! `wide`'s `exp`, `exp_m1` and `tanh` of `f32x8`, operation for operation, over the x86
-//! register lane types, so that they run on the whole register and give `wide`'s bits.
+//! register lane types, so that they run on the whole register and give `wide`'s bits; and the
+//! operations the runtime's own `erf` needs, for the same types.
 //!
 //! Each function follows `wide` 1.7's `f32x8` code: the same constants, the same operations in
 //! the same order, the same `mul_add` (fused where the build enables FMA, as `wide`'s) and the
@@ -10,12 +11,15 @@
 //! function with `wide` on awkward values.
 
 use super::Lane;
+use crate::erf::{Lanes, POW2_BIAS};
 
 /// A lane type in one x86 register, with the bit-level operations `wide`'s exponentials use.
 /// Masks are lanes of all ones or all zeros, as [`Lane`]'s comparisons give them.
 pub(super) trait Register: Lane {
     /// Bitwise and.
     fn and(self, other: Self) -> Self;
+    /// Bitwise or.
+    fn or(self, other: Self) -> Self;
     /// Bitwise exclusive or.
     fn xor(self, other: Self) -> Self;
     /// Bitwise not.
@@ -179,4 +183,36 @@ pub(super) fn tanh<L: Register>(x: L) -> L {
     let t = exp_m1(L::splat(-2.0) * a);
     let exp_based = flip_signs(-t / (t + L::splat(2.0)), x);
     large.select(saturated, small.select(x, exp_based))
+}
+
+/// What `erf` computes on, as its `f32x8` implementation computes it.
+impl<L: Register> Lanes for L {
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        <L as Lane>::splat(v)
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        Lane::abs(self)
+    }
+    #[inline(always)]
+    fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self {
+        self.simd_lt(bound).select(if_true, if_false)
+    }
+    #[inline(always)]
+    fn all_lt(self, bound: Self) -> bool {
+        self.simd_lt(bound).all()
+    }
+    #[inline(always)]
+    fn any_lt(self, bound: Self) -> bool {
+        self.simd_lt(bound).any()
+    }
+    #[inline(always)]
+    fn with_sign_of(self, of: Self) -> Self {
+        self.or(of.and(<L as Lane>::splat(-0.0)))
+    }
+    #[inline(always)]
+    fn pow2(self) -> Self {
+        (self + <L as Lane>::splat(POW2_BIAS)).shl23()
+    }
 }

@@ -58,7 +58,8 @@
 //! tiles, whichever a cost estimate of padded tiles, loads, packing and write-back finds
 //! cheaper: `X (256x128) · W (128x10)`, say,
 //! becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide panel that is 6/16
-//! padding.
+//! padding. Products that share their `B` (a recurrent layer's weight, at every time step) can
+//! pack it once ([`pack_b`]) and run on the packed panels ([`gemm_packed`]).
 //!
 //! # Determinism
 //!

@@ -154,6 +154,14 @@ const AVX512_MR: usize = 12;
 /// Rows of the AVX-512 kernel's tile one vector wide (16 accumulators).
 const AVX512_NARROW_MR: usize = 16;
 
+// A product on a packed `B` packs a tile's rows of `A` into room for the tallest tile.
+const _: () = assert!(
+    PORTABLE_MR <= micro::MAX_MR
+        && AVX2_MR <= micro::MAX_MR
+        && AVX512_MR <= micro::MAX_MR
+        && AVX512_NARROW_MR <= micro::MAX_MR
+);
+
 /// A microkernel: the vectors it computes on and its register tile. A [`Kernel`] runs one or
 /// more ([`micros`]), all with the same roundings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -628,13 +636,15 @@ impl PackedB<'_> {
     }
 }
 
-/// The microkernel of `kernel` whose tiles cover `m`x`n` products on a packed `B` (and an
-/// unpacked `A`) in the fewest estimated cycles: the compute and load terms of [`cost`].
-fn packed_micro(kernel: Kernel, m: usize, n: usize) -> Micro {
+/// The microkernel of `kernel` that runs `m`x`k`x`n` products on a packed `B` in the fewest
+/// estimated cycles: the compute and load terms of [`cost`], and 4 cycles for each element of
+/// `C` in a tile cut by the edge of `C`, which is written back one element at a time.
+fn packed_micro(kernel: Kernel, m: usize, k: usize, n: usize) -> Micro {
     let estimate = |micro: &&Micro| {
         let t = micro.tile();
         let tiles = m.div_ceil(t.mr) * n.div_ceil(t.nr);
-        tiles * ((t.mr * t.nr).max(64) + 6 * (t.mr + t.nr.div_ceil(t.lanes)))
+        let compute = tiles * k * ((t.mr * t.nr).max(64) + 6 * (t.mr + t.nr.div_ceil(t.lanes)));
+        compute + (m % t.mr * n + n % t.nr * m) * 64
     };
     *micros(kernel)
         .iter()
@@ -679,7 +689,7 @@ pub fn pack_b_on<'w>(
     if workspace.len() < packed_b_len(b.rows, b.cols) {
         return None;
     }
-    let micro = packed_micro(kernel, rows, b.cols);
+    let micro = packed_micro(kernel, rows, b.rows, b.cols);
     let len = micro::whole_len(b.rows, b.cols, micro.tile().nr);
     let (panels, _) = workspace.split_at_mut(len);
     pack_whole_on(micro, b, panels);

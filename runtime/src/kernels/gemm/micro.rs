@@ -527,9 +527,13 @@ pub(super) fn pack_whole<S: Vector, const V: usize>(b: MatRef<'_>, dst: &mut [f3
     }
 }
 
-/// `C = alpha * A·B + beta * C` (`k > 0`) on `B` packed by [`pack_whole`] into `panels`, `A`
-/// read where it is, `R`x`LV` tiles on one thread: the per-element arithmetic of [`packed`],
-/// with no packing and no workspace.
+/// Rows of the tallest tile ([`on_packed`] packs one tile's rows of `A` on the stack).
+pub(super) const MAX_MR: usize = 16;
+
+/// `C = alpha * A·B + beta * C` (`k > 0`) on `B` packed by [`pack_whole`] into `panels`,
+/// `R`x`LV` tiles (`R <= MAX_MR`) on one thread: the per-element arithmetic of [`packed`], with
+/// no workspace. The `R` rows of `A` of each tile are packed on the stack (a tile reading `R`
+/// rows where they are keeps `R` row addresses, more than the registers hold).
 #[inline(always)]
 pub(super) fn on_packed<S: Vector, const R: usize, const V: usize>(
     (alpha, a, beta): (f32, MatRef<'_>, f32),
@@ -540,13 +544,19 @@ pub(super) fn on_packed<S: Vector, const R: usize, const V: usize>(
     let (m, k, n) = (a.rows, a.cols, c.cols);
     let width = n.div_ceil(w) * w;
     let alpha_v = S::splat(alpha);
+    let mut a_tile = [0.0; MAX_MR * KC];
     for (bi, (pc, kc)) in k_blocks(k).enumerate() {
         let beta_k = Beta::for_block(beta, bi);
-        let a_blk = Block {
-            a: a.sub(0, pc, m, kc),
-            packed: None,
-        };
         let b_panels = &panels[pc * width..(pc + kc) * width];
-        block_tiles::<S, R, V>(a_blk, b_panels, c.rb(), alpha_v, beta_k);
+        for i0 in (0..m).step_by(R) {
+            let mr = R.min(m - i0);
+            let a_blk = a.sub(i0, pc, mr, kc);
+            pack_a_panels::<S, R>(a_blk, &mut a_tile);
+            let a_blk = Block {
+                a: a_blk,
+                packed: Some(&a_tile),
+            };
+            block_tiles::<S, R, V>(a_blk, b_panels, c.sub(i0, 0, mr, n), alpha_v, beta_k);
+        }
     }
 }

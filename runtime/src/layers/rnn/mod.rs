@@ -38,7 +38,7 @@ use crate::kernels::gemm::{
     Product, Scaled,
 };
 use crate::kernels::parallel::{for_runs, PerSample};
-use crate::kernels::simd::{add_assign, add_rows, copy};
+use crate::kernels::simd::{add_rows, copy};
 use cell::{Cell, GruStep, LstmStep, Prev, Step, StepGrad};
 use core::ops::Range;
 pub use layer::{
@@ -181,8 +181,8 @@ pub const fn rnn_scratch_len(dims: RnnDims, batch: usize) -> usize {
         CellKind::Lstm => t * g,
     };
     let carried = match dims.cell {
-        CellKind::Gru => 2 * h,
-        CellKind::Lstm => 3 * h,
+        CellKind::Gru => h,
+        CellKind::Lstm => 2 * h,
     };
     batch * (gate_grads + 2 * t * h + carried)
 }
@@ -592,8 +592,6 @@ struct Scratch<'a> {
     dh_gates: &'a mut [f32],
     /// The previous hidden state of every step (0 at the first), `[batch, T, H]`.
     h_prev: &'a mut [f32],
-    /// d loss / d h of the current step, `[batch, H]`.
-    dh: &'a mut [f32],
     /// d loss / d h of the previous step, as far as it is known, `[batch, H]`.
     carry: &'a mut [f32],
     /// LSTM: d loss / d c carried between steps, `[batch, H]`; empty for a GRU.
@@ -616,14 +614,12 @@ impl<'a> Scratch<'a> {
         let (dh_gates, rest) = rest.split_at_mut(own);
         let (h_prev, rest) = rest.split_at_mut(rows * n);
         let (d_below, rest) = rest.split_at_mut(rows * n);
-        let (dh, rest) = rest.split_at_mut(batch * n);
         let (carry, rest) = rest.split_at_mut(batch * n);
         let (dc, _) = rest.split_at_mut(cell);
         let buffers = Scratch {
             dx_gates,
             dh_gates,
             h_prev,
-            dh,
             carry,
             dc,
         };
@@ -745,7 +741,6 @@ fn backward_through_time<C: Cell>(
     let out = [
         per_sample(buf.dx_gates, s.steps * g),
         per_sample(buf.dh_gates, own),
-        per_sample(buf.dh, n),
         per_sample(buf.carry, n),
         per_sample(buf.dc, cell),
     ];
@@ -753,13 +748,12 @@ fn backward_through_time<C: Cell>(
         s.batch,
         pieces,
         out,
-        &|run: Range<usize>, out: [PerSample<'_>; 5]| {
-            let [dx_gates, dh_gates, dh, carry, dc] = out.map(|o| o.data);
+        &|run: Range<usize>, out: [PerSample<'_>; 4]| {
+            let [dx_gates, dh_gates, carry, dc] = out.map(|o| o.data);
             let mut buf = Scratch {
                 dx_gates,
                 dh_gates,
                 h_prev: &mut [],
-                dh,
                 carry,
                 dc,
             };
@@ -794,13 +788,7 @@ fn through_time<C: Cell>(
     buf.dc.fill(0.0);
     for t in (0..s.steps).rev() {
         for b in 0..s.batch {
-            let dh = &mut buf.dh[b * s.hidden..(b + 1) * s.hidden];
-            let carry = &buf.carry[b * s.hidden..(b + 1) * s.hidden];
-            copy(dh, carry);
-            if let Some(up) = upstream.at(s, b, t) {
-                add_assign(dh, up);
-            }
-            backward_sample::<C>(s, b, t, saved, buf);
+            backward_sample::<C>(s, (b, t), saved, upstream.at(s, b, t), buf);
         }
         if t == 0 {
             break;
@@ -818,12 +806,12 @@ fn through_time<C: Cell>(
     }
 }
 
-/// The cell's backward step for sample `b` at step `t`, from `buf.dh`.
+/// The cell's backward step for sample `b` at step `t`, from `buf.carry` and `up`.
 fn backward_sample<C: Cell>(
     s: Shape,
-    b: usize,
-    t: usize,
+    (b, t): (usize, usize),
     saved: &Saved<&[f32]>,
+    up: Option<&[f32]>,
     buf: &mut Scratch<'_>,
 ) {
     let (n, g, k) = (s.hidden, C::GATES * s.hidden, C::STATES * s.hidden);
@@ -839,16 +827,15 @@ fn backward_sample<C: Cell>(
     };
     let unit = b * n..(b + 1) * n;
     let cell = if C::CARRIES_CELL { unit.clone() } else { 0..0 };
-    let direct = if C::DIRECT { unit.clone() } else { 0..0 };
     let step = StepGrad {
-        dh: &buf.dh[unit],
+        carry: &mut buf.carry[unit],
+        up,
         dc: &mut buf.dc[cell],
         gates: &saved.gates[at..at + g],
         states: &saved.states[s.at(b, t, k)..s.at(b, t, k) + k],
         prev,
         dx_gates: &mut buf.dx_gates[at..at + g],
         dh_gates: &mut buf.dh_gates[own],
-        dprev: &mut buf.carry[direct],
     };
     C::backward(step, n);
 }

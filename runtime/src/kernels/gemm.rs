@@ -58,7 +58,8 @@
 //! tiles, whichever a cost estimate of padded tiles, loads, packing and write-back finds
 //! cheaper: `X (256x128) · W (128x10)`, say,
 //! becomes ten rows of 6x16 tiles instead of 256 rows against a 16-wide panel that is 6/16
-//! padding.
+//! padding. Products that share their `B` (a recurrent layer's weight, at every time step) can
+//! pack it once ([`pack_b`]) and run on the packed panels ([`gemm_packed`]).
 //!
 //! # Determinism
 //!
@@ -152,6 +153,14 @@ const AVX2_MR: usize = 6;
 const AVX512_MR: usize = 12;
 /// Rows of the AVX-512 kernel's tile one vector wide (16 accumulators).
 const AVX512_NARROW_MR: usize = 16;
+
+// A product on a packed `B` packs a tile's rows of `A` into room for the tallest tile.
+const _: () = assert!(
+    PORTABLE_MR <= micro::MAX_MR
+        && AVX2_MR <= micro::MAX_MR
+        && AVX512_MR <= micro::MAX_MR
+        && AVX512_NARROW_MR <= micro::MAX_MR
+);
 
 /// A microkernel: the vectors it computes on and its register tile. A [`Kernel`] runs one or
 /// more ([`micros`]), all with the same roundings.
@@ -402,20 +411,33 @@ const fn max(a: usize, b: usize) -> usize {
 /// Workspace of one piece, whichever way the product is computed, on any microkernel of the
 /// [`CANDIDATES`].
 const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
+    let (tiles, count) = CANDIDATE_TILES;
     let mut most = 0;
     let mut i = 0;
-    while i < CANDIDATES.len() {
-        let kernel_micros = micros(CANDIDATES[i]);
-        let mut j = 0;
-        while j < kernel_micros.len() {
-            let t = kernel_micros[j].tile();
-            most = max(most, max(piece_len(m, k, n, t), piece_len(n, k, m, t)));
-            j += 1;
-        }
+    while i < count {
+        let t = tiles[i];
+        most = max(most, max(piece_len(m, k, n, t), piece_len(n, k, m, t)));
         i += 1;
     }
     most
 }
+
+/// The tiles of every microkernel of the [`CANDIDATES`], and how many there are.
+const CANDIDATE_TILES: ([Tile; 4], usize) = {
+    let mut tiles = [Micro::Portable.tile(); 4];
+    let (mut count, mut i) = (0, 0);
+    while i < CANDIDATES.len() {
+        let kernel_micros = micros(CANDIDATES[i]);
+        let mut j = 0;
+        while j < kernel_micros.len() {
+            tiles[count] = kernel_micros[j].tile();
+            count += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    (tiles, count)
+};
 
 /// Whether a product is large enough to split across threads.
 const fn wants_threads(m: usize, k: usize, n: usize) -> bool {
@@ -550,13 +572,7 @@ pub fn gemm_on(
         "gemm_on: the {kernel} kernel does not run on this CPU or build"
     );
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    assert_eq!(b.rows, k, "gemm: A is {m}x{k} but B has {} rows", b.rows);
-    assert!(
-        c.rows == m && c.cols == n,
-        "gemm: A·B is {m}x{n} but C is {}x{}",
-        c.rows,
-        c.cols
-    );
+    check_shapes("gemm", (m, k, n), b.rows, &c);
     let need = piece_len_any(m, k, n);
     assert!(
         workspace.len() >= need,
@@ -564,13 +580,9 @@ pub fn gemm_on(
          (size it with workspace_len)",
         workspace.len()
     );
-    if m == 0 || n == 0 {
+    let Some(c) = unless_trivial(alpha, k, beta, c) else {
         return;
-    }
-    if k == 0 || alpha == 0.0 {
-        micro::scale(beta, c);
-        return;
-    }
+    };
     let plan = Plan::new(kernel, m, k, n, (c.rs, c.cs));
     let t = plan.micro.tile();
     let (a, b, c) = if plan.transpose {
@@ -595,6 +607,180 @@ pub fn gemm_on(
         path: plan.path,
     };
     split(Terms { alpha, a, b, beta }, c, workspace, pieces, run);
+}
+
+/// A right factor `B`, `k`x`n`, packed once by [`pack_b`] for the products [`gemm_packed`]
+/// computes on it: a recurrent layer's weight, multiplied by the few rows of its state at
+/// every time step, is packed once per call instead of once per step.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedB<'a> {
+    /// The panels, for each block of `k` in order `ceil(n / nr)` micro-panels of the tile.
+    panels: &'a [f32],
+    /// The microkernel they are packed for.
+    micro: Micro,
+    /// Rows of `B`.
+    k: usize,
+    /// Columns of `B`.
+    n: usize,
+}
+
+impl PackedB<'_> {
+    /// Rows of `B` (the inner dimension of the products).
+    pub fn rows(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of `B` (and of `C`).
+    pub fn cols(&self) -> usize {
+        self.n
+    }
+}
+
+/// The microkernel of `kernel` that runs `m`x`k`x`n` products on a packed `B` in the fewest
+/// estimated cycles: the compute and load terms of [`cost`], and 4 cycles for each element of
+/// `C` in a tile cut by the edge of `C`, which is written back one element at a time.
+fn packed_micro(kernel: Kernel, m: usize, k: usize, n: usize) -> Micro {
+    let estimate = |micro: &&Micro| {
+        let t = micro.tile();
+        let tiles = m.div_ceil(t.mr) * n.div_ceil(t.nr);
+        let compute = tiles * k * ((t.mr * t.nr).max(64) + 6 * (t.mr + t.nr.div_ceil(t.lanes)));
+        compute + (m % t.mr * n + n % t.nr * m) * 64
+    };
+    *micros(kernel)
+        .iter()
+        .min_by_key(estimate)
+        .expect("every kernel has a microkernel")
+}
+
+/// Floats [`pack_b`] needs for a `k`x`n` matrix, on any kernel this build may run on.
+pub const fn packed_b_len(k: usize, n: usize) -> usize {
+    let (tiles, count) = CANDIDATE_TILES;
+    let mut most = 0;
+    let mut i = 0;
+    while i < count {
+        most = max(most, micro::whole_len(k, n, tiles[i].nr));
+        i += 1;
+    }
+    most
+}
+
+/// Packs `b` into the front of `workspace` for products by [`gemm_packed`] whose `A` has
+/// `rows` rows (which choose the tile), or `None` if `workspace` is shorter than
+/// [`packed_b_len`] asks (the caller then multiplies by `b` with [`gemm`]). Runs on
+/// [`Kernel::active`].
+pub fn pack_b<'w>(b: MatRef<'_>, rows: usize, workspace: &'w mut [f32]) -> Option<PackedB<'w>> {
+    pack_b_on(Kernel::active(), b, rows, workspace)
+}
+
+/// [`pack_b`] on the given kernel, for tests and benchmarks that compare kernels.
+///
+/// # Panics
+/// If the kernel is not [`available`](Kernel::available).
+pub fn pack_b_on<'w>(
+    kernel: Kernel,
+    b: MatRef<'_>,
+    rows: usize,
+    workspace: &'w mut [f32],
+) -> Option<PackedB<'w>> {
+    assert!(
+        kernel.available(),
+        "pack_b_on: the {kernel} kernel does not run on this CPU or build"
+    );
+    if workspace.len() < packed_b_len(b.rows, b.cols) {
+        return None;
+    }
+    let micro = packed_micro(kernel, rows, b.rows, b.cols);
+    let len = micro::whole_len(b.rows, b.cols, micro.tile().nr);
+    let (panels, _) = workspace.split_at_mut(len);
+    pack_whole_on(micro, b, panels);
+    Some(PackedB {
+        panels,
+        micro,
+        k: b.rows,
+        n: b.cols,
+    })
+}
+
+/// `C = alpha * A·B + beta * C` for `B` packed by [`pack_b`]: the same bits as [`gemm`] on the
+/// unpacked `B`, with no packing and no workspace, on the calling thread (a caller with many
+/// rows splits them across threads itself; every piece can read the same `B`).
+///
+/// # Panics
+/// If the shapes disagree (`A.cols != B.rows`, or `C` is not `A.rows`x`B.cols`).
+pub fn gemm_packed(alpha: f32, a: MatRef<'_>, b: &PackedB<'_>, beta: f32, c: MatMut<'_>) {
+    check_shapes("gemm_packed", (a.rows, a.cols, b.n), b.k, &c);
+    let Some(c) = unless_trivial(alpha, a.cols, beta, c) else {
+        return;
+    };
+    multiply_packed_on(b.micro, (alpha, a, beta), b.panels, c);
+}
+
+/// Packs `b` whole on `micro` (see [`micro::pack_whole`]).
+fn pack_whole_on(micro: Micro, b: MatRef<'_>, dst: &mut [f32]) {
+    match micro {
+        Micro::Portable => micro::pack_whole::<Portable, PORTABLE_NV>(b, dst),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `pack_b_on` checked that the CPU has AVX2 and FMA.
+        Micro::Avx2 => unsafe { x86::pack_whole_avx2(b, dst) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `pack_b_on` checked that the CPU has AVX-512F.
+        Micro::Avx512 => unsafe { x86::pack_whole_avx512::<2>(b, dst) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above.
+        Micro::Avx512Narrow => unsafe { x86::pack_whole_avx512::<1>(b, dst) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        Micro::Avx2 | Micro::Avx512 | Micro::Avx512Narrow => {
+            unreachable!("x86 kernels are never available here")
+        }
+    }
+}
+
+/// A product on panels packed for `micro` (see [`micro::on_packed`]).
+fn multiply_packed_on(micro: Micro, terms: (f32, MatRef<'_>, f32), panels: &[f32], c: MatMut<'_>) {
+    match micro {
+        Micro::Portable => {
+            micro::on_packed::<Portable, PORTABLE_MR, PORTABLE_NV>(terms, panels, c);
+        }
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: the panels were packed for this microkernel by `pack_b_on`, which checked
+        // that the CPU has AVX2 and FMA.
+        Micro::Avx2 => unsafe { x86::on_packed_avx2(terms, panels, c) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX-512F.
+        Micro::Avx512 => unsafe { x86::on_packed_avx512(terms, panels, c) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above.
+        Micro::Avx512Narrow => unsafe { x86::on_packed_avx512_narrow(terms, panels, c) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        Micro::Avx2 | Micro::Avx512 | Micro::Avx512Narrow => {
+            unreachable!("x86 kernels are never available here")
+        }
+    }
+}
+
+/// Panics, naming the function `name`, unless `B` has `k` rows (as `A` has columns) and `C`
+/// is `m`x`n`, for an `m`x`k` by `k`x`n` product.
+fn check_shapes(name: &str, (m, k, n): (usize, usize, usize), b_rows: usize, c: &MatMut<'_>) {
+    assert_eq!(b_rows, k, "{name}: A is {m}x{k} but B has {b_rows} rows");
+    assert!(
+        c.rows == m && c.cols == n,
+        "{name}: A·B is {m}x{n} but C is {}x{}",
+        c.rows,
+        c.cols
+    );
+}
+
+/// `C` itself when the product must be computed; `None` once it is done without reading `A`
+/// or `B`: when `C` is empty, or `alpha == 0` or `k == 0` (`C` becomes `beta * C`).
+fn unless_trivial(alpha: f32, k: usize, beta: f32, c: MatMut<'_>) -> Option<MatMut<'_>> {
+    if c.rows == 0 || c.cols == 0 {
+        return None;
+    }
+    if k == 0 || alpha == 0.0 {
+        micro::scale(beta, c);
+        return None;
+    }
+    Some(c)
 }
 
 /// How the pieces of a product run.
@@ -701,7 +887,7 @@ fn leaf_on<S: Vector, const R: usize, const V: usize>(
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod x86 {
     use super::vector::{Avx2, Avx512};
-    use super::{leaf_on, MatMut, Run, Terms, AVX2_MR, AVX512_MR, AVX512_NARROW_MR};
+    use super::{leaf_on, micro, MatMut, MatRef, Run, Terms, AVX2_MR, AVX512_MR, AVX512_NARROW_MR};
 
     /// A piece on AVX2 with FMA, 6x16 tiles.
     #[target_feature(enable = "avx2,fma")]
@@ -719,5 +905,39 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     pub(super) fn leaf_avx512_narrow(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
         leaf_on::<Avx512, AVX512_NARROW_MR, 1>(t, c, workspace, run);
+    }
+
+    /// Packs a whole `B` for the AVX2 tile.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn pack_whole_avx2(b: MatRef<'_>, dst: &mut [f32]) {
+        micro::pack_whole::<Avx2, 2>(b, dst);
+    }
+
+    /// Packs a whole `B` for an AVX-512F tile `V` vectors wide.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn pack_whole_avx512<const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
+        micro::pack_whole::<Avx512, V>(b, dst);
+    }
+
+    /// A product on a packed `B`, AVX2 with FMA, 6x16 tiles.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn on_packed_avx2(terms: (f32, MatRef<'_>, f32), panels: &[f32], c: MatMut<'_>) {
+        micro::on_packed::<Avx2, AVX2_MR, 2>(terms, panels, c);
+    }
+
+    /// A product on a packed `B`, AVX-512F, 12x32 tiles.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn on_packed_avx512(terms: (f32, MatRef<'_>, f32), panels: &[f32], c: MatMut<'_>) {
+        micro::on_packed::<Avx512, AVX512_MR, 2>(terms, panels, c);
+    }
+
+    /// A product on a packed `B`, AVX-512F, one vector wide.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn on_packed_avx512_narrow(
+        terms: (f32, MatRef<'_>, f32),
+        panels: &[f32],
+        c: MatMut<'_>,
+    ) {
+        micro::on_packed::<Avx512, AVX512_NARROW_MR, 1>(terms, panels, c);
     }
 }

@@ -64,6 +64,18 @@ impl Samples for PerSample<'_> {
     }
 }
 
+impl<A: Samples, const N: usize> Samples for [A; N] {
+    fn split_at(self, at: usize) -> (Self, Self) {
+        let mut halves = self.map(|a| {
+            let (left, right) = a.split_at(at);
+            (Some(left), Some(right))
+        });
+        let left = core::array::from_fn(|i| halves[i].0.take().expect("each half is taken once"));
+        let right = core::array::from_fn(|i| halves[i].1.take().expect("each half is taken once"));
+        (left, right)
+    }
+}
+
 impl<A: Samples, B: Samples> Samples for (A, B) {
     fn split_at(self, at: usize) -> (Self, Self) {
         let ((a0, a1), (b0, b1)) = (self.0.split_at(at), self.1.split_at(at));
@@ -85,6 +97,17 @@ where
     } else {
         1
     };
+    split(0..batch, pieces, out, f);
+}
+
+/// Runs `f(samples, out)` over `0..batch` cut into `pieces` runs of whole samples (as even as
+/// they go), `out` cut alike, the halves of each cut under [`join`]: for a pass that decides
+/// for itself how many threads its work is worth.
+pub(crate) fn for_runs<O, F>(batch: usize, pieces: usize, out: O, f: &F)
+where
+    O: Samples,
+    F: Fn(Range<usize>, O) + Sync,
+{
     split(0..batch, pieces, out, f);
 }
 

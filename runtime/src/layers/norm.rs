@@ -84,6 +84,15 @@ impl<const N: usize> Layer for LayerNorm<N> {
     }
 }
 
+/// Rows of a [`LayerNorm`] pass whose sums run side by side: each row's sums take its values
+/// in order, as they would alone (the same bits), but the chains of `f64` additions of
+/// different rows overlap instead of waiting on each other.
+const ROWS: usize = 8;
+
+/// Rows of a [`LayerNorm`] backward pass whose sums run side by side, as [`ROWS`] in forward
+/// (each row does more work between its additions there).
+const GRAD_ROWS: usize = 4;
+
 /// [`LayerNorm`]'s forward pass over rows of `n` features (`io.params`: `gamma` then `beta`,
 /// `n` each; `io.saved`: the mean and `1 / sqrt(var + eps)` of each row), for a model whose
 /// sizes are known only at run time. Always inlined, so that `LayerNorm<N>` compiles with its
@@ -100,19 +109,73 @@ pub fn layer_norm_forward(n: usize, io: Forward<'_>) {
     if n == 0 {
         return;
     }
-    let (gamma, beta) = params.split_at(n);
-    for ((xr, yr), s) in x
+    let affine = params.split_at(n);
+    let full = x.len() / n / ROWS * ROWS;
+    let (x_full, x_tail) = x.split_at(full * n);
+    let (y_full, y_tail) = y.split_at_mut(full * n);
+    let (s_full, s_tail) = saved.split_at_mut(full * 2);
+    let groups = x_full
+        .chunks_exact(ROWS * n)
+        .zip(y_full.chunks_exact_mut(ROWS * n))
+        .zip(s_full.chunks_exact_mut(ROWS * 2));
+    for ((x, y), s) in groups {
+        normalize_rows::<ROWS>(n, affine, x, y, s);
+    }
+    let rows = x_tail
+        .chunks_exact(n)
+        .zip(y_tail.chunks_exact_mut(n))
+        .zip(s_tail.chunks_exact_mut(2));
+    for ((x, y), s) in rows {
+        normalize_rows::<1>(n, affine, x, y, s);
+    }
+}
+
+/// `R` rows of `n` values each, as an array of slices.
+#[inline(always)]
+fn rows<const R: usize>(data: &[f32], n: usize) -> [&[f32]; R] {
+    core::array::from_fn(|r| &data[r * n..(r + 1) * n])
+}
+
+/// The mean and `1 / sqrt(var + eps)` of each of `R` rows, summed in `f64` in order.
+#[inline(always)]
+fn row_stats<const R: usize>(x: [&[f32]; R], n: usize) -> [(f32, f32); R] {
+    let mut sum = [0.0f64; R];
+    for i in 0..n {
+        for (s, row) in sum.iter_mut().zip(&x) {
+            *s += f64::from(row[i]);
+        }
+    }
+    let mean = sum.map(|s| s / n as f64);
+    let mut squares = [0.0f64; R];
+    for i in 0..n {
+        for ((s, row), &m) in squares.iter_mut().zip(&x).zip(&mean) {
+            let d = f64::from(row[i]) - m;
+            *s += d * d;
+        }
+    }
+    core::array::from_fn(|r| {
+        let var = squares[r] / n as f64;
+        (mean[r] as f32, (1.0 / math::sqrt(var + EPS)) as f32)
+    })
+}
+
+/// The forward pass of `R` rows: their statistics into `saved` (two values a row), then
+/// `y = (x - mean) * rstd * gamma + beta`.
+#[inline(always)]
+fn normalize_rows<const R: usize>(
+    n: usize,
+    (gamma, beta): (&[f32], &[f32]),
+    x: &[f32],
+    y: &mut [f32],
+    saved: &mut [f32],
+) {
+    let stats = row_stats::<R>(rows::<R>(x, n), n);
+    for (((xr, yr), s), &(mean, rstd)) in x
         .chunks_exact(n)
         .zip(y.chunks_exact_mut(n))
         .zip(saved.chunks_exact_mut(2))
+        .zip(&stats)
     {
-        let mean = xr.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
-        let var = xr
-            .iter()
-            .map(|&v| (f64::from(v) - mean) * (f64::from(v) - mean))
-            .sum::<f64>()
-            / n as f64;
-        let (mean, rstd) = (mean as f32, (1.0 / math::sqrt(var + EPS)) as f32);
         s.copy_from_slice(&[mean, rstd]);
         for i in 0..n {
             yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
@@ -131,30 +194,81 @@ pub fn layer_norm_backward(n: usize, io: Backward<'_>) {
     if n == 0 {
         return;
     }
-    for (r, ((xr, dr), s)) in
-        io.x.chunks_exact(n)
-            .zip(io.dy.chunks_exact(n))
-            .zip(io.saved.chunks_exact(2))
-            .enumerate()
-    {
-        let (mean, rstd) = (s[0], s[1]);
-        let (mut sum_g, mut sum_gx) = (0.0f64, 0.0f64);
-        for i in 0..n {
-            let xhat = (xr[i] - mean) * rstd;
-            dgamma[i] += dr[i] * xhat;
-            dbeta[i] += dr[i];
-            let g = f64::from(dr[i] * gamma[i]);
-            sum_g += g;
-            sum_gx += g * f64::from(xhat);
-        }
-        let Some((dx, add)) = dx.as_mut() else {
-            continue;
+    let total = io.x.len() / n;
+    let mut start = 0;
+    while start < total {
+        let count = if total - start >= GRAD_ROWS {
+            GRAD_ROWS
+        } else {
+            1
         };
-        let add = *add;
-        let (mean_g, mean_gx) = ((sum_g / n as f64) as f32, (sum_gx / n as f64) as f32);
-        for (i, d) in dx[r * n..(r + 1) * n].iter_mut().enumerate() {
-            let xhat = (xr[i] - mean) * rstd;
-            let v = rstd * (dr[i] * gamma[i] - mean_g - xhat * mean_gx);
+        let (a, b) = (start * n, (start + count) * n);
+        let group = RowsGrad {
+            x: &io.x[a..b],
+            dy: &io.dy[a..b],
+            saved: &io.saved[start * 2..(start + count) * 2],
+            dx: dx.as_mut().map(|(dx, add)| (&mut dx[a..b], *add)),
+        };
+        if count == GRAD_ROWS {
+            backward_rows::<GRAD_ROWS>(n, gamma, group, (dgamma, dbeta));
+        } else {
+            backward_rows::<1>(n, gamma, group, (dgamma, dbeta));
+        }
+        start += count;
+    }
+}
+
+/// The buffers of some rows' backward pass.
+struct RowsGrad<'a> {
+    /// What forward saw.
+    x: &'a [f32],
+    /// d loss / d y.
+    dy: &'a [f32],
+    /// The mean and `1 / sqrt(var + eps)` of each row.
+    saved: &'a [f32],
+    /// d loss / d x and whether it adds to what is there; `None` when it is not wanted.
+    dx: Option<(&'a mut [f32], bool)>,
+}
+
+/// The backward pass of `R` rows: their terms of `dgamma` and `dbeta` (added row after row),
+/// then d loss / d x from each row's sums of `g = dy * gamma` and `g * xhat`, in `f64`, in
+/// order (the rows' sums side by side).
+#[inline(always)]
+fn backward_rows<const R: usize>(
+    n: usize,
+    gamma: &[f32],
+    rows_grad: RowsGrad<'_>,
+    (dgamma, dbeta): (&mut [f32], &mut [f32]),
+) {
+    let RowsGrad { x, dy, saved, dx } = rows_grad;
+    let (xs, dys) = (rows::<R>(x, n), rows::<R>(dy, n));
+    let stats: [(f32, f32); R] = core::array::from_fn(|r| (saved[2 * r], saved[2 * r + 1]));
+    for ((x, dy), &(mean, rstd)) in xs.iter().zip(&dys).zip(&stats) {
+        for i in 0..n {
+            let xhat = (x[i] - mean) * rstd;
+            dgamma[i] += dy[i] * xhat;
+            dbeta[i] += dy[i];
+        }
+    }
+    let (mut sum_g, mut sum_gx) = ([0.0f64; R], [0.0f64; R]);
+    for i in 0..n {
+        for r in 0..R {
+            let (mean, rstd) = stats[r];
+            let xhat = (xs[r][i] - mean) * rstd;
+            let g = f64::from(dys[r][i] * gamma[i]);
+            sum_g[r] += g;
+            sum_gx[r] += g * f64::from(xhat);
+        }
+    }
+    let Some((dx, add)) = dx else {
+        return;
+    };
+    for (r, d) in dx.chunks_exact_mut(n).enumerate() {
+        let (mean, rstd) = stats[r];
+        let (mean_g, mean_gx) = ((sum_g[r] / n as f64) as f32, (sum_gx[r] / n as f64) as f32);
+        for (i, d) in d.iter_mut().enumerate() {
+            let xhat = (xs[r][i] - mean) * rstd;
+            let v = rstd * (dys[r][i] * gamma[i] - mean_g - xhat * mean_gx);
             *d = if add { *d + v } else { v };
         }
     }
@@ -367,7 +481,7 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::layers::gradcheck::{assert_close, Check};
+    use crate::layers::gradcheck::{assert_close, bits, Check};
     use std::vec::Vec;
 
     /// Normalizes `x` (rows of `c` values) per channel with the given statistics.
@@ -419,6 +533,69 @@ mod tests {
         layer_norm::<11>(3);
         layer_norm::<5>(1);
         layer_norm::<16>(2);
+        layer_norm::<6>(ROWS + 2);
+    }
+
+    /// `rows` rows of [`LayerNorm`] over `n` features in one call: `y`, `saved`, `dx`,
+    /// `dgamma` and `dbeta`.
+    fn layer_norm_passes(n: usize, x: &[f32], dy: &[f32], params: &[f32]) -> [Vec<f32>; 5] {
+        let rows = x.len() / n;
+        let (mut y, mut saved) = (std::vec![0.0; rows * n], std::vec![0.0; rows * 2]);
+        let io = Forward {
+            params,
+            state: &mut [],
+            x,
+            y: &mut y,
+            saved: &mut saved,
+            batch: rows,
+        };
+        layer_norm_forward(n, io);
+        let (mut dx, mut dparams, mut dy) =
+            (std::vec![0.0; rows * n], std::vec![0.0; 2 * n], dy.to_vec());
+        let io = Backward {
+            params,
+            x,
+            y: &y,
+            saved: &saved,
+            dy: &mut dy,
+            dx: crate::layers::Grad::Set(&mut dx),
+            dparams: &mut dparams,
+            batch: rows,
+        };
+        layer_norm_backward(n, io);
+        let dbeta = dparams.split_off(n);
+        [y, saved, dx, dparams, dbeta]
+    }
+
+    #[test]
+    fn layer_norm_rows_side_by_side_give_the_bits_of_one_row_at_a_time() {
+        let (n, rows) = (7, 2 * ROWS + 3);
+        let mut rng = crate::rng::Rng::new(crate::rng::Seed(5));
+        let mut draw =
+            |len: usize| -> Vec<f32> { (0..len).map(|_| rng.uniform(-2.0, 2.0)).collect() };
+        let (x, dy, params) = (draw(rows * n), draw(rows * n), draw(2 * n));
+        let all = layer_norm_passes(n, &x, &dy, &params);
+        let mut alone: [Vec<f32>; 5] = Default::default();
+        let mut sums = (std::vec![0.0f32; n], std::vec![0.0f32; n]);
+        for r in 0..rows {
+            let row = r * n..(r + 1) * n;
+            let [y, saved, dx, dgamma, dbeta] =
+                layer_norm_passes(n, &x[row.clone()], &dy[row], &params);
+            alone[0].extend(y);
+            alone[1].extend(saved);
+            alone[2].extend(dx);
+            for i in 0..n {
+                sums.0[i] += dgamma[i];
+                sums.1[i] += dbeta[i];
+            }
+        }
+        (alone[3], alone[4]) = sums;
+        for (what, (a, b)) in ["y", "saved", "dx", "dgamma", "dbeta"]
+            .iter()
+            .zip(all.iter().zip(&alone))
+        {
+            assert_eq!(bits(a), bits(b), "{what}");
+        }
     }
 
     fn batch_norm_train<const C: usize, const S: usize>(batch: usize) {

@@ -392,6 +392,48 @@ fn write_edge<S: Vector, const R: usize, const V: usize>(
     }
 }
 
+/// One block of `A` for [`block_tiles`]: `mc`x`kc`, and its panels if it is packed.
+#[derive(Clone, Copy)]
+struct Block<'a> {
+    /// The block, read where it is unless `packed`.
+    a: MatRef<'a>,
+    /// The block packed by [`pack_a_panels`].
+    packed: Option<&'a [f32]>,
+}
+
+/// Every tile of one block of `C` (`mc`x`nc`, one block of `k` of length `kc`): the block of
+/// `A` against each packed `B` micro-panel of `b_panels` (`kc * LV` floats each, `ceil(nc /
+/// LV)` of them), written back with `alpha` and `beta`.
+#[inline(always)]
+fn block_tiles<S: Vector, const R: usize, const V: usize>(
+    a: Block<'_>,
+    b_panels: &[f32],
+    mut c: MatMut<'_>,
+    alpha: S,
+    beta: Beta,
+) {
+    let w = S::LANES * V;
+    let (mc, kc, nc) = (a.a.rows, a.a.cols, c.cols);
+    for (jp, b_panel) in b_panels.chunks_exact(w * kc).enumerate() {
+        let j0 = jp * w;
+        let nr = w.min(nc - j0);
+        for i0 in (0..mc).step_by(R) {
+            let mr = R.min(mc - i0);
+            let acc = match a.packed {
+                Some(panels) => tile::<S, R, V>(&panels[i0 * kc..(i0 + R) * kc], b_panel),
+                None => tile_unpacked::<S, R, V>(a.a.sub(i0, 0, mr, kc), mr, b_panel),
+            };
+            let to = Dest {
+                c: &mut c,
+                at: (i0, j0),
+                alpha,
+                beta,
+            };
+            write_tile(acc, to, (mr, nr));
+        }
+    }
+}
+
 /// The product `C = alpha * A·B + beta * C` on one thread (`k > 0`), with `R`x`LV` tiles (`L`
 /// lanes of `S`) and the given cache blocking; `workspace` holds the packed panels. `B` is
 /// always packed; `A` is packed with `pack_a`, else read where it is (cheaper when few `B`
@@ -426,27 +468,13 @@ pub(super) fn packed<S: Vector, const R: usize, const V: usize>(
                 if pack_a {
                     pack_a_panels::<S, R>(a_blk, a_buf);
                 }
-                let mut c_blk = c.sub(ic, jc, mc, nc);
-                let b_panels = b_buf[..nc.div_ceil(w) * w * kc].chunks_exact(w * kc);
-                for (jp, b_panel) in b_panels.enumerate() {
-                    let j0 = jp * w;
-                    let nr = w.min(nc - j0);
-                    for i0 in (0..mc).step_by(R) {
-                        let mr = R.min(mc - i0);
-                        let acc = if pack_a {
-                            tile::<S, R, V>(&a_buf[i0 * kc..(i0 + R) * kc], b_panel)
-                        } else {
-                            tile_unpacked::<S, R, V>(a_blk.sub(i0, 0, mr, kc), mr, b_panel)
-                        };
-                        let to = Dest {
-                            c: &mut c_blk,
-                            at: (i0, j0),
-                            alpha: alpha_v,
-                            beta: beta_k,
-                        };
-                        write_tile(acc, to, (mr, nr));
-                    }
-                }
+                let a_blk = Block {
+                    a: a_blk,
+                    packed: pack_a.then_some(&*a_buf),
+                };
+                let b_panels = &b_buf[..nc.div_ceil(w) * w * kc];
+                let c_blk = c.sub(ic, jc, mc, nc);
+                block_tiles::<S, R, V>(a_blk, b_panels, c_blk, alpha_v, beta_k);
             }
         }
     }
@@ -479,5 +507,56 @@ pub(super) fn small<S: Vector, const R: usize, const V: usize>(
             beta,
         };
         write_tile(acc, to, (mr, n));
+    }
+}
+
+/// Floats [`pack_whole`] writes for a `k`x`n` matrix in panels `w` wide: `ceil(n / w)`
+/// panels of `k * w` floats.
+pub(super) const fn whole_len(k: usize, n: usize, w: usize) -> usize {
+    n.div_ceil(w) * w * k
+}
+
+/// Packs the whole `k`x`n` matrix `b` for [`on_packed`]: for each block of `k` in order (see
+/// [`k_blocks`]), its `ceil(n / LV)` micro-panels as [`packed`] packs them, block `(pc, kc)`
+/// starting at `dst[pc * ceil(n / LV) * LV]`.
+#[inline(always)]
+pub(super) fn pack_whole<S: Vector, const V: usize>(b: MatRef<'_>, dst: &mut [f32]) {
+    let width = b.cols.div_ceil(S::LANES * V) * S::LANES * V;
+    for (pc, kc) in k_blocks(b.rows) {
+        pack_b_panels::<S, V>(b.sub(pc, 0, kc, b.cols), &mut dst[pc * width..]);
+    }
+}
+
+/// Rows of the tallest tile ([`on_packed`] packs one tile's rows of `A` on the stack).
+pub(super) const MAX_MR: usize = 16;
+
+/// `C = alpha * A·B + beta * C` (`k > 0`) on `B` packed by [`pack_whole`] into `panels`,
+/// `R`x`LV` tiles (`R <= MAX_MR`) on one thread: the per-element arithmetic of [`packed`], with
+/// no workspace. The `R` rows of `A` of each tile are packed on the stack (a tile reading `R`
+/// rows where they are keeps `R` row addresses, more than the registers hold).
+#[inline(always)]
+pub(super) fn on_packed<S: Vector, const R: usize, const V: usize>(
+    (alpha, a, beta): (f32, MatRef<'_>, f32),
+    panels: &[f32],
+    mut c: MatMut<'_>,
+) {
+    let w = S::LANES * V;
+    let (m, k, n) = (a.rows, a.cols, c.cols);
+    let width = n.div_ceil(w) * w;
+    let alpha_v = S::splat(alpha);
+    let mut a_tile = [0.0; MAX_MR * KC];
+    for (bi, (pc, kc)) in k_blocks(k).enumerate() {
+        let beta_k = Beta::for_block(beta, bi);
+        let b_panels = &panels[pc * width..(pc + kc) * width];
+        for i0 in (0..m).step_by(R) {
+            let mr = R.min(m - i0);
+            let a_blk = a.sub(i0, pc, mr, kc);
+            pack_a_panels::<S, R>(a_blk, &mut a_tile);
+            let a_blk = Block {
+                a: a_blk,
+                packed: Some(&a_tile),
+            };
+            block_tiles::<S, R, V>(a_blk, b_panels, c.sub(i0, 0, mr, n), alpha_v, beta_k);
+        }
     }
 }

@@ -545,6 +545,96 @@ fn every_kernel_rounds_as_documented() {
     }
 }
 
+#[test]
+fn a_packed_b_gives_the_bits_of_gemm_on_every_tile() {
+    for kernel in kernels() {
+        for &micro in micros(kernel) {
+            for (m, k, n) in BIT_SHAPES {
+                for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
+                    let want = result(m, k, n, |a, b, c, ws| {
+                        gemm_on(kernel, alpha, a, b, beta, c, ws)
+                    });
+                    let mut whole = [f32::NAN; 2 * BIT_LEN];
+                    let got = result(m, k, n, |a, b, c, _| {
+                        let panels = &mut whole[..micro::whole_len(k, n, micro.tile().nr)];
+                        pack_whole_on(micro, b, panels);
+                        multiply_packed_on(micro, (alpha, a, beta), panels, c);
+                    });
+                    assert_same_bits(&want, &got, &(micro, m, k, n, alpha, beta));
+                }
+            }
+        }
+    }
+}
+
+/// One small product through [`pack_b_on`] and [`gemm_packed`] against [`gemm_on`], bit for
+/// bit, with the given layouts and scalars; `C` outside the view must not change either.
+fn run_small_packed(
+    kernel: Kernel,
+    (m, k, n): (usize, usize, usize),
+    (la, lb, lc): (Layout, Layout, Layout),
+    s: usize,
+) {
+    let (alpha, beta) = SCALARS[s % SCALARS.len()];
+    let mut a_buf = [0.0; SMALL];
+    let mut b_buf = [0.0; SMALL];
+    let mut want = [0.0; SMALL];
+    let (ars, acs) = fill(&mut a_buf, m, k, la, 1, f32::NAN);
+    let (brs, bcs) = fill(&mut b_buf, k, n, lb, 2, f32::NAN);
+    let (crs, ccs) = fill(&mut want, m, n, lc, 3, SENTINEL);
+    let mut got = want;
+    let a = MatRef::new(&a_buf, m, k, ars, acs);
+    let b = MatRef::new(&b_buf, k, n, brs, bcs);
+    let mut ws = [f32::NAN; SMALL_WS];
+    let c = MatMut::new(&mut want, m, n, crs, ccs);
+    gemm_on(kernel, alpha, a, b, beta, c, &mut ws);
+    let packed = pack_b_on(kernel, b, m, &mut ws).expect("the workspace holds B");
+    assert_eq!((packed.rows(), packed.cols()), (k, n));
+    gemm_packed(
+        alpha,
+        a,
+        &packed,
+        beta,
+        MatMut::new(&mut got, m, n, crs, ccs),
+    );
+    for (i, (x, y)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(
+            x.to_bits(),
+            y.to_bits(),
+            "{:?} at {i}: {x} vs {y}",
+            (kernel, m, k, n, la, lb, lc, alpha, beta)
+        );
+    }
+}
+
+#[test]
+fn a_packed_b_gives_the_bits_of_gemm_on_every_small_shape_and_layout() {
+    for kernel in kernels() {
+        let mut s = 0;
+        for m in 0..=17 {
+            for k in 0..=17 {
+                for n in (0..=17).step_by(3) {
+                    let idx = (m * 7 + k * 3 + n) % 27;
+                    let layouts = (LAYOUTS[idx % 3], LAYOUTS[idx / 3 % 3], LAYOUTS[idx / 9]);
+                    run_small_packed(kernel, (m, k, n), layouts, s);
+                    s += 1;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn packing_b_asks_for_room_and_reads_no_more() {
+    let b_buf = [1.0; 6];
+    let b = MatRef::row_major(&b_buf, 2, 3);
+    let need = packed_b_len(2, 3);
+    let mut ws = [0.0; 256];
+    assert!(need <= ws.len());
+    assert!(pack_b(b, 4, &mut ws[..need - 1]).is_none());
+    assert!(pack_b(b, 4, &mut ws[..need]).is_some());
+}
+
 /// The product split into `pieces` on `micro`, the halves run one after the other (`par ==
 /// false`) or under `rayon::join`.
 fn run_split(

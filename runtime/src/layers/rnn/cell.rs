@@ -37,9 +37,13 @@ pub(crate) struct Prev<'a> {
 
 /// The buffers of one sample's backward step.
 pub(crate) struct StepGrad<'a> {
-    /// d loss / d h of this step, `H` values: from the layer's output or the layer above, and
-    /// from the next step.
-    pub dh: &'a [f32],
+    /// d loss / d h of this step from the next step, `H` values; when
+    /// [`DIRECT`](Cell::DIRECT), replaced by the part of d loss / d (previous h) that does not
+    /// go through the recurrent product.
+    pub carry: &'a mut [f32],
+    /// d loss / d h of this step from the layer's output or the layer above, `H` values, if
+    /// any: d loss / d h is `carry + up`.
+    pub up: Option<&'a [f32]>,
     /// LSTM: d loss / d c of this step from the next step, replaced by d loss / d c of the
     /// previous step (`H` values); empty for a GRU.
     pub dc: &'a mut [f32],
@@ -55,9 +59,18 @@ pub(crate) struct StepGrad<'a> {
     /// [`OWN_RECURRENT_GRAD`](Cell::OWN_RECURRENT_GRAD); empty otherwise (it equals
     /// `dx_gates`).
     pub dh_gates: &'a mut [f32],
-    /// The part of d loss / d (previous h) that does not go through the recurrent product,
-    /// `H` values, written when [`DIRECT`](Cell::DIRECT); empty otherwise.
-    pub dprev: &'a mut [f32],
+}
+
+impl StepGrad<'_> {
+    /// d loss / d h of units `i..i + n`: `carry + up` (`carry` alone without `up`).
+    #[inline(always)]
+    fn dh<L: Lane>(&self, h: usize, i: usize, n: usize) -> L {
+        let carry = lane::<L>(self.carry, 0, h, i, n);
+        match self.up {
+            Some(up) => carry + lane::<L>(up, 0, h, i, n),
+            None => carry,
+        }
+    }
 }
 
 /// One time step of a recurrent cell over `h` hidden units.
@@ -71,7 +84,7 @@ pub(crate) trait Cell {
     /// projection (GRU: `r` scales `W_hn h + b_hn`), so backward keeps both.
     const OWN_RECURRENT_GRAD: bool;
     /// Whether the previous hidden state reaches the new one other than through the recurrent
-    /// product (GRU: `z * h`), so backward writes [`StepGrad::dprev`].
+    /// product (GRU: `z * h`), so backward writes its part into [`StepGrad::carry`].
     const DIRECT: bool;
     /// Whether the cell carries a state besides `h` from step to step (LSTM's `c`), so
     /// backward carries its gradient in [`StepGrad::dc`].
@@ -178,7 +191,7 @@ impl Cell for GruStep {
     fn backward<L: Lane>(s: StepGrad<'_>, h: usize) {
         let one = L::ONE;
         for (i, n) in pieces::<L>(h) {
-            let dh = lane::<L>(s.dh, 0, h, i, n);
+            let dh = s.dh::<L>(h, i, n);
             let (r, z, cand) = (
                 lane(s.gates, 0, h, i, n),
                 lane(s.gates, 1, h, i, n),
@@ -195,7 +208,7 @@ impl Cell for GruStep {
             put(s.dh_gates, 0, h, i, n, dr);
             put(s.dh_gates, 1, h, i, n, dz);
             put(s.dh_gates, 2, h, i, n, d_cand * r);
-            put(s.dprev, 0, h, i, n, dh * z);
+            put(s.carry, 0, h, i, n, dh * z);
         }
     }
 }
@@ -237,7 +250,7 @@ impl Cell for LstmStep {
     fn backward<L: Lane>(s: StepGrad<'_>, h: usize) {
         let one = L::ONE;
         for (i, n) in pieces::<L>(h) {
-            let dh = lane::<L>(s.dh, 0, h, i, n);
+            let dh = s.dh::<L>(h, i, n);
             let gate = |k| lane::<L>(s.gates, k, h, i, n);
             let (input, forget, cand, output) = (gate(0), gate(1), gate(2), gate(3));
             let tanh_c = lane(s.states, 1, h, i, n);

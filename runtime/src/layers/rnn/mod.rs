@@ -16,12 +16,14 @@
 //! # How it computes
 //!
 //! Layer after layer: the input projections of every time step are one GEMM over `batch * T`
-//! rows, `X·W_ihᵀ + b_ih`, written where the step's gates are saved; then per step one GEMM of
-//! `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass
+//! rows, `X·W_ihᵀ + b_ih`, written where the step's gates are saved; then per step one product
+//! of `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass
 //! per sample, in `f32x8` lanes, for the gates and the new state. Backward runs through time from
-//! the last step, one GEMM of `batch` rows per step for the gradient reaching the previous
+//! the last step, one product of `batch` rows per step for the gradient reaching the previous
 //! hidden state; then `dW_ih`, `dW_hh` and the input gradient are one GEMM each over
-//! `batch * T` rows, the bias gradients column sums in order. Nothing is allocated: forward
+//! `batch * T` rows, the bias gradients column sums in order. `W_hh` is packed once per call
+//! ([`pack_b`]) for the products of every step; and since samples do not depend on each other,
+//! a large enough batch goes through time in runs of samples, one per thread of the pool. Nothing is allocated: forward
 //! saves the gate activations, the cell states and the hidden states of every step and layer
 //! ([`RnnDims::saved`]), and backward's buffers are [`Ctx::scratch`] ([`rnn_scratch_len`]).
 
@@ -32,10 +34,13 @@ mod tests;
 
 use super::{buffers, Backward, Ctx, Forward, Grad};
 use crate::kernels::gemm::{
-    gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
+    gemm, gemm_packed, pack_b, pool_threads, products_workspace_len, MatMut, MatRef, PackedB,
+    Product, Scaled,
 };
-use crate::kernels::simd::{add_assign, add_rows, copy};
+use crate::kernels::parallel::{for_runs, PerSample};
+use crate::kernels::simd::{add_rows, copy};
 use cell::{Cell, GruStep, LstmStep, Prev, Step, StepGrad};
+use core::ops::Range;
 pub use layer::{
     Gru, GruCell, Last, Lstm, LstmCell, Recurrent, RecurrentCell, RnnOutput, Sequence,
     MAX_RNN_LAYERS,
@@ -176,8 +181,8 @@ pub const fn rnn_scratch_len(dims: RnnDims, batch: usize) -> usize {
         CellKind::Lstm => t * g,
     };
     let carried = match dims.cell {
-        CellKind::Gru => 2 * h,
-        CellKind::Lstm => 3 * h,
+        CellKind::Gru => h,
+        CellKind::Lstm => 2 * h,
     };
     batch * (gate_grads + 2 * t * h + carried)
 }
@@ -310,6 +315,20 @@ struct Saved<S> {
     h: S,
 }
 
+impl<'a> Saved<&'a [f32]> {
+    /// The values of the samples `run` alone, for cell `C`.
+    fn samples<C: Cell>(&self, s: Shape, run: Range<usize>) -> Saved<&'a [f32]> {
+        let part = |data: &'a [f32], width: usize| {
+            &data[s.at(run.start, 0, width)..s.at(run.end, 0, width)]
+        };
+        Saved {
+            gates: part(self.gates, C::GATES * s.hidden),
+            states: part(self.states, C::STATES * s.hidden),
+            h: part(self.h, s.hidden),
+        }
+    }
+}
+
 /// Splits layer `l`'s saved values (the layers are in order) off the front of `saved`.
 fn split_saved(saved: &[f32], dims: RnnDims, batch: usize) -> (Saved<&[f32]>, &[f32]) {
     let rows = batch * dims.steps;
@@ -421,18 +440,84 @@ fn forward_layer<C: Cell>(
         MatMut::row_major(gates, s.rows(), g),
         ctx.gemm,
     );
-    let recurrent = &mut ctx.scratch[..s.batch * g];
+    let w_hh = MatRef::row_major(w.hh, g, s.hidden).t();
+    // What a run of samples writes: its gates, states and hidden states of every step, and
+    // the recurrent projection of the current one.
+    let out = [
+        per_sample(gates, s.steps * g),
+        per_sample(states, s.steps * C::STATES * s.hidden),
+        per_sample(h, s.steps * s.hidden),
+        per_sample(&mut ctx.scratch[..s.batch * g], g),
+    ];
+    let pieces = recurrence_pieces(s, g);
+    match pack_b(w_hh, s.batch.div_ceil(pieces), ctx.gemm) {
+        Some(packed) => for_runs(s.batch, pieces, out, &|run: Range<usize>, out| {
+            let s = Shape {
+                batch: run.len(),
+                ..s
+            };
+            forward_run::<C>(s, w.b_hh, &mut Recurrence::Packed(&packed), out);
+        }),
+        None => forward_run::<C>(s, w.b_hh, &mut Recurrence::Plain(w_hh, ctx.gemm), out),
+    }
+}
+
+/// Runs of samples a recurrence is cut into: one per thread of the pool when its recurrent
+/// products reach [`RECURRENCE_PARALLEL_FLOPS`], else one.
+fn recurrence_pieces(s: Shape, g: usize) -> usize {
+    let flops = 2 * s.rows() * s.hidden * g;
+    if flops >= RECURRENCE_PARALLEL_FLOPS {
+        pool_threads().min(s.batch).max(1)
+    } else {
+        1
+    }
+}
+
+/// A recurrence (forward or backward through time) whose per-step products add up to at least
+/// this many floating-point operations is cut into runs of samples, one per thread; each run
+/// goes through every step on its own (samples do not depend on each other), so the step
+/// runs on two threads with two hand-offs instead of two per time step.
+const RECURRENCE_PARALLEL_FLOPS: usize = 1 << 22;
+
+/// A `[batch, ...]` buffer of `per` values a sample, cut between samples.
+fn per_sample(data: &mut [f32], per: usize) -> PerSample<'_> {
+    PerSample { data, per }
+}
+
+/// How a step multiplies by the recurrent weight.
+enum Recurrence<'a> {
+    /// Packed once for every step (and every run of samples).
+    Packed(&'a PackedB<'a>),
+    /// Packed by every product, in this workspace (where the GEMM workspace is too short to
+    /// keep it packed).
+    Plain(MatRef<'a>, &'a mut [f32]),
+}
+
+impl Recurrence<'_> {
+    /// `C = A·W + beta * C`.
+    fn multiply(&mut self, a: MatRef<'_>, beta: f32, c: MatMut<'_>) {
+        match self {
+            Recurrence::Packed(w) => gemm_packed(1.0, a, w, beta, c),
+            Recurrence::Plain(w, ws) => gemm(1.0, a, *w, beta, c, ws),
+        }
+    }
+}
+
+/// The recurrence of forward for a run of samples (`s.batch` of them): at each step, the
+/// recurrent projection `h·W_hhᵀ + b_hh` of the run's previous hidden states, then the cell.
+fn forward_run<C: Cell>(
+    s: Shape,
+    b_hh: &[f32],
+    w_hh: &mut Recurrence<'_>,
+    out: [PerSample<'_>; 4],
+) {
+    let g = b_hh.len();
+    let [gates, states, h, recurrent] = out.map(|o| o.data);
     for t in 0..s.steps {
-        fill_rows(recurrent, w.b_hh);
+        fill_rows(recurrent, b_hh);
         if t > 0 {
-            gemm(
-                1.0,
-                s.step_view(h, t - 1, s.hidden),
-                MatRef::row_major(w.hh, g, s.hidden).t(),
-                1.0,
-                MatMut::row_major(recurrent, s.batch, g),
-                ctx.gemm,
-            );
+            let prev = s.step_view(h, t - 1, s.hidden);
+            w_hh.multiply(prev, 1.0, MatMut::row_major(recurrent, s.batch, g));
         }
         for b in 0..s.batch {
             forward_sample::<C>(s, b, t, &recurrent[b * g..(b + 1) * g], gates, states, h);
@@ -478,6 +563,16 @@ enum Upstream<'a> {
 }
 
 impl<'a> Upstream<'a> {
+    /// The gradients of the samples `run` alone.
+    fn samples(self, s: Shape, run: Range<usize>) -> Upstream<'a> {
+        match self {
+            Upstream::Last(d) => Upstream::Last(&d[run.start * s.hidden..run.end * s.hidden]),
+            Upstream::Every(d) => {
+                Upstream::Every(&d[s.at(run.start, 0, s.hidden)..s.at(run.end, 0, s.hidden)])
+            }
+        }
+    }
+
     /// The gradient for sample `b`'s hidden state at step `t`, if any.
     fn at(self, s: Shape, b: usize, t: usize) -> Option<&'a [f32]> {
         let n = s.hidden;
@@ -497,8 +592,6 @@ struct Scratch<'a> {
     dh_gates: &'a mut [f32],
     /// The previous hidden state of every step (0 at the first), `[batch, T, H]`.
     h_prev: &'a mut [f32],
-    /// d loss / d h of the current step, `[batch, H]`.
-    dh: &'a mut [f32],
     /// d loss / d h of the previous step, as far as it is known, `[batch, H]`.
     carry: &'a mut [f32],
     /// LSTM: d loss / d c carried between steps, `[batch, H]`; empty for a GRU.
@@ -521,14 +614,12 @@ impl<'a> Scratch<'a> {
         let (dh_gates, rest) = rest.split_at_mut(own);
         let (h_prev, rest) = rest.split_at_mut(rows * n);
         let (d_below, rest) = rest.split_at_mut(rows * n);
-        let (dh, rest) = rest.split_at_mut(batch * n);
         let (carry, rest) = rest.split_at_mut(batch * n);
         let (dc, _) = rest.split_at_mut(cell);
         let buffers = Scratch {
             dx_gates,
             dh_gates,
             h_prev,
-            dh,
             carry,
             dc,
         };
@@ -577,7 +668,7 @@ fn backward_stack<C: Cell>(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
             (true, false) => Upstream::Last(io.dy),
             (false, _) => Upstream::Every(d_below),
         };
-        through_time::<C>(gemm, s, &w, &saved, upstream, &mut buf);
+        backward_through_time::<C>(gemm, s, &w, &saved, upstream, &mut buf);
         weight_grads(gemm, s, &saved, input, &mut buf, dw);
         let below = if l == 0 {
             dx.reborrow()
@@ -624,9 +715,9 @@ fn layer_saved<'a>(
 }
 
 /// Backpropagation through time over one layer: the gate gradients of every step into
-/// `buf.dx_gates` (and `buf.dh_gates`), from the last step to the first, each step's
-/// gradient for the previous hidden state through one GEMM by `W_hh`.
-fn through_time<C: Cell>(
+/// `buf.dx_gates` (and `buf.dh_gates`), in runs of samples ([`recurrence_pieces`]) that share
+/// `W_hh`, packed once ([`through_time`]).
+fn backward_through_time<C: Cell>(
     ws: &mut [f32],
     s: Shape,
     w: &Weights<&[f32]>,
@@ -635,17 +726,69 @@ fn through_time<C: Cell>(
     buf: &mut Scratch<'_>,
 ) {
     let (n, g) = (s.hidden, C::GATES * s.hidden);
+    let w_hh = MatRef::row_major(w.hh, g, n);
+    let pieces = recurrence_pieces(s, g);
+    let Some(packed) = pack_b(w_hh, s.batch.div_ceil(pieces), ws) else {
+        through_time::<C>(&mut Recurrence::Plain(w_hh, ws), s, saved, upstream, buf);
+        return;
+    };
+    let own = if C::OWN_RECURRENT_GRAD {
+        s.steps * g
+    } else {
+        0
+    };
+    let cell = if C::CARRIES_CELL { n } else { 0 };
+    let out = [
+        per_sample(buf.dx_gates, s.steps * g),
+        per_sample(buf.dh_gates, own),
+        per_sample(buf.carry, n),
+        per_sample(buf.dc, cell),
+    ];
+    for_runs(
+        s.batch,
+        pieces,
+        out,
+        &|run: Range<usize>, out: [PerSample<'_>; 4]| {
+            let [dx_gates, dh_gates, carry, dc] = out.map(|o| o.data);
+            let mut buf = Scratch {
+                dx_gates,
+                dh_gates,
+                h_prev: &mut [],
+                carry,
+                dc,
+            };
+            let saved = saved.samples::<C>(s, run.clone());
+            let upstream = upstream.samples(s, run.clone());
+            let s = Shape {
+                batch: run.len(),
+                ..s
+            };
+            through_time::<C>(
+                &mut Recurrence::Packed(&packed),
+                s,
+                &saved,
+                upstream,
+                &mut buf,
+            );
+        },
+    );
+}
+
+/// Backpropagation through time for the `s.batch` samples of `buf`: from the last step to the
+/// first, each step's gradient for the previous hidden state through one product by `W_hh`.
+fn through_time<C: Cell>(
+    w_hh: &mut Recurrence<'_>,
+    s: Shape,
+    saved: &Saved<&[f32]>,
+    upstream: Upstream<'_>,
+    buf: &mut Scratch<'_>,
+) {
+    let g = C::GATES * s.hidden;
     buf.carry.fill(0.0);
     buf.dc.fill(0.0);
     for t in (0..s.steps).rev() {
         for b in 0..s.batch {
-            let dh = &mut buf.dh[b * n..(b + 1) * n];
-            let carry = &buf.carry[b * n..(b + 1) * n];
-            copy(dh, carry);
-            if let Some(up) = upstream.at(s, b, t) {
-                add_assign(dh, up);
-            }
-            backward_sample::<C>(s, b, t, saved, buf);
+            backward_sample::<C>(s, (b, t), saved, upstream.at(s, b, t), buf);
         }
         if t == 0 {
             break;
@@ -655,23 +798,20 @@ fn through_time<C: Cell>(
         } else {
             &*buf.dx_gates
         };
-        gemm(
-            1.0,
+        w_hh.multiply(
             s.step_view(recurrent_grads, t, g),
-            MatRef::row_major(w.hh, g, n),
             if C::DIRECT { 1.0 } else { 0.0 },
-            MatMut::row_major(buf.carry, s.batch, n),
-            ws,
+            MatMut::row_major(buf.carry, s.batch, s.hidden),
         );
     }
 }
 
-/// The cell's backward step for sample `b` at step `t`, from `buf.dh`.
+/// The cell's backward step for sample `b` at step `t`, from `buf.carry` and `up`.
 fn backward_sample<C: Cell>(
     s: Shape,
-    b: usize,
-    t: usize,
+    (b, t): (usize, usize),
     saved: &Saved<&[f32]>,
+    up: Option<&[f32]>,
     buf: &mut Scratch<'_>,
 ) {
     let (n, g, k) = (s.hidden, C::GATES * s.hidden, C::STATES * s.hidden);
@@ -687,16 +827,15 @@ fn backward_sample<C: Cell>(
     };
     let unit = b * n..(b + 1) * n;
     let cell = if C::CARRIES_CELL { unit.clone() } else { 0..0 };
-    let direct = if C::DIRECT { unit.clone() } else { 0..0 };
     let step = StepGrad {
-        dh: &buf.dh[unit],
+        carry: &mut buf.carry[unit],
+        up,
         dc: &mut buf.dc[cell],
         gates: &saved.gates[at..at + g],
         states: &saved.states[s.at(b, t, k)..s.at(b, t, k) + k],
         prev,
         dx_gates: &mut buf.dx_gates[at..at + g],
         dh_gates: &mut buf.dh_gates[own],
-        dprev: &mut buf.carry[direct],
     };
     cell::backward::<C>(step, n);
 }

@@ -315,11 +315,7 @@ fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize), t: Tile) -> usi
         Path::Small => (SMALL_MR, small_width(n, t), false),
         Path::Packed { pack_a } => (t.mr, t.nr, pack_a),
     };
-    // A tile takes `rows * cols / 8 / 2` cycles per step of `k`, at least the 4 cycles of
-    // latency of the chain of `mul_add`s, and its loads.
-    let tiles = m.div_ceil(rows) * n.div_ceil(cols);
-    let loads = rows + cols.div_ceil(t.lanes);
-    let compute = tiles * k * ((rows * cols).max(64) + 6 * loads);
+    let compute = tiles_compute(m, k, n, (rows, cols), t.lanes);
     let compute = match path {
         Path::Packed { pack_a: false } => compute / 10 * 16,
         _ => compute,
@@ -335,6 +331,21 @@ fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize), t: Tile) -> usi
     };
     let write = m * n * k.div_ceil(KC) * write_each;
     compute + pack + write
+}
+
+/// The compute and load terms of [`cost`] for `m`x`k`x`n` on tiles of `rows`x`cols` (vectors of
+/// `lanes`): a tile takes `rows * cols / 8 / 2` cycles per step of `k`, at least the 4 cycles of
+/// latency of the chain of `mul_add`s, and its loads (in sixteenths of a cycle).
+const fn tiles_compute(
+    m: usize,
+    k: usize,
+    n: usize,
+    (rows, cols): (usize, usize),
+    lanes: usize,
+) -> usize {
+    let tiles = m.div_ceil(rows) * n.div_ceil(cols);
+    let loads = rows + cols.div_ceil(lanes);
+    tiles * k * (max(rows * cols, 64) + 6 * loads)
 }
 
 /// Columns of a small-path tile for `n` columns: one vector when it holds them, else `nr`.
@@ -637,13 +648,13 @@ impl PackedB<'_> {
 }
 
 /// The microkernel of `kernel` that runs `m`x`k`x`n` products on a packed `B` in the fewest
-/// estimated cycles: the compute and load terms of [`cost`], and 4 cycles for each element of
-/// `C` in a tile cut by the edge of `C`, which is written back one element at a time.
+/// estimated cycles: the compute and load terms of [`cost`] ([`tiles_compute`]), and 4 cycles
+/// (64 sixteenths) for each element of `C` in a tile cut by the edge of `C`, which is written
+/// back one element at a time.
 fn packed_micro(kernel: Kernel, m: usize, k: usize, n: usize) -> Micro {
     let estimate = |micro: &&Micro| {
         let t = micro.tile();
-        let tiles = m.div_ceil(t.mr) * n.div_ceil(t.nr);
-        let compute = tiles * k * ((t.mr * t.nr).max(64) + 6 * (t.mr + t.nr.div_ceil(t.lanes)));
+        let compute = tiles_compute(m, k, n, (t.mr, t.nr), t.lanes);
         compute + (m % t.mr * n + n % t.nr * m) * 64
     };
     *micros(kernel)

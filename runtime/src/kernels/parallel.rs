@@ -97,7 +97,7 @@ where
     } else {
         1
     };
-    split(0..batch, pieces, out, f);
+    for_runs(batch, pieces, out, f);
 }
 
 /// Runs `f(samples, out)` over `0..batch` cut into `pieces` runs of whole samples (as even as

@@ -18,12 +18,14 @@
 //! Layer after layer: the input projections of every time step are one GEMM over `batch * T`
 //! rows, `X·W_ihᵀ + b_ih`, written where the step's gates are saved; then per step one product
 //! of `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass
-//! per sample, in `f32x8` lanes, for the gates and the new state. Backward runs through time from
+//! per sample, on the lanes [`lane::dispatch`](crate::lane::dispatch) picks, for the gates and
+//! the new state. Backward runs through time from
 //! the last step, one product of `batch` rows per step for the gradient reaching the previous
 //! hidden state; then `dW_ih`, `dW_hh` and the input gradient are one GEMM each over
 //! `batch * T` rows, the bias gradients column sums in order. `W_hh` is packed once per call
 //! ([`pack_b`]) for the products of every step; and since samples do not depend on each other,
-//! a large enough batch goes through time in runs of samples, one per thread of the pool. Nothing is allocated: forward
+//! a large enough batch goes through time in runs of samples, one per thread of the pool.
+//! Nothing is allocated: forward
 //! saves the gate activations, the cell states and the hidden states of every step and layer
 //! ([`RnnDims::saved`]), and backward's buffers are [`Ctx::scratch`] ([`rnn_scratch_len`]).
 

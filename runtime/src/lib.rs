@@ -29,6 +29,8 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "alloc")]
+pub mod aligned;
 #[cfg(feature = "checkpoint")]
 pub mod checkpoint;
 #[cfg(feature = "std")]

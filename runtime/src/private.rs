@@ -3,6 +3,8 @@
 //! another version fail to resolve it instead of calling something else. Not a stable API, not
 //! documented, not in any prelude.
 
+#[cfg(feature = "alloc")]
+pub use crate::aligned::AlignedFloats;
 pub use crate::f32x8;
 pub use crate::kernels::gemm::Product;
 pub use crate::lane;
@@ -18,8 +20,6 @@ pub use crate::train::budget::check_budget;
 pub use crate::train::{
     Bytes, GradSink, InputValue, LayerKind, Model, NamedTensor, TokenLayer, View,
 };
-#[cfg(feature = "alloc")]
-pub use alloc::boxed::Box;
 
 use crate::layers::{init_tensor, Tensor, Torch};
 use crate::rng::Rng;
@@ -36,8 +36,8 @@ pub mod layers {
 
 /// A zeroed buffer, allocated on the heap without passing through the stack.
 #[cfg(feature = "alloc")]
-pub fn zeros(n: usize) -> Box<[f32]> {
-    alloc::vec![0.0; n].into_boxed_slice()
+pub fn zeros(n: usize) -> AlignedFloats {
+    AlignedFloats::zeros(n)
 }
 
 /// The larger of two sizes.

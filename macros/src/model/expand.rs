@@ -15,7 +15,7 @@ fn header(def: &Def, arrays: Option<(TokenStream, TokenStream)>) -> TokenStream 
     let p = p();
     let (params, state) = match arrays {
         Some((params, state)) => (quote!([f32; #params]), quote!([f32; #state])),
-        None => (quote!(#p::Box<[f32]>), quote!(#p::Box<[f32]>)),
+        None => (quote!(#p::AlignedFloats), quote!(#p::AlignedFloats)),
     };
     quote! {
         #(#attrs)*

@@ -185,15 +185,17 @@ fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
     let mut pos = base;
     let end = base + n;
     for seg in segments {
+        if seg.end >= end && pos < end {
+            // The last piece: the rest whole, without splitting every buffer once more.
+            piece::<R, GT, L2, DWD, EMA>(seg, pass, rest);
+            break;
+        }
         if seg.end > pos {
-            let take = seg.end.min(end) - pos;
+            let take = seg.end - pos;
             let (cur, tail) = rest.split_at(take);
             piece::<R, GT, L2, DWD, EMA>(seg, pass, cur);
             rest = tail;
             pos += take;
-            if pos == end {
-                break;
-            }
         }
     }
 }
@@ -418,8 +420,11 @@ fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, c
         s: sw,
         e: ew,
     };
+    // A local copy: the loop's stores cannot reach it, so its values stay in registers
+    // instead of being read again for every block.
+    let step = seg.step;
     for c in 0..nc {
-        block_at::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, &mut b, c);
+        block_at::<L, R, GT, L2, DWD, EMA>(&step, &k, &mut b, c);
     }
     if !pr.is_empty() {
         let rest = Lanes {
@@ -428,7 +433,7 @@ fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, c
             s: sr,
             e: er,
         };
-        tail::<L, R, GT, L2, DWD, EMA>(&seg.step, &k, rest);
+        tail::<L, R, GT, L2, DWD, EMA>(&step, &k, rest);
     }
 }
 

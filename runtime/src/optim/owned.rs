@@ -6,6 +6,7 @@ use super::mode::UpdateMode;
 use super::optimizer::Optimizer;
 use super::rule::Rule;
 use super::storage::{Allocated, Override, Storage};
+use crate::aligned::AlignedFloats;
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -90,8 +91,8 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
             config,
             ends,
             vec![Override::NONE; k].into_boxed_slice(),
-            vec![0.0; n * R::SLOTS.len()].into_boxed_slice(),
-            vec![0.0; ema].into_boxed_slice(),
+            AlignedFloats::zeros(n * R::SLOTS.len()),
+            AlignedFloats::zeros(ema),
         )
     }
 

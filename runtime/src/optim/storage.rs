@@ -83,14 +83,15 @@ pub trait Storage {
     type Overrides<R: Rule>: DerefMut<Target = [Override<R>]>;
 }
 
-/// Buffers allocated once, at construction, on the heap.
+/// Buffers allocated once, at construction, on the heap, each from a cache line
+/// ([`AlignedFloats`](crate::aligned::AlignedFloats)).
 #[cfg(feature = "alloc")]
 #[derive(Clone, Copy, Debug)]
 pub struct Allocated;
 
 #[cfg(feature = "alloc")]
 impl Storage for Allocated {
-    type Floats = alloc::boxed::Box<[f32]>;
+    type Floats = crate::aligned::AlignedFloats;
     type Layout = alloc::boxed::Box<[usize]>;
     type Overrides<R: Rule> = alloc::boxed::Box<[Override<R>]>;
 }

@@ -2,9 +2,8 @@
 
 use super::model::Model;
 use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
+use crate::aligned::AlignedFloats;
 use crate::optim::{Allocated, Config, Full, Optimizer, Rule, UpdateMode};
-use alloc::boxed::Box;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 
@@ -15,8 +14,8 @@ use core::marker::PhantomData;
 /// the heap, so a large model does not touch the stack); [`run`](Step::run) allocates nothing.
 pub type TrainStep<M, R, const B: usize, U = Full> = Step<M, R, B, U, Allocated>;
 
-fn zeros(n: usize) -> Box<[f32]> {
-    vec![0.0; n].into_boxed_slice()
+fn zeros(n: usize) -> AlignedFloats {
+    AlignedFloats::zeros(n)
 }
 
 impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {

@@ -293,17 +293,18 @@ pub use fusegraph_macros::optimizer;
 /// and, inside `const _: () = { .. };`, an implementation of
 /// [`Elementwise`](layers::Elementwise) (hence [`Activation`](layers::Activation), usable in
 /// `Dense<IN, OUT, Name>` and wherever an activation is): `NAME` in snake case, `lane` (the
-/// expression on [`f32x8`](fusegraph_runtime::f32x8) lanes) and `lane_grad`. Sub-expressions
+/// expression on lanes of any [`Lane`](lane::Lane) type, so that the layers run it on the
+/// widest registers the CPU has, with the same bits) and `lane_grad`. Sub-expressions
 /// used more than once are computed once into a `let`; in the derivative, a sub-expression
 /// equal to the whole forward expression reads `y`, the output that the backward pass already
 /// holds, and when the derivative then no longer reads `x`, `NEEDS_Z` is `false` and layers do
 /// not save their pre-activations (`sigmoid`, `tanh`, `exp`). `x * sigmoid(x)` becomes
 ///
 /// ```text
-/// fn lane(x: f32x8) -> f32x8 { x * lane::sigmoid(x) }
-/// fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
+/// fn lane<L: Lane>(x: L) -> L { x * lane::sigmoid(x) }
+/// fn lane_grad<L: Lane>(z: L, y: L) -> L {
 ///     let s = lane::sigmoid(z);
-///     s + y * (f32x8::splat(1.0) - s)
+///     s + y * (L::splat(1.0) - s)
 /// }
 /// ```
 ///

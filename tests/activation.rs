@@ -190,7 +190,7 @@ fn same_bits<A: Activation, B: Activation>() {
 /// tests/expansion.rs, as what the macro should emit for it.
 mod hand {
     use fusegraph::layers::Elementwise;
-    use fusegraph_runtime::{f32x8, lane};
+    use fusegraph_runtime::lane::{self, Lane};
 
     /// The logistic function; its derivative `y (1 - y)` reads the output only.
     pub struct Sigmoid;
@@ -198,11 +198,11 @@ mod hand {
     impl Elementwise for Sigmoid {
         const NAME: &'static str = "sigmoid";
         const NEEDS_Z: bool = false;
-        fn lane(z: f32x8) -> f32x8 {
+        fn lane<L: Lane>(z: L) -> L {
             lane::sigmoid(z)
         }
-        fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
-            y * (f32x8::ONE - y)
+        fn lane_grad<L: Lane>(_z: L, y: L) -> L {
+            y * (L::ONE - y)
         }
     }
 
@@ -212,11 +212,11 @@ mod hand {
     impl Elementwise for Tanh {
         const NAME: &'static str = "tanh";
         const NEEDS_Z: bool = false;
-        fn lane(z: f32x8) -> f32x8 {
+        fn lane<L: Lane>(z: L) -> L {
             z.tanh()
         }
-        fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
-            f32x8::ONE - y * y
+        fn lane_grad<L: Lane>(_z: L, y: L) -> L {
+            L::ONE - y * y
         }
     }
 }

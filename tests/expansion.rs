@@ -13,7 +13,7 @@ use common::{bits, Rng};
 use fusegraph::lane::Lane;
 use fusegraph::layers::{Activation, Elementwise, Swish};
 use fusegraph::optim::{keras, Optimizer, Rule};
-use fusegraph_runtime::{f32x8, math};
+use fusegraph_runtime::math;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct HandAdam {
@@ -137,15 +137,15 @@ impl Elementwise for HandSwish {
     const NEEDS_Z: bool = true;
 
     #[inline(always)]
-    fn lane(x: f32x8) -> f32x8 {
+    fn lane<L: Lane>(x: L) -> L {
         x * fusegraph_runtime::lane::sigmoid(x)
     }
 
     #[inline(always)]
-    fn lane_grad(z: f32x8, y: f32x8) -> f32x8 {
+    fn lane_grad<L: Lane>(z: L, y: L) -> L {
         // d(x s) = s + x s (1 - s), and x s is y: no more work than by hand.
         let s = fusegraph_runtime::lane::sigmoid(z);
-        s + y * (f32x8::splat(1.0) - s)
+        s + y * (L::splat(1.0) - s)
     }
 }
 

@@ -126,10 +126,15 @@ fn layer(
     }
 }
 
+/// The type parameter an element-wise activation's lane code is generic over.
+fn lane_type() -> TokenStream {
+    quote!(__L)
+}
+
 fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream) -> TokenStream {
     let name = &def.name;
     let snake = snake_case(&name.to_string());
-    let f = paths::f32x8();
+    let f = lane_type();
     let p = paths::private();
     let params = constants_of(def);
     let describe = (!params.is_empty())
@@ -142,11 +147,11 @@ fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream
                 const NEEDS_Z: bool = #needs_z;
                 #describe
                 #[inline(always)]
-                fn lane(__x: #f) -> #f {
+                fn lane<#f: #p::Lane>(__x: #f) -> #f {
                     #lane
                 }
                 #[inline(always)]
-                fn lane_grad(__z: #f, __y: #f) -> #f {
+                fn lane_grad<#f: #p::Lane>(__z: #f, __y: #f) -> #f {
                     #grad
                 }
             }
@@ -179,7 +184,8 @@ pub fn fallback(def: &Def) -> TokenStream {
         );
         return quote!(#head #body);
     }
-    let body = implementation(def, false, quote!(__x), quote!(#f::ONE));
+    let l = lane_type();
+    let body = implementation(def, false, quote!(__x), quote!(#l::ONE));
     quote!(#head #body)
 }
 
@@ -196,11 +202,12 @@ fn learnable(def: &Def, c: &Checked, consts: &dyn Fn(usize) -> TokenStream) -> T
         }
         _ => quote!(__x),
     };
-    let (lets, out) = emit::lanes_shared(&[&c.forward], &refs);
+    let f = paths::f32x8();
+    let (lets, out) = emit::lanes_shared(&[&c.forward], &f, &refs);
     let lane = quote!(#(#lets)* #(#out)*);
     let mut outputs: Vec<&TExpr> = vec![&c.grad];
     outputs.extend(c.learned.iter().map(|p| &p.grad));
-    let (lets, out) = emit::lanes_shared(&outputs, &refs);
+    let (lets, out) = emit::lanes_shared(&outputs, &f, &refs);
     let (gx, gp) = (&out[0], &out[1..]);
     let grads = quote!(#(#lets)* (#gx, [#(#gp),*]));
     let learned: Vec<(String, f64)> = c
@@ -215,7 +222,12 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
     let values: Vec<(f64, String)> = c.consts.iter().map(|k| (k.value, k.text.clone())).collect();
     let head = header(def, &values);
     let params = constants_of(def);
-    let f = paths::f32x8();
+    // Learnable layers run on `f32x8`; element-wise activations on the dispatched lane type.
+    let f = if def.learnable {
+        paths::f32x8()
+    } else {
+        lane_type()
+    };
     let consts = |i: usize| {
         let id = const_ident(&params[i].name);
         quote!(#f::splat(Self::#id))
@@ -233,9 +245,9 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
         Ref::Out => quote!(__y),
         _ => quote!(__z),
     };
-    let (lets, out) = emit::lanes_shared(&[&c.forward], &forward_refs);
+    let (lets, out) = emit::lanes_shared(&[&c.forward], &f, &forward_refs);
     let lane = quote!(#(#lets)* #(#out)*);
-    let (lets, out) = emit::lanes_shared(&[&c.grad], &grad_refs);
+    let (lets, out) = emit::lanes_shared(&[&c.grad], &f, &grad_refs);
     let grad = quote!(#(#lets)* #(#out)*);
     let body = implementation(def, c.needs_z, lane, grad);
     quote!(#head #body)
@@ -253,7 +265,6 @@ mod tests {
     fn swish_expands_to_the_hand_written_code() {
         let input: proc_macro2::TokenStream =
             "/// SiLU.\npub Swish(x) = x * sigmoid(x);".parse().unwrap();
-        let f = paths::f32x8();
         let l = paths::lane();
         let p = paths::private();
         let want = quote! {
@@ -266,13 +277,13 @@ mod tests {
                     const NAME: &'static str = "swish";
                     const NEEDS_Z: bool = true;
                     #[inline(always)]
-                    fn lane(__x: #f) -> #f {
+                    fn lane<__L: #p::Lane>(__x: __L) -> __L {
                         (__x * #l::sigmoid(__x))
                     }
                     #[inline(always)]
-                    fn lane_grad(__z: #f, __y: #f) -> #f {
-                        let __t0: #f = #l::sigmoid(__z);
-                        (__t0 + (__y * (#f::splat(1f32) - __t0)))
+                    fn lane_grad<__L: #p::Lane>(__z: __L, __y: __L) -> __L {
+                        let __t0: __L = #l::sigmoid(__z);
+                        (__t0 + (__y * (__L::splat(1f32) - __t0)))
                     }
                 }
             };

@@ -178,6 +178,7 @@ pub fn lane(
 /// `let __tN` first: the `let`s, then each output's expression.
 pub fn lanes_shared(
     outputs: &[&TExpr],
+    f: &TokenStream,
     refs: &dyn Fn(Ref) -> TokenStream,
 ) -> (Vec<TokenStream>, Vec<TokenStream>) {
     let mut seen: Vec<(&TExpr, usize)> = Vec::new();
@@ -190,13 +191,12 @@ pub fn lanes_shared(
         .enumerate()
         .map(|(i, (e, _))| (e.clone(), format_ident!("__t{}", i)))
         .collect();
-    let f = paths::f32x8();
     let step = TokenStream::new();
     let lets = (0..shared.len())
         .map(|i| {
             let (e, id) = &shared[i];
             let v = Lanes {
-                ty: &f,
+                ty: f,
                 refs,
                 lifted: &[],
                 step: &step,
@@ -207,7 +207,7 @@ pub fn lanes_shared(
         })
         .collect();
     let all = Lanes {
-        ty: &f,
+        ty: f,
         refs,
         lifted: &[],
         step: &step,
@@ -373,7 +373,7 @@ mod tests {
         );
         let g = select(c, mul(s.clone(), x()), add(s.clone(), t3.clone()));
         let refs = |_: Ref| quote!(__x);
-        let (lets, outs) = lanes_shared(&[&f, &df, &g], &refs);
+        let (lets, outs) = lanes_shared(&[&f, &df, &g], &paths::f32x8(), &refs);
         assert!(lets.len() >= 3, "{lets:?}");
         for (i, used) in reads(&lets) {
             assert!(

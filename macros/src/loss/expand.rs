@@ -86,7 +86,7 @@ fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
         }
         _ => unreachable!("a loss reads its prediction, its target and its constants"),
     };
-    let (stmts, values) = emit::lanes_shared(outs, &refs);
+    let (stmts, values) = emit::lanes_shared(outs, &paths::f32x8(), &refs);
     let result = match values.as_slice() {
         [v] => quote!(#v),
         vs => quote!((#(#vs),*)),

@@ -29,6 +29,7 @@
 use super::{Backward, Ctx, Forward, Layer, Tensor};
 use crate::kernels::parallel::{for_sample_runs, PerSample};
 use crate::kernels::simd::{add_assign, load_padded, pieces, store_partial};
+use crate::lane::{self, Lane, OnLanes};
 use core::marker::PhantomData;
 use fusegraph_macros::activation;
 use wide::f32x8;
@@ -125,11 +126,12 @@ pub trait Elementwise {
     fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
         out.write_str(Self::NAME)
     }
-    /// `f(z)` for eight values.
-    fn lane(z: f32x8) -> f32x8;
-    /// `f'(z)` for eight values, given `z` (only when [`NEEDS_Z`](Self::NEEDS_Z); otherwise
-    /// `z` holds `y` again) and `y = f(z)`.
-    fn lane_grad(z: f32x8, y: f32x8) -> f32x8;
+    /// `f(z)` for a lane of values, on the [`Lane`] type that [`lane::dispatch`] picks; written
+    /// with [`Lane`]'s operations, it gives the same bits on every one.
+    fn lane<L: Lane>(z: L) -> L;
+    /// `f'(z)` for a lane of values, given `z` (only when [`NEEDS_Z`](Self::NEEDS_Z);
+    /// otherwise `z` holds `y` again) and `y = f(z)`.
+    fn lane_grad<L: Lane>(z: L, y: L) -> L;
 }
 
 impl<E: Elementwise> Activation for E {
@@ -142,9 +144,11 @@ impl<E: Elementwise> Activation for E {
 
     fn forward(z: &[f32], y: &mut [f32], _row: usize) {
         assert_eq!(z.len(), y.len(), "{}: z and y lengths differ", E::NAME);
-        for (i, n) in pieces(y.len()) {
-            store_partial(&mut y[i..i + n], E::lane(load_padded(&z[i..i + n], 0.0)));
-        }
+        lane::dispatch(LaneForward::<E> {
+            z,
+            y,
+            e: PhantomData,
+        });
     }
 
     fn forward_bias(y: &mut [f32], bias: &[f32], z: &mut [f32], row: usize) {
@@ -152,18 +156,13 @@ impl<E: Elementwise> Activation for E {
         if y.is_empty() {
             return;
         }
-        for (r, yr) in y.chunks_exact_mut(row).enumerate() {
-            for (i, n) in pieces(row) {
-                let mut v = load_padded(&yr[i..i + n], 0.0);
-                if !bias.is_empty() {
-                    v += load_padded(&bias[i..i + n], 0.0);
-                }
-                if E::NEEDS_Z {
-                    store_partial(&mut z[r * row + i..r * row + i + n], v);
-                }
-                store_partial(&mut yr[i..i + n], E::lane(v));
-            }
-        }
+        lane::dispatch(LaneForwardBias::<E> {
+            y,
+            bias,
+            z,
+            row,
+            e: PhantomData,
+        });
     }
 
     fn backward(z: &[f32], y: &[f32], dy: &mut [f32], _row: usize) {
@@ -174,11 +173,80 @@ impl<E: Elementwise> Activation for E {
         } else {
             y
         };
-        for (i, n) in pieces(dy.len()) {
-            let yv = load_padded(&y[i..i + n], 0.0);
-            let g = E::lane_grad(load_padded(&z[i..i + n], 0.0), yv);
-            let d = load_padded(&dy[i..i + n], 0.0) * g;
-            store_partial(&mut dy[i..i + n], d);
+        lane::dispatch(LaneBackward::<E> {
+            z,
+            y,
+            dy,
+            e: PhantomData,
+        });
+    }
+}
+
+/// `y = f(z)` of [`Elementwise`] `E`, on any lane type.
+struct LaneForward<'a, E> {
+    z: &'a [f32],
+    y: &'a mut [f32],
+    e: PhantomData<E>,
+}
+
+impl<E: Elementwise> OnLanes for LaneForward<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        for (i, n) in lane::pieces::<L>(self.y.len()) {
+            E::lane(L::load_padded(&self.z[i..i + n])).store_partial(&mut self.y[i..i + n]);
+        }
+    }
+}
+
+/// `y = f(y + bias)` of [`Elementwise`] `E` over rows of `row` values, saving `z = y + bias`
+/// when `E` needs it, on any lane type.
+struct LaneForwardBias<'a, E> {
+    y: &'a mut [f32],
+    bias: &'a [f32],
+    z: &'a mut [f32],
+    row: usize,
+    e: PhantomData<E>,
+}
+
+impl<E: Elementwise> OnLanes for LaneForwardBias<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let (bias, row) = (self.bias, self.row);
+        for (r, yr) in self.y.chunks_exact_mut(row).enumerate() {
+            for (i, n) in lane::pieces::<L>(row) {
+                let mut v = L::load_padded(&yr[i..i + n]);
+                if !bias.is_empty() {
+                    v += L::load_padded(&bias[i..i + n]);
+                }
+                if E::NEEDS_Z {
+                    v.store_partial(&mut self.z[r * row + i..r * row + i + n]);
+                }
+                E::lane(v).store_partial(&mut yr[i..i + n]);
+            }
+        }
+    }
+}
+
+/// `dy = dy ⊙ f'(z)` of [`Elementwise`] `E`, on any lane type.
+struct LaneBackward<'a, E> {
+    z: &'a [f32],
+    y: &'a [f32],
+    dy: &'a mut [f32],
+    e: PhantomData<E>,
+}
+
+impl<E: Elementwise> OnLanes for LaneBackward<'_, E> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        for (i, n) in lane::pieces::<L>(self.dy.len()) {
+            let g = E::lane_grad(
+                L::load_padded(&self.z[i..i + n]),
+                L::load_padded(&self.y[i..i + n]),
+            );
+            (L::load_padded(&self.dy[i..i + n]) * g).store_partial(&mut self.dy[i..i + n]);
         }
     }
 }
@@ -242,12 +310,12 @@ impl Elementwise for Relu {
     const NAME: &'static str = "relu";
     const NEEDS_Z: bool = false;
     #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        z.simd_lt(f32x8::ZERO).select(f32x8::ZERO, z)
+    fn lane<L: Lane>(z: L) -> L {
+        z.simd_lt(L::ZERO).select(L::ZERO, z)
     }
     #[inline(always)]
-    fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
-        y.simd_gt(f32x8::ZERO).select(f32x8::ONE, f32x8::ZERO)
+    fn lane_grad<L: Lane>(_z: L, y: L) -> L {
+        y.simd_gt(L::ZERO).select(L::ONE, L::ZERO)
     }
 }
 
@@ -275,14 +343,12 @@ impl<const NUM: i32, const DEN: u32> Elementwise for LeakyRelu<NUM, DEN> {
     // With a slope >= 0, `y > 0` exactly when `z > 0`, so `y` tells which side `z` was on.
     const NEEDS_Z: bool = NUM < 0;
     #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        z.simd_gt(f32x8::ZERO)
-            .select(z, z * f32x8::splat(Self::SLOPE))
+    fn lane<L: Lane>(z: L) -> L {
+        z.simd_gt(L::ZERO).select(z, z * L::splat(Self::SLOPE))
     }
     #[inline(always)]
-    fn lane_grad(z: f32x8, _y: f32x8) -> f32x8 {
-        z.simd_gt(f32x8::ZERO)
-            .select(f32x8::ONE, f32x8::splat(Self::SLOPE))
+    fn lane_grad<L: Lane>(z: L, _y: L) -> L {
+        z.simd_gt(L::ZERO).select(L::ONE, L::splat(Self::SLOPE))
     }
 }
 
@@ -294,13 +360,13 @@ impl Elementwise for Elu {
     const NAME: &'static str = "elu";
     const NEEDS_Z: bool = false;
     #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        z.simd_gt(f32x8::ZERO).select(z, z.exp_m1())
+    fn lane<L: Lane>(z: L) -> L {
+        z.simd_gt(L::ZERO).select(z, z.exp_m1())
     }
     #[inline(always)]
-    fn lane_grad(_z: f32x8, y: f32x8) -> f32x8 {
+    fn lane_grad<L: Lane>(_z: L, y: L) -> L {
         // y > 0 exactly when z > 0; below, f'(z) = e^z = y + 1.
-        y.simd_gt(f32x8::ZERO).select(f32x8::ONE, y + f32x8::ONE)
+        y.simd_gt(L::ZERO).select(L::ONE, y + L::ONE)
     }
 }
 
@@ -321,8 +387,8 @@ pub struct Gelu;
 impl Gelu {
     /// `erf(z/√2)`, as the expression `erf(z * 0.70710677)` of `activation!` computes it.
     #[inline(always)]
-    fn erf_scaled(z: f32x8) -> f32x8 {
-        crate::lane::erf(z * f32x8::splat(core::f32::consts::FRAC_1_SQRT_2))
+    fn erf_scaled<L: Lane>(z: L) -> L {
+        lane::erf(z * L::splat(core::f32::consts::FRAC_1_SQRT_2))
     }
 }
 
@@ -330,15 +396,15 @@ impl Elementwise for Gelu {
     const NAME: &'static str = "gelu";
     const NEEDS_Z: bool = true;
     #[inline(always)]
-    fn lane(z: f32x8) -> f32x8 {
-        f32x8::splat(0.5) * z * (f32x8::ONE + Self::erf_scaled(z))
+    fn lane<L: Lane>(z: L) -> L {
+        L::splat(0.5) * z * (L::ONE + Self::erf_scaled(z))
     }
     #[inline(always)]
-    fn lane_grad(z: f32x8, _y: f32x8) -> f32x8 {
+    fn lane_grad<L: Lane>(z: L, _y: L) -> L {
         // Φ(z) + z φ(z), as PyTorch's GeluBackward.
         const INV_SQRT_2PI: f32 = 0.398_942_3;
-        let cdf = f32x8::splat(0.5) * (f32x8::ONE + Self::erf_scaled(z));
-        let pdf = (f32x8::splat(-0.5) * z * z).exp() * f32x8::splat(INV_SQRT_2PI);
+        let cdf = L::splat(0.5) * (L::ONE + Self::erf_scaled(z));
+        let pdf = (L::splat(-0.5) * z * z).exp() * L::splat(INV_SQRT_2PI);
         cdf + z * pdf
     }
 }
@@ -352,23 +418,22 @@ impl Elementwise for Gelu {
 pub struct Softmax;
 
 impl Softmax {
-    /// Softmax of one row, in place.
+    /// Softmax of one row, in place: the exponentials and the division on the lanes that
+    /// [`lane::dispatch`] picks, the sum in `f32x8` lanes, so that every lane type adds in the
+    /// same order and gives the same bits.
     pub(crate) fn row(y: &mut [f32]) {
         let max = y
             .iter()
             .fold(f32::NEG_INFINITY, |m, &v| crate::math::max(m, v));
-        let m = f32x8::splat(max);
+        lane::dispatch(Exponentials { y: &mut *y, max });
         let mut sum = f32x8::ZERO;
         for (i, n) in pieces(y.len()) {
-            let e = (load_padded(&y[i..i + n], f32::NEG_INFINITY) - m).exp();
-            sum += e;
-            store_partial(&mut y[i..i + n], e);
+            sum += load_padded(&y[i..i + n], 0.0);
         }
-        let sum = f32x8::splat(sum.reduce_add());
-        for (i, n) in pieces(y.len()) {
-            let v = load_padded(&y[i..i + n], 0.0) / sum;
-            store_partial(&mut y[i..i + n], v);
-        }
+        lane::dispatch(Divide {
+            y,
+            by: sum.reduce_add(),
+        });
     }
 
     /// The gradient through the softmax of one row `y`: `dy` becomes `y * (dy - Σ y dy)`.
@@ -382,6 +447,44 @@ impl Softmax {
             let d = load_padded(&y[i..i + n], 0.0) * (load_padded(&dy[i..i + n], 0.0) - dot);
             store_partial(&mut dy[i..i + n], d);
         }
+    }
+}
+
+/// `y = f(y)` on lanes of type `L`.
+#[inline(always)]
+fn map_lanes<L: Lane>(y: &mut [f32], f: impl Fn(L) -> L) {
+    for (i, n) in lane::pieces::<L>(y.len()) {
+        f(L::load_padded(&y[i..i + n])).store_partial(&mut y[i..i + n]);
+    }
+}
+
+/// `y = e^(y - max)`, on any lane type.
+struct Exponentials<'a> {
+    y: &'a mut [f32],
+    max: f32,
+}
+
+impl OnLanes for Exponentials<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let m = L::splat(self.max);
+        map_lanes(self.y, |v: L| (v - m).exp());
+    }
+}
+
+/// `y = y / by`, on any lane type.
+struct Divide<'a> {
+    y: &'a mut [f32],
+    by: f32,
+}
+
+impl OnLanes for Divide<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let by = L::splat(self.by);
+        map_lanes(self.y, |v: L| v / by);
     }
 }
 
@@ -677,5 +780,117 @@ mod tests {
         let mut y = [0.0f32; 2];
         Relu::forward(&[f32::NAN, -1.0], &mut y, 2);
         assert!(y[0].is_nan());
+    }
+
+    /// Forward with a bias (saving `z`) and backward of `E` on `lanes`, over rows of 37
+    /// awkward values: what each writes.
+    fn on_lanes<E: Elementwise>(lanes: lane::Lanes) -> [Vec<f32>; 3] {
+        let special = [
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            88.0,
+            -104.0,
+            1e20,
+            -1e20,
+            f32::INFINITY,
+        ];
+        let row = 37;
+        let values = |salt: usize| -> Vec<f32> {
+            (0..3 * row)
+                .map(|i| match (i + salt) % 13 {
+                    k @ 0..=8 => special[k],
+                    k => ((i * 7 + salt) % 23) as f32 * 0.37 - 4.0 + k as f32 * 1e-3,
+                })
+                .collect()
+        };
+        let (mut y, bias) = (values(0), values(5)[..row].to_vec());
+        let mut z = vec![0.0; y.len()];
+        lane::run_on(
+            lanes,
+            LaneForwardBias::<E> {
+                y: &mut y,
+                bias: &bias,
+                z: &mut z,
+                row,
+                e: PhantomData,
+            },
+        );
+        let mut dy = values(3);
+        let z_read = if E::NEEDS_Z { &z[..] } else { &y[..] };
+        lane::run_on(
+            lanes,
+            LaneBackward::<E> {
+                z: z_read,
+                y: &y,
+                dy: &mut dy,
+                e: PhantomData,
+            },
+        );
+        [y, z, dy]
+    }
+
+    #[test]
+    fn every_lane_type_gives_the_same_bits_for_every_activation() {
+        fn check<E: Elementwise>() {
+            let same = |a: &[f32], b: &[f32]| {
+                a.iter()
+                    .zip(b)
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan())
+            };
+            let want = on_lanes::<E>(lane::Lanes::Wide);
+            for lanes in lane::Lanes::ALL.into_iter().filter(|l| l.available()) {
+                let got = on_lanes::<E>(lanes);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(same(g, w), "{} on {lanes:?}", E::NAME);
+                }
+            }
+        }
+        check::<Relu>();
+        check::<LeakyRelu>();
+        check::<LeakyRelu<-1, 2>>();
+        check::<Elu>();
+        check::<Sigmoid>();
+        check::<Tanh>();
+        check::<Swish>();
+        check::<Gelu>();
+    }
+
+    /// Softmax of one row in one `f32x8` pass, as it was computed before its exponentials ran
+    /// on the dispatched lanes.
+    fn softmax_in_f32x8(y: &mut [f32]) {
+        let max = y
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &v| crate::math::max(m, v));
+        let (m, mut sum) = (f32x8::splat(max), f32x8::ZERO);
+        for (i, n) in pieces(y.len()) {
+            let e = (load_padded(&y[i..i + n], f32::NEG_INFINITY) - m).exp();
+            sum += e;
+            store_partial(&mut y[i..i + n], e);
+        }
+        let sum = f32x8::splat(sum.reduce_add());
+        for (i, n) in pieces(y.len()) {
+            let v = load_padded(&y[i..i + n], 0.0) / sum;
+            store_partial(&mut y[i..i + n], v);
+        }
+    }
+
+    #[test]
+    fn softmax_rows_give_the_bits_of_one_f32x8_pass() {
+        for len in [1, 7, 8, 15, 16, 17, 33, 64, 100] {
+            let row: Vec<f32> = (0..len)
+                .map(|i| ((i * 37 % 29) as f32 - 14.0) * 0.77 + if i == 3 { -1e30 } else { 0.0 })
+                .collect();
+            let (mut got, mut want) = (row.clone(), row);
+            Softmax::row(&mut got);
+            softmax_in_f32x8(&mut want);
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "row of {len} on {:?}",
+                lane::Lanes::active()
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@ use core::ops::Range;
 
 /// `rayon::join(a, b)` when `par` and the `parallel` feature are set, else `(a(), b())`. Either
 /// way `a` and `b` see the same data and return the same values: only where they run changes.
+/// A join on the pool counts in [`splits`] of the calling thread.
 pub(crate) fn join<A, B, RA, RB>(par: bool, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
@@ -15,10 +16,30 @@ where
 {
     #[cfg(feature = "parallel")]
     if par {
+        SPLITS.with(|s| s.set(s.get().wrapping_add(1)));
         return rayon::join(a, b);
     }
     let _ = par;
     (a(), b())
+}
+
+#[cfg(feature = "parallel")]
+std::thread_local! {
+    static SPLITS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// How many times this thread has handed work to the pool (a product or a pass split across
+/// it) so far; always 0 without the `parallel` feature. A train step compares it before and
+/// after its backward pass to know whether several threads wrote the gradient.
+pub(crate) fn splits() -> u64 {
+    #[cfg(feature = "parallel")]
+    {
+        SPLITS.with(core::cell::Cell::get)
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        0
+    }
 }
 
 /// Threads of the current rayon pool (1 without the `parallel` feature).
@@ -197,5 +218,23 @@ mod tests {
         assert_eq!(runs(PASS_PARALLEL_MIN - 1), [7; 7]);
         let split = runs(PASS_PARALLEL_MIN);
         assert!(split.iter().all(|&n| n == 2 || n == 3), "{split:?}");
+    }
+
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn a_join_on_the_pool_counts_in_the_calling_threads_splits() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool");
+        pool.install(|| {
+            let before = splits();
+            join(false, || (), || ());
+            assert_eq!(splits(), before, "a join off the pool is not a split");
+            join(true, || join(true, || (), || ()), || ());
+            // The outer join on this thread, and the inner one if `a` ran here (it does: the
+            // calling thread runs `a` itself).
+            assert_eq!(splits(), before + 2);
+        });
     }
 }

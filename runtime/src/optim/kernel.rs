@@ -10,15 +10,23 @@
 //! split across threads.
 
 use super::rule::{Rule, MAX_SLOTS};
-use crate::kernels::parallel::join;
+use crate::kernels::parallel::{join, pool_threads};
 use crate::lane::{self, Lane, OnLanes, MAX_LANES};
 
-/// Buffers of at least this many elements are split across the rayon pool (feature
-/// `parallel`); smaller ones never touch it. A hand-off into the pool costs about 15 us on a
-/// 2-core machine: `bench_optim` measured fused Adam on two threads 1.2x faster than on one at
-/// 2^19 elements and 0.85x at 2^18.
+/// [`Optimizer::step`](super::Optimizer::step) splits buffers of at least this many elements
+/// across the rayon pool (feature `parallel`); smaller ones never touch it. A hand-off into the
+/// pool costs about 15 us on a 2-core machine: `bench_optim` measured fused Adam on two threads
+/// 1.2x faster than on one at 2^19 elements and 0.85x at 2^18.
 pub const PARALLEL_THRESHOLD: usize = 1 << 19;
-/// Size of the pieces a parallel pass is split into (a multiple of every lane type's width).
+/// A train step's update splits buffers of at least this many elements across the pool: there
+/// the gradient has just been written by the pool's threads, each its part of the weight
+/// gradients' products, and a thread that updates the part it wrote finds it in its own cache.
+/// On one thread, an update of the 100k parameters of `bench_train`'s MLP (batch 256, two
+/// threads) read half of its gradient from the other core's cache, and took longer than the
+/// hand-off into the pool costs.
+pub const STEP_PARALLEL_THRESHOLD: usize = 1 << 15;
+/// Size of the pieces a long parallel pass is split into (a multiple of every lane type's
+/// width); a pass shorter than the pool's threads times this is split into one piece a thread.
 pub const PARALLEL_CHUNK: usize = 1 << 16;
 
 /// One parameter tensor's part of the flat buffer, with its per-step values.
@@ -53,6 +61,9 @@ pub struct Pass {
     pub ema_momentum: Option<f32>,
     /// Overwrite the weights with their EMA after this step.
     pub ema_overwrite: bool,
+    /// Buffers of at least this many elements are split across the rayon pool when it has
+    /// more than one thread ([`PARALLEL_THRESHOLD`] or [`STEP_PARALLEL_THRESHOLD`]).
+    pub parallel_from: usize,
 }
 
 /// The buffers one pass reads and writes, all as long as `params`: the slots (one slice each,
@@ -107,11 +118,11 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     let l2 = segments.iter().any(|s| s.l2 != 0.0);
     let dwd = segments.iter().any(|s| s.decay != 0.0);
     let ema = pass.ema_momentum.is_some();
-    let par = n >= PARALLEL_THRESHOLD;
+    let pieces = parallel_pieces(n, pass.parallel_from);
     macro_rules! go {
         ($($gt:literal $l2:literal $dwd:literal $ema:literal),*) => {
             match (gt, l2, dwd, ema) {
-                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, lanes, 0, par),)*
+                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, lanes, 0, pieces),)*
             }
         };
     }
@@ -163,21 +174,36 @@ impl<'a> Lanes<'a> {
     }
 }
 
+/// Into how many pieces a pass over `n` elements is split: one without a second thread or
+/// below `from`, else pieces of [`PARALLEL_CHUNK`], and at least one a thread.
+fn parallel_pieces(n: usize, from: usize) -> usize {
+    let threads = pool_threads();
+    if threads < 2 || n < from {
+        1
+    } else {
+        n.div_ceil(PARALLEL_CHUNK).max(threads)
+    }
+}
+
+/// Runs the pass over `lanes` (which start at `base` in the segments' buffer) in `pieces`
+/// pieces across the pool: halves at a block boundary, the first half on this thread, as the
+/// products split their rows, so that a thread updates what it wrote.
 fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     segments: &[Segment<R>],
     pass: &Pass,
     lanes: Lanes<'_>,
     base: usize,
-    par: bool,
+    pieces: usize,
 ) {
     let n = lanes.len();
-    if par && n > PARALLEL_CHUNK {
-        let mid = n.div_ceil(PARALLEL_CHUNK) / 2 * PARALLEL_CHUNK;
+    let left = pieces / 2;
+    let mid = n / BLOCK * left / pieces.max(1) * BLOCK;
+    if pieces > 1 && mid > 0 {
         let (a, b) = lanes.split_at(mid);
         join(
             true,
-            || split::<R, GT, L2, DWD, EMA>(segments, pass, a, base, par),
-            || split::<R, GT, L2, DWD, EMA>(segments, pass, b, base + mid, par),
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, a, base, left),
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, b, base + mid, pieces - left),
         );
         return;
     }
@@ -484,6 +510,7 @@ mod tests {
                 clip_value: Some(0.4),
                 ema_momentum: Some(0.9),
                 ema_overwrite: t == 3,
+                parallel_from: PARALLEL_THRESHOLD,
             };
             let mut each = slots.iter_mut();
             let s = core::array::from_fn(|_| each.next().map_or(&mut [][..], |v| &mut v[..]));
@@ -527,5 +554,62 @@ mod tests {
         check(torch::RAdam::default());
         check(torch::AdamW::default());
         check(torch::SgdNesterov::default());
+    }
+
+    /// Adam over `n` values from `parallel_from` on a pool of `threads`: the parameters and
+    /// slots after two steps.
+    #[cfg(feature = "parallel")]
+    fn split_steps(n: usize, parallel_from: usize, threads: usize) -> Vec<u32> {
+        let rule = keras::Adam::default();
+        let g: Vec<f32> = (0..n).map(|i| value(i, 1)).collect();
+        let mut p: Vec<f32> = (0..n).map(|i| value(i, 2)).collect();
+        let (mut m, mut v) = (std::vec![0.0; n], std::vec![0.0; n]);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        for t in 1..=2 {
+            let seg = Segment::<keras::Adam> {
+                end: n,
+                step: rule.begin_step(t, &mut []),
+                grad_scale: 1.0,
+                l2: 0.0,
+                decay: 0.0,
+            };
+            let pass = Pass {
+                clip_value: None,
+                ema_momentum: None,
+                ema_overwrite: false,
+                parallel_from,
+            };
+            let mut slots: [&mut [f32]; MAX_SLOTS] = Default::default();
+            (slots[0], slots[1]) = (&mut m[..], &mut v[..]);
+            let bufs = Buffers {
+                params: &mut p,
+                grads: &g,
+                slots,
+                ema: &mut [],
+            };
+            pool.install(|| apply(&[seg], &pass, bufs));
+        }
+        [p, m, v].iter().flatten().map(|x| x.to_bits()).collect()
+    }
+
+    #[cfg(feature = "parallel")]
+    #[test]
+    fn a_pass_split_into_pieces_across_the_pool_gives_the_bits_of_one_piece() {
+        for n in [0, 5, 16, 1000, 4099] {
+            let whole = split_steps(n, usize::MAX, 1);
+            for threads in [2, 3] {
+                assert!(
+                    split_steps(n, 0, threads) == whole,
+                    "{n} on {threads} threads"
+                );
+            }
+        }
+        assert_eq!(
+            parallel_pieces(100, 0),
+            crate::kernels::parallel::pool_threads().max(1)
+        );
     }
 }

@@ -19,7 +19,9 @@ mod storage;
 pub mod torch;
 
 pub use config::{Config, Ema, NormClip, WeightDecay};
-pub use kernel::{apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD};
+pub use kernel::{
+    apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD,
+};
 pub use mode::{AllGradientsFirst, Full, Fused, UpdateMode};
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]

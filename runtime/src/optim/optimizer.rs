@@ -3,7 +3,7 @@
 //! pass over any run of tensors.
 
 use super::config::{Config, NormClip};
-use super::kernel::{apply, Buffers, Segment};
+use super::kernel::{apply, Buffers, Pass, Segment, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD};
 use super::mode::{Full, UpdateMode};
 use super::plan::{Plan, MAX_SEGMENTS};
 use super::rule::{Rule, MAX_CARRIED, MAX_SLOTS};
@@ -42,6 +42,8 @@ pub struct Optimizer<R: Rule, U: UpdateMode = Full, S: Storage = DefaultStorage>
     pub(crate) ema: S::Floats,
     pub(crate) carried: [f32; MAX_CARRIED],
     pub(crate) t: u64,
+    /// Passes over at least this many elements are split across the pool.
+    pub(crate) parallel_from: usize,
 }
 
 impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
@@ -85,7 +87,19 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             ema,
             carried,
             t: 0,
+            parallel_from: PARALLEL_THRESHOLD,
         }
+    }
+
+    /// Whether the gradients of the next update were written by several threads of the pool:
+    /// then its passes split across the pool from [`STEP_PARALLEL_THRESHOLD`] elements, so that
+    /// each thread updates what it wrote; otherwise from [`PARALLEL_THRESHOLD`].
+    pub(crate) fn set_gradients_spread(&mut self, spread: bool) {
+        self.parallel_from = if spread {
+            STEP_PARALLEL_THRESHOLD
+        } else {
+            PARALLEL_THRESHOLD
+        };
     }
 
     /// The rule (its hyper-parameters).
@@ -290,7 +304,10 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         };
         apply(
             segments,
-            &plan.pass,
+            &Pass {
+                parallel_from: self.parallel_from,
+                ..plan.pass
+            },
             Buffers {
                 params: &mut params[local.clone()],
                 grads: &grads[local],

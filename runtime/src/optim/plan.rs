@@ -7,7 +7,7 @@
 //! [`Optimizer::step`]: super::Optimizer::step
 
 use super::config::{Config, NormClip, WeightDecay};
-use super::kernel::{Pass, Segment};
+use super::kernel::{Pass, Segment, PARALLEL_THRESHOLD};
 use super::mode::UpdateMode;
 use super::reduce::sum_squares;
 use super::rule::{Rule, MAX_CARRIED};
@@ -87,6 +87,7 @@ impl<R: Rule> Plan<R> {
                 ema_overwrite: config
                     .ema
                     .is_some_and(|e| e.overwrite_every > 0 && t.is_multiple_of(e.overwrite_every)),
+                parallel_from: PARALLEL_THRESHOLD,
             },
         }
     }

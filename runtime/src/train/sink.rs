@@ -3,6 +3,7 @@
 //! gradient in the full gradient buffer ([`Store`]), updates the layer at once ([`Apply`]), or
 //! lets it go ([`Discard`], for input gradients).
 
+use crate::kernels::parallel::splits;
 use crate::optim::{Optimizer, Plan, Rule, Storage, UpdateMode};
 use core::ops::Range;
 
@@ -61,6 +62,8 @@ pub(crate) struct Apply<'a, R: Rule, U: UpdateMode, S: Storage> {
     pub(crate) optimizer: &'a mut Optimizer<R, U, S>,
     /// This step's plan.
     pub(crate) plan: &'a Plan<R>,
+    /// This thread's [`splits`] when the last layer's update ran (or the backward pass began).
+    pub(crate) splits: u64,
 }
 
 impl<R: Rule, U: UpdateMode, S: Storage> GradSink for Apply<'_, R, U, S> {
@@ -72,6 +75,9 @@ impl<R: Rule, U: UpdateMode, S: Storage> GradSink for Apply<'_, R, U, S> {
         if !at.is_empty() {
             let n = at.len();
             let params = &mut self.params[at.clone()];
+            let splits = splits();
+            self.optimizer.set_gradients_spread(splits != self.splits);
+            self.splits = splits;
             self.optimizer
                 .update(self.plan, at, params, &self.grads[..n]);
         }

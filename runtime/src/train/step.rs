@@ -8,6 +8,7 @@
 use super::batch::{self, expect, BatchError};
 use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
+use crate::kernels::parallel;
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::{Loss, Targets};
 use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
@@ -493,6 +494,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             self.backward(to, x, batch, false, Mode::Train);
             self.optimizer.finish(&plan);
         } else {
+            let before = parallel::splits();
             self.backward(
                 Gradients::Store(model.params()),
                 x,
@@ -500,6 +502,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
                 false,
                 Mode::Train,
             );
+            self.optimizer
+                .set_gradients_spread(parallel::splits() != before);
             self.optimizer.step(model.params_mut(), &self.bufs.grads);
         }
     }
@@ -591,6 +595,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
                     grads,
                     optimizer: &mut self.optimizer,
                     plan,
+                    splits: parallel::splits(),
                 };
                 &mut apply
             }

@@ -5,8 +5,11 @@
 //! for the same rule with the same flags.
 //!
 //! On two threads, a step splits the buffers into two halves, one per side of `rayon::join`.
+//! Their slots start on a cache line, as the optimizer's own do (`AlignedFloats`), so that the
+//! comparison does not depend on where the allocator puts them.
 
 use fusegraph::optim::keras::{Adam, SgdMomentum};
+use fusegraph_runtime::aligned::AlignedFloats;
 use fusegraph_runtime::math;
 
 /// Keras' `1 - beta`: the Python float, rounded to `f32` once.
@@ -37,8 +40,8 @@ fn adam_loop(k: AdamStep, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]
 pub struct PlainAdam {
     rule: Adam,
     t: u64,
-    m: Vec<f32>,
-    v: Vec<f32>,
+    m: AlignedFloats,
+    v: AlignedFloats,
 }
 
 impl PlainAdam {
@@ -47,8 +50,8 @@ impl PlainAdam {
         PlainAdam {
             rule,
             t: 0,
-            m: vec![0.0; n],
-            v: vec![0.0; n],
+            m: AlignedFloats::zeros(n),
+            v: AlignedFloats::zeros(n),
         }
     }
 
@@ -97,7 +100,7 @@ fn sgd_momentum_loop(lr: f32, momentum: f32, p: &mut [f32], g: &[f32], velocity:
 /// Keras SGD with momentum as a plain loop, with its slot.
 pub struct PlainSgdMomentum {
     rule: SgdMomentum,
-    velocity: Vec<f32>,
+    velocity: AlignedFloats,
 }
 
 impl PlainSgdMomentum {
@@ -105,7 +108,7 @@ impl PlainSgdMomentum {
     pub fn new(rule: SgdMomentum, n: usize) -> Self {
         PlainSgdMomentum {
             rule,
-            velocity: vec![0.0; n],
+            velocity: AlignedFloats::zeros(n),
         }
     }
 

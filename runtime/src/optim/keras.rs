@@ -27,12 +27,14 @@ optimizer! {
 optimizer! {
     /// `keras.optimizers.SGD(momentum=...)`: `velocity = momentum * velocity - lr * g;
     /// p += velocity` (the velocity carries the negative sign and the learning rate). The default
-    /// momentum here is 0.9 (Keras' 0.0 is [`Sgd`]).
+    /// momentum here is 0.9 (Keras' 0.0 is [`Sgd`]). Keras writes `-g * lr + velocity *
+    /// momentum`, which rounds the same: a subtraction is the addition of the negated product,
+    /// and it saves the lanes a sign flip.
     pub struct SgdMomentum {
         hyper { lr: f32 = 0.01, momentum: f32 = 0.9 }
         slots { velocity = 0.0 }
         update {
-            velocity = -g * lr + velocity * momentum;
+            velocity = velocity * momentum - g * lr;
             p += velocity;
         }
     }
@@ -45,8 +47,8 @@ optimizer! {
         hyper { lr: f32 = 0.01, momentum: f32 = 0.9 }
         slots { velocity = 0.0 }
         update {
-            velocity = -g * lr + velocity * momentum;
-            p += -g * lr + velocity * momentum;
+            velocity = velocity * momentum - g * lr;
+            p += velocity * momentum - g * lr;
         }
     }
 }

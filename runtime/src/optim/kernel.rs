@@ -12,6 +12,7 @@
 use super::rule::{Rule, MAX_SLOTS};
 use crate::kernels::parallel::{join, pool_threads};
 use crate::lane::{self, Lane, OnLanes, MAX_LANES};
+use core::mem::take;
 
 /// [`Optimizer::step`](super::Optimizer::step) splits buffers of at least this many elements
 /// across the rayon pool (feature `parallel`); smaller ones never touch it. A hand-off into the
@@ -85,6 +86,7 @@ pub struct Buffers<'a> {
 /// `segments` cover the buffer in order (the last `end` equals the length). Panics if the
 /// buffers disagree in length, which is a bug in the caller (an
 /// [`Optimizer`](super::Optimizer) keeps them together).
+#[inline]
 pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     let n = bufs.params.len();
     let n_slots = R::SLOTS.len();
@@ -177,11 +179,12 @@ impl<'a> Lanes<'a> {
 /// Into how many pieces a pass over `n` elements is split: one without a second thread or
 /// below `from`, else pieces of [`PARALLEL_CHUNK`], and at least one a thread.
 fn parallel_pieces(n: usize, from: usize) -> usize {
-    let threads = pool_threads();
-    if threads < 2 || n < from {
-        1
-    } else {
-        n.div_ceil(PARALLEL_CHUNK).max(threads)
+    if n < from {
+        return 1;
+    }
+    match pool_threads() {
+        0 | 1 => 1,
+        threads => n.div_ceil(PARALLEL_CHUNK).max(threads),
     }
 }
 
@@ -393,7 +396,9 @@ fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const
 struct Piece<'s, 'a, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> {
     seg: &'s Segment<R>,
     pass: &'s Pass,
-    lanes: Lanes<'a>,
+    /// Borrowed rather than moved: the dispatch then hands over one pointer instead of
+    /// copying every buffer's slice through the stack.
+    lanes: &'s mut Lanes<'a>,
 }
 
 impl<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> OnLanes
@@ -410,9 +415,13 @@ impl<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> 
 fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     seg: &Segment<R>,
     pass: &Pass,
-    lanes: Lanes<'_>,
+    mut lanes: Lanes<'_>,
 ) {
-    lane::dispatch(Piece::<R, GT, L2, DWD, EMA> { seg, pass, lanes });
+    lane::dispatch(Piece::<R, GT, L2, DWD, EMA> {
+        seg,
+        pass,
+        lanes: &mut lanes,
+    });
 }
 
 /// Updates one segment's piece on lanes of type `L`: its whole blocks in one loop (every buffer
@@ -422,18 +431,19 @@ fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
 fn piece_on<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     seg: &Segment<R>,
     pass: &Pass,
-    lanes: Lanes<'_>,
+    lanes: &mut Lanes<'_>,
 ) {
     let ns = R::SLOTS.len();
     let k = Consts::<L>::new(seg, pass);
-    let Lanes { p, g, s, e } = lanes;
+    let (p, g, e) = (take(&mut lanes.p), take(&mut lanes.g), take(&mut lanes.e));
+    let s = &mut lanes.s;
     let nc = p.len() / BLOCK;
     let (pw, pr) = whole_mut(p, nc);
     let (gw, gr) = g.split_at(nc * BLOCK);
     let mut sw: [&mut [[f32; BLOCK]]; MAX_SLOTS] = Default::default();
     let mut sr: [&mut [f32]; MAX_SLOTS] = Default::default();
-    for (j, x) in s.into_iter().enumerate().take(ns) {
-        (sw[j], sr[j]) = whole_mut(x, nc);
+    for (j, x) in s.iter_mut().enumerate().take(ns) {
+        (sw[j], sr[j]) = whole_mut(take(x), nc);
     }
     let (ew, er) = if EMA {
         whole_mut(e, nc)
@@ -514,7 +524,7 @@ mod tests {
             };
             let mut each = slots.iter_mut();
             let s = core::array::from_fn(|_| each.next().map_or(&mut [][..], |v| &mut v[..]));
-            let bufs = Lanes {
+            let mut bufs = Lanes {
                 p: &mut p,
                 g: &g,
                 s,
@@ -523,7 +533,7 @@ mod tests {
             let piece = Piece::<R, true, true, true, true> {
                 seg: &seg,
                 pass: &pass,
-                lanes: bufs,
+                lanes: &mut bufs,
             };
             lane::run_on(lanes, piece);
         }

@@ -279,6 +279,7 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
 
     /// One fused pass over `piece` of the flat buffer (inside `at`, the range of `params` and
     /// `grads`).
+    #[inline]
     fn pass(
         &mut self,
         plan: &Plan<R>,

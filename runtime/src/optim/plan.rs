@@ -110,6 +110,7 @@ impl<R: Rule> Plan<R> {
     /// The segment of one tensor whose gradient is `grads`, with its override (its `end` is
     /// left for the caller to set); and whether it shares every per-step value with its neighbours (then
     /// consecutive tensors form one segment).
+    #[inline]
     pub(crate) fn segment<U: UpdateMode>(
         &self,
         config: &Config<U>,

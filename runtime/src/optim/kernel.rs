@@ -110,7 +110,7 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
         "segments must cover the buffer"
     );
 
-    let lanes = Lanes {
+    let mut lanes = Lanes {
         p: bufs.params,
         g: bufs.grads,
         s: bufs.slots,
@@ -124,7 +124,7 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     macro_rules! go {
         ($($gt:literal $l2:literal $dwd:literal $ema:literal),*) => {
             match (gt, l2, dwd, ema) {
-                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, lanes, 0, pieces),)*
+                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, &mut lanes, 0, pieces),)*
             }
         };
     }
@@ -146,6 +146,16 @@ struct Lanes<'a> {
 impl<'a> Lanes<'a> {
     fn len(&self) -> usize {
         self.p.len()
+    }
+
+    /// The buffers, leaving empty ones in their place.
+    fn take(&mut self) -> Lanes<'a> {
+        Lanes {
+            p: take(&mut self.p),
+            g: take(&mut self.g),
+            s: take(&mut self.s),
+            e: take(&mut self.e),
+        }
     }
 
     fn split_at(self, mid: usize) -> (Lanes<'a>, Lanes<'a>) {
@@ -190,11 +200,12 @@ fn parallel_pieces(n: usize, from: usize) -> usize {
 
 /// Runs the pass over `lanes` (which start at `base` in the segments' buffer) in `pieces`
 /// pieces across the pool: halves at a block boundary, the first half on this thread, as the
-/// products split their rows, so that a thread updates what it wrote.
+/// products split their rows, so that a thread updates what it wrote. The buffers are
+/// borrowed down to the lanes' loop, and moved only where they are cut.
 fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     segments: &[Segment<R>],
     pass: &Pass,
-    lanes: Lanes<'_>,
+    lanes: &mut Lanes<'_>,
     base: usize,
     pieces: usize,
 ) {
@@ -202,28 +213,27 @@ fn split<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bo
     let left = pieces / 2;
     let mid = n / BLOCK * left / pieces.max(1) * BLOCK;
     if pieces > 1 && mid > 0 {
-        let (a, b) = lanes.split_at(mid);
+        let (mut a, mut b) = lanes.take().split_at(mid);
         join(
             true,
-            || split::<R, GT, L2, DWD, EMA>(segments, pass, a, base, left),
-            || split::<R, GT, L2, DWD, EMA>(segments, pass, b, base + mid, pieces - left),
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, &mut a, base, left),
+            || split::<R, GT, L2, DWD, EMA>(segments, pass, &mut b, base + mid, pieces - left),
         );
         return;
     }
-    let mut rest = lanes;
     let mut pos = base;
     let end = base + n;
     for seg in segments {
         if seg.end >= end && pos < end {
             // The last piece: the rest whole, without splitting every buffer once more.
-            piece::<R, GT, L2, DWD, EMA>(seg, pass, rest);
+            piece::<R, GT, L2, DWD, EMA>(seg, pass, lanes);
             break;
         }
         if seg.end > pos {
             let take = seg.end - pos;
-            let (cur, tail) = rest.split_at(take);
-            piece::<R, GT, L2, DWD, EMA>(seg, pass, cur);
-            rest = tail;
+            let (mut cur, rest) = lanes.take().split_at(take);
+            piece::<R, GT, L2, DWD, EMA>(seg, pass, &mut cur);
+            *lanes = rest;
             pos += take;
         }
     }
@@ -397,7 +407,8 @@ struct Piece<'s, 'a, R: Rule, const GT: bool, const L2: bool, const DWD: bool, c
     seg: &'s Segment<R>,
     pass: &'s Pass,
     /// Borrowed rather than moved: the dispatch then hands over one pointer instead of
-    /// copying every buffer's slice through the stack.
+    /// copying every buffer's slice through the stack (a copy that the compiler makes with
+    /// wide loads of what was just stored narrow, which stall).
     lanes: &'s mut Lanes<'a>,
 }
 
@@ -415,13 +426,9 @@ impl<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> 
 fn piece<R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     seg: &Segment<R>,
     pass: &Pass,
-    mut lanes: Lanes<'_>,
+    lanes: &mut Lanes<'_>,
 ) {
-    lane::dispatch(Piece::<R, GT, L2, DWD, EMA> {
-        seg,
-        pass,
-        lanes: &mut lanes,
-    });
+    lane::dispatch(Piece::<R, GT, L2, DWD, EMA> { seg, pass, lanes });
 }
 
 /// Updates one segment's piece on lanes of type `L`: its whole blocks in one loop (every buffer

@@ -3,8 +3,8 @@
 
 use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
 use crate::kernels::parallel::{for_sample_runs, PerSample};
-use crate::kernels::simd::{add_assign, add_rows, copy, load_padded, pieces, store_partial};
-use wide::f32x8;
+use crate::kernels::simd::{add_assign, add_rows, copy};
+use crate::lane::{self, Lane, OnLanes, MAX_LANES};
 
 /// Output length along one dimension of a `pool`-wide window moving by `stride`.
 const fn pool_out(input: usize, pool: usize, stride: usize) -> usize {
@@ -170,26 +170,64 @@ fn max_pool<
     saved: &mut [f32],
     batch: usize,
 ) {
-    let (oh_n, ow_n) = (pool_out(H, POOL, STRIDE), pool_out(W, POOL, STRIDE));
-    let lane = f32x8::from([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
-    let mut o = 0;
-    for image in x.chunks_exact(H * W * C).take(batch) {
-        for oh in 0..oh_n {
-            for ow in 0..ow_n {
-                let corner = ((oh * STRIDE) * W + ow * STRIDE) * C;
-                for (c0, len) in pieces(C) {
-                    let (mut best, mut arg) = (f32x8::splat(f32::NEG_INFINITY), f32x8::ZERO);
-                    for off in window::<W, C, POOL>() {
-                        let at = corner + off + c0;
-                        let v = load_padded(&image[at..at + len], 0.0);
-                        let take = v.simd_gt(best) | v.is_nan();
-                        best = take.select(v, best);
-                        arg = take.select(lane + f32x8::splat(at as f32), arg);
+    lane::dispatch(MaxPool::<H, W, C, POOL, STRIDE> { x, y, saved, batch });
+}
+
+/// [`max_pool`]'s work, on any lane type: the maxima and their indices are exact, so every
+/// lane type gives the same bits.
+struct MaxPool<
+    'a,
+    const H: usize,
+    const W: usize,
+    const C: usize,
+    const POOL: usize,
+    const STRIDE: usize,
+> {
+    x: &'a [f32],
+    y: &'a mut [f32],
+    saved: &'a mut [f32],
+    batch: usize,
+}
+
+impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const STRIDE: usize> OnLanes
+    for MaxPool<'_, H, W, C, POOL, STRIDE>
+{
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        const INDICES: [f32; MAX_LANES] = {
+            let mut a = [0.0; MAX_LANES];
+            let mut i = 0;
+            while i < MAX_LANES {
+                a[i] = i as f32;
+                i += 1;
+            }
+            a
+        };
+        let Self { x, y, saved, batch } = self;
+        let (oh_n, ow_n) = (pool_out(H, POOL, STRIDE), pool_out(W, POOL, STRIDE));
+        let index = L::load(&INDICES);
+        let mut o = 0;
+        for image in x.chunks_exact(H * W * C).take(batch) {
+            for oh in 0..oh_n {
+                for ow in 0..ow_n {
+                    let corner = ((oh * STRIDE) * W + ow * STRIDE) * C;
+                    for (c0, len) in lane::pieces::<L>(C) {
+                        let (mut best, mut arg) = (L::splat(f32::NEG_INFINITY), L::ZERO);
+                        for off in window::<W, C, POOL>() {
+                            let at = corner + off + c0;
+                            let v = L::load_padded(&image[at..at + len]);
+                            // Greater, or NaN (which compares false with everything).
+                            let nan = v.simd_ne(v);
+                            let take = nan.select(nan, v.simd_gt(best));
+                            best = take.select(v, best);
+                            arg = take.select(index + L::splat(at as f32), arg);
+                        }
+                        best.store_partial(&mut y[o + c0..o + c0 + len]);
+                        arg.store_partial(&mut saved[o + c0..o + c0 + len]);
                     }
-                    store_partial(&mut y[o + c0..o + c0 + len], best);
-                    store_partial(&mut saved[o + c0..o + c0 + len], arg);
+                    o += C;
                 }
-                o += C;
             }
         }
     }
@@ -541,5 +579,34 @@ mod tests {
         type A = AvgPool2d<7, 5, 3, 3, 2>;
         assert_eq!((A::OH, A::OW, A::SAVED), (3, 2, 0));
         assert_eq!(A::new(), AvgPool2d::<7, 5, 3, 3, 2>);
+    }
+
+    #[test]
+    fn max_pool_gives_the_same_bits_on_every_lane_type() {
+        // 6x6 images of 20 channels (a lane and a partial one), windows 3 moving by 2, with
+        // ties and NaNs.
+        let x: Vec<f32> = (0..2 * 6 * 6 * 20)
+            .map(|i| match i % 17 {
+                3 => f32::NAN,
+                k => ((i * 7 + k) % 5) as f32 - 2.0,
+            })
+            .collect();
+        let run = |lanes: lane::Lanes| {
+            let (mut y, mut saved) = (vec![0.0; 2 * 2 * 2 * 20], vec![0.0; 2 * 2 * 2 * 20]);
+            lane::run_on(
+                lanes,
+                MaxPool::<6, 6, 20, 3, 2> {
+                    x: &x,
+                    y: &mut y,
+                    saved: &mut saved,
+                    batch: 2,
+                },
+            );
+            (bits(&y), bits(&saved))
+        };
+        let want = run(lane::Lanes::Wide);
+        for lanes in lane::Lanes::ALL.into_iter().filter(|l| l.available()) {
+            assert!(run(lanes) == want, "{lanes:?}");
+        }
     }
 }

@@ -87,6 +87,7 @@ impl<R: Rule> Plan<R> {
                 ema_overwrite: config
                     .ema
                     .is_some_and(|e| e.overwrite_every > 0 && t.is_multiple_of(e.overwrite_every)),
+                // The optimizer replaces it in every pass, after the gradients are known.
                 parallel_from: PARALLEL_THRESHOLD,
             },
         }

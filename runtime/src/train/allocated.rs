@@ -14,10 +14,6 @@ use core::marker::PhantomData;
 /// the heap, so a large model does not touch the stack); [`run`](Step::run) allocates nothing.
 pub type TrainStep<M, R, const B: usize, U = Full> = Step<M, R, B, U, Allocated>;
 
-fn zeros(n: usize) -> AlignedFloats {
-    AlignedFloats::zeros(n)
-}
-
 impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
     /// A train step for `model` with the default [`Config`]. A step of `B = 0` does not
     /// compile.
@@ -33,13 +29,13 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
         debug_assert_eq!(model.params().len(), M::PARAMS);
         Step {
             bufs: Buffers {
-                grads: zeros(grads_len::<M, U>()),
-                acts: zeros(M::ACTIVATIONS * B),
-                node_grads: zeros(M::NODE_GRADS * B),
-                dx: zeros(M::IN * B),
-                state: zeros(M::STATE),
-                scratch: zeros(M::scratch_len(B)),
-                gemm: zeros(M::gemm_len(B)),
+                grads: AlignedFloats::zeros(grads_len::<M, U>()),
+                acts: AlignedFloats::zeros(M::ACTIVATIONS * B),
+                node_grads: AlignedFloats::zeros(M::NODE_GRADS * B),
+                dx: AlignedFloats::zeros(M::IN * B),
+                state: AlignedFloats::zeros(M::STATE),
+                scratch: AlignedFloats::zeros(M::scratch_len(B)),
+                gemm: AlignedFloats::zeros(M::gemm_len(B)),
             },
             optimizer: Optimizer::allocate(rule, &lens, config),
             seed: DEFAULT_SEED,

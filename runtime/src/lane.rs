@@ -407,6 +407,30 @@ pub fn erf<L: Lane>(x: L) -> L {
     x.erf()
 }
 
+/// The largest value of `s` that is not NaN, `-inf` if there is none: the value of a fold with
+/// [`math::max`](crate::math::max) from `-inf`, up to the sign of a zero. Whole lanes of `s`
+/// go through `max`, then the lanes and the tail through `math::max`.
+#[inline(always)]
+pub fn max_of<L: Lane>(s: &[f32]) -> f32 {
+    let full = s.len() / L::LANES * L::LANES;
+    let mut most = L::splat(f32::NEG_INFINITY);
+    for i in (0..full).step_by(L::LANES) {
+        most = most.max(L::load(&s[i..]));
+    }
+    let mut lanes = [f32::NEG_INFINITY; MAX_LANES];
+    most.store(&mut lanes);
+    let mut width = L::LANES;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            lanes[i] = crate::math::max(lanes[i], lanes[i + width]);
+        }
+    }
+    s[full..]
+        .iter()
+        .fold(lanes[0], |m, &v| crate::math::max(m, v))
+}
+
 /// `x` limited to `[lo, hi]`; a NaN `x` stays NaN.
 #[inline(always)]
 pub fn clamp<L: Lane>(x: L, lo: L, hi: L) -> L {
@@ -576,6 +600,83 @@ mod tests {
                 compared > 1,
                 "a register lane type was compared on a SIMD CPU"
             );
+        }
+    }
+
+    /// Every tail length loads as its values and zeros, and stores only its values.
+    struct PaddedTails;
+
+    impl OnLanes for PaddedTails {
+        type Output = ();
+        fn run<L: Lane>(self) {
+            let src: std::vec::Vec<f32> = (0..=L::LANES).map(|i| i as f32 + 0.5).collect();
+            for n in 0..=L::LANES {
+                let mut lanes = [f32::NAN; MAX_LANES];
+                L::load_padded(&src[..n]).store(&mut lanes);
+                for (i, &v) in lanes[..L::LANES].iter().enumerate() {
+                    let want = if i < n { src[i] } else { 0.0 };
+                    assert_eq!(v.to_bits(), want.to_bits(), "load of {n}, lane {i}");
+                }
+                let mut dst = [-1.0; MAX_LANES + 1];
+                L::splat(7.0).store_partial(&mut dst[..n]);
+                for (i, &v) in dst.iter().enumerate() {
+                    let want = if i < n { 7.0 } else { -1.0 };
+                    assert_eq!(v, want, "store of {n}, element {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn padded_loads_and_partial_stores_touch_only_the_slice() {
+        for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
+            run_on(lanes, PaddedTails);
+        }
+    }
+
+    /// [`max_of`] of every slice of `values` starting at `from`, up to `len` long.
+    struct Maxima<'a> {
+        values: &'a [f32],
+        from: usize,
+        len: usize,
+    }
+
+    impl OnLanes for Maxima<'_> {
+        type Output = std::vec::Vec<f32>;
+        fn run<L: Lane>(self) -> std::vec::Vec<f32> {
+            let s = &self.values[self.from..];
+            (0..=self.len).map(|n| max_of::<L>(&s[..n])).collect()
+        }
+    }
+
+    #[test]
+    fn max_of_is_the_fold_of_math_max_on_every_lane_type() {
+        let mut values = awkward_values(400, 3);
+        values[200..260].fill(f32::NAN);
+        values[230] = -5.0;
+        for from in [0, 1, 5, 190, 200, 231] {
+            let len = 100.min(values.len() - from);
+            let s = &values[from..];
+            let want: std::vec::Vec<f32> = (0..=len)
+                .map(|n| {
+                    s[..n]
+                        .iter()
+                        .fold(f32::NEG_INFINITY, |m, &v| math::max(m, v))
+                })
+                .collect();
+            for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
+                let got = run_on(
+                    lanes,
+                    Maxima {
+                        values: &values,
+                        from,
+                        len,
+                    },
+                );
+                for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(g == w, "{lanes:?}: max of {n} from {from}: {g} for {w}");
+                }
+            }
         }
     }
 

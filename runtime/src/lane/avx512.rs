@@ -44,6 +44,16 @@ const fn splat_const(v: f32) -> Avx512 {
     Avx512(unsafe { core::mem::transmute::<[f32; WIDTH], __m512>([v; WIDTH]) })
 }
 
+/// The mask of the first `min(n, 16)` lanes.
+#[inline(always)]
+fn first_lanes(n: usize) -> __mmask16 {
+    if n >= WIDTH {
+        __mmask16::MAX
+    } else {
+        (1 << n) - 1
+    }
+}
+
 /// The sign bit of every lane.
 const SIGN: Avx512 = splat_const(-0.0);
 
@@ -166,6 +176,17 @@ impl Lane for Avx512 {
         let s = &mut s[..WIDTH];
         // SAFETY: see the module docs; `s` has room for the sixteen values written.
         unsafe { _mm512_storeu_ps(s.as_mut_ptr(), self.0) };
+    }
+    #[inline(always)]
+    fn load_padded(s: &[f32]) -> Self {
+        // SAFETY: see the module docs; the mask reads only the values `s` holds, and masked
+        // lanes neither read memory nor fault.
+        Avx512(unsafe { _mm512_maskz_loadu_ps(first_lanes(s.len()), s.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store_partial(self, s: &mut [f32]) {
+        // SAFETY: as in `load_padded`, for the values written.
+        unsafe { _mm512_mask_storeu_ps(s.as_mut_ptr(), first_lanes(s.len()), self.0) };
     }
     #[inline(always)]
     fn sqrt(self) -> Self {

@@ -422,18 +422,16 @@ impl Softmax {
     /// [`lane::dispatch`] picks, the sum in `f32x8` lanes, so that every lane type adds in the
     /// same order and gives the same bits.
     pub(crate) fn row(y: &mut [f32]) {
-        let max = y
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, &v| crate::math::max(m, v));
-        lane::dispatch(Exponentials { y: &mut *y, max });
-        let mut sum = f32x8::ZERO;
-        for (i, n) in pieces(y.len()) {
-            sum += load_padded(&y[i..i + n], 0.0);
+        let row = y.len();
+        Self::rows(y, row, false);
+    }
+
+    /// [`Softmax::row`] of every `row` values of `y`, in one dispatch; with `causal`, row `i`
+    /// over its first `i + 1` values only, and 0 after them (a causal attention's weights).
+    pub(crate) fn rows(y: &mut [f32], row: usize, causal: bool) {
+        if !y.is_empty() {
+            lane::dispatch(SoftmaxRows { y, row, causal });
         }
-        lane::dispatch(Divide {
-            y,
-            by: sum.reduce_add(),
-        });
     }
 
     /// The gradient through the softmax of one row `y`: `dy` becomes `y * (dy - Σ y dy)`.
@@ -458,34 +456,38 @@ fn map_lanes<L: Lane>(y: &mut [f32], f: impl Fn(L) -> L) {
     }
 }
 
-/// `y = e^(y - max)`, on any lane type.
-struct Exponentials<'a> {
+/// [`Softmax::rows`], on any lane type.
+struct SoftmaxRows<'a> {
     y: &'a mut [f32],
-    max: f32,
+    row: usize,
+    causal: bool,
 }
 
-impl OnLanes for Exponentials<'_> {
+impl OnLanes for SoftmaxRows<'_> {
     type Output = ();
     #[inline(always)]
     fn run<L: Lane>(self) {
-        let m = L::splat(self.max);
-        map_lanes(self.y, |v: L| (v - m).exp());
+        for (i, row) in self.y.chunks_exact_mut(self.row).enumerate() {
+            let seen = if self.causal { i + 1 } else { row.len() };
+            let (seen, masked) = row.split_at_mut(seen);
+            softmax_row::<L>(seen);
+            masked.fill(0.0);
+        }
     }
 }
 
-/// `y = y / by`, on any lane type.
-struct Divide<'a> {
-    y: &'a mut [f32],
-    by: f32,
-}
-
-impl OnLanes for Divide<'_> {
-    type Output = ();
-    #[inline(always)]
-    fn run<L: Lane>(self) {
-        let by = L::splat(self.by);
-        map_lanes(self.y, |v: L| v / by);
+/// The softmax of one row on lanes of type `L`: `e^(y - max)` and the division on `L`, the sum
+/// in `f32x8` order.
+#[inline(always)]
+fn softmax_row<L: Lane>(y: &mut [f32]) {
+    let m = L::splat(lane::max_of::<L>(y));
+    map_lanes(y, |v: L| (v - m).exp());
+    let mut sum = f32x8::ZERO;
+    for (i, n) in pieces(y.len()) {
+        sum += load_padded(&y[i..i + n], 0.0);
     }
+    let by = L::splat(sum.reduce_add());
+    map_lanes(y, |v: L| v / by);
 }
 
 impl Activation for Softmax {
@@ -873,6 +875,30 @@ mod tests {
         for (i, n) in pieces(y.len()) {
             let v = load_padded(&y[i..i + n], 0.0) / sum;
             store_partial(&mut y[i..i + n], v);
+        }
+    }
+
+    #[test]
+    fn causal_softmax_rows_give_the_bits_of_each_prefix_on_every_lane_type() {
+        let seq = 37;
+        let scores: Vec<f32> = (0..seq * seq)
+            .map(|i| ((i * 53 % 31) as f32 - 15.0) * 0.61)
+            .collect();
+        let mut want = scores.clone();
+        for (i, row) in want.chunks_exact_mut(seq).enumerate() {
+            let (seen, masked) = row.split_at_mut(i + 1);
+            softmax_in_f32x8(seen);
+            masked.fill(0.0);
+        }
+        for lanes in lane::Lanes::ALL.into_iter().filter(|l| l.available()) {
+            let mut got = scores.clone();
+            let rows = SoftmaxRows {
+                y: &mut got,
+                row: seq,
+                causal: true,
+            };
+            lane::run_on(lanes, rows);
+            assert_eq!(bits(&got), bits(&want), "{lanes:?}");
         }
     }
 

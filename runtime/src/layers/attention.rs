@@ -167,16 +167,6 @@ fn head_mut(d: AttentionDims, sample: &mut [f32], h: usize) -> MatMut<'_> {
     )
 }
 
-/// Row `i` of the scores becomes the softmax of its first `i + 1` values (the lane softmax of
-/// [`Softmax`]), and 0 after them.
-fn causal_softmax(scores: &mut [f32], seq: usize) {
-    for (i, row) in scores.chunks_exact_mut(seq).enumerate() {
-        let (seen, masked) = row.split_at_mut(i + 1);
-        Softmax::row(seen);
-        masked.fill(0.0);
-    }
-}
-
 /// `dp` becomes the gradient of the scores: `p * (dp - Σ_j p[j] dp[j])` over each row's first
 /// `i + 1` values, 0 where masked.
 fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize) {
@@ -199,7 +189,7 @@ fn attend(d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32], ws: 
     for (h, p) in p.chunks_exact_mut(s * s).enumerate() {
         let scores = MatMut::row_major(p, s, s);
         gemm(scale, head(d, q, h), head(d, k, h).t(), 0.0, scores, ws);
-        causal_softmax(p, s);
+        Softmax::rows(p, s, true);
         let p = MatRef::row_major(p, s, s);
         gemm(1.0, p, head(d, v, h), 0.0, head_mut(d, c, h), ws);
     }

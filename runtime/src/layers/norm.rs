@@ -177,8 +177,8 @@ fn normalize_rows<const R: usize>(
         .zip(&stats)
     {
         s.copy_from_slice(&[mean, rstd]);
-        for i in 0..n {
-            yr[i] = (xr[i] - mean) * rstd * gamma[i] + beta[i];
+        for (((y, &x), &g), &b) in yr.iter_mut().zip(xr).zip(gamma).zip(beta) {
+            *y = (x - mean) * rstd * g + b;
         }
     }
 }
@@ -244,10 +244,10 @@ fn backward_rows<const R: usize>(
     let (xs, dys) = (rows::<R>(x, n), rows::<R>(dy, n));
     let stats: [(f32, f32); R] = core::array::from_fn(|r| (saved[2 * r], saved[2 * r + 1]));
     for ((x, dy), &(mean, rstd)) in xs.iter().zip(&dys).zip(&stats) {
-        for i in 0..n {
-            let xhat = (x[i] - mean) * rstd;
-            dgamma[i] += dy[i] * xhat;
-            dbeta[i] += dy[i];
+        let sums = dgamma.iter_mut().zip(dbeta.iter_mut());
+        for (((dg, db), &x), &dy) in sums.zip(*x).zip(*dy) {
+            *dg += dy * ((x - mean) * rstd);
+            *db += dy;
         }
     }
     let (mut sum_g, mut sum_gx) = ([0.0f64; R], [0.0f64; R]);
@@ -266,10 +266,13 @@ fn backward_rows<const R: usize>(
     for (r, d) in dx.chunks_exact_mut(n).enumerate() {
         let (mean, rstd) = stats[r];
         let (mean_g, mean_gx) = ((sum_g[r] / n as f64) as f32, (sum_gx[r] / n as f64) as f32);
-        for (i, d) in d.iter_mut().enumerate() {
-            let xhat = (xs[r][i] - mean) * rstd;
-            let v = rstd * (dys[r][i] * gamma[i] - mean_g - xhat * mean_gx);
-            *d = if add { *d + v } else { v };
+        let v = |x: f32, dy: f32, g: f32| rstd * (dy * g - mean_g - (x - mean) * rstd * mean_gx);
+        let terms = d.iter_mut().zip(xs[r]).zip(dys[r]).zip(gamma);
+        // Two loops, so that neither decides per element whether to add.
+        if add {
+            terms.for_each(|(((d, &x), &dy), &g)| *d += v(x, dy, g));
+        } else {
+            terms.for_each(|(((d, &x), &dy), &g)| *d = v(x, dy, g));
         }
     }
 }

@@ -10,12 +10,17 @@ use wide::f32x8;
 /// accumulator of its position in the lane, and the eight accumulators are added in a fixed
 /// order at the end, so the result depends on the values and their order only (not on
 /// threads, alignment or how a caller chunks its slices beyond their length).
-struct LaneSum([f64; LANES]);
+pub(super) struct LaneSum([f64; LANES]);
 
 impl LaneSum {
+    /// Zero in every accumulator.
+    pub(super) fn new() -> LaneSum {
+        LaneSum([0.0; LANES])
+    }
+
     /// Adds the first `k` lanes of `v`; the others (a padded tail) are left out.
     #[inline(always)]
-    fn add(&mut self, v: f32x8, k: usize) {
+    pub(super) fn add(&mut self, v: f32x8, k: usize) {
         let v = v.to_array();
         for (j, (a, x)) in self.0.iter_mut().zip(v).enumerate() {
             if j < k {
@@ -25,7 +30,7 @@ impl LaneSum {
     }
 
     /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`.
-    fn total(&self) -> f64 {
+    pub(super) fn total(&self) -> f64 {
         let a = &self.0;
         ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
     }
@@ -62,7 +67,7 @@ pub fn lanes_loss_and_grad(
     check_lengths(pred, target, n);
     assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
     let count = f32x8::splat(pred.len() as f32);
-    let mut sum = LaneSum([0.0; LANES]);
+    let mut sum = LaneSum::new();
     for (i, k) in pieces(pred.len()) {
         let (v, d) = f(
             load_padded(&pred[i..i + k], 0.0),
@@ -92,7 +97,7 @@ pub fn lanes_loss(
     f: impl Fn(f32x8, f32x8) -> f32x8,
 ) -> f32 {
     check_lengths(pred, target, n);
-    let mut sum = LaneSum([0.0; LANES]);
+    let mut sum = LaneSum::new();
     for (i, k) in pieces(pred.len()) {
         sum.add(
             f(

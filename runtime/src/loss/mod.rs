@@ -3,7 +3,9 @@
 //!
 //! The built-ins are not written with `loss!`, which computes each element in `f32` and sums by
 //! lane: they compute in `f64` and sum in order, so none would keep its bits (tests/loss.rs
-//! finds the rewritten ones within 1e-6), and `SoftmaxCrossEntropy` is not element-wise.
+//! finds the rewritten ones within 1e-6), and `SoftmaxCrossEntropy` is not element-wise (its
+//! exponentials are `f32`, on the dispatched lanes, as PyTorch's; its sums and logarithm
+//! `f64`).
 //!
 //! A train step takes a batch's targets as [`Targets`] of the model's loss, so that targets of
 //! the wrong type are an error that names the loss and the type it takes.
@@ -12,6 +14,11 @@ pub(crate) mod lanes;
 mod targets;
 
 pub use targets::Targets;
+
+use crate::kernels::simd::{load_padded, pieces};
+use crate::lane::{self, Lane, OnLanes};
+use lanes::LaneSum;
+use wide::f64x4;
 
 /// A target of a loss: a class label or a real value.
 pub trait TargetValue: Copy {
@@ -258,6 +265,9 @@ fn bce(z: f64, y: f64) -> f64 {
 /// any finite logits give a finite loss. The gradient is `(softmax(z) - onehot) / batch`;
 /// a sample is [correct](Loss::correct) when the first largest logit is its class.
 ///
+/// Each `e^(z - max)` is computed in `f32` on the dispatched lanes (the same bits on every lane
+/// type), and summed, logged and divided in `f64`.
+///
 /// # Panics
 /// If a class index is not below `n`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -283,13 +293,101 @@ impl SoftmaxCrossEntropy {
         })
     }
 
-    /// `(max, Σ e^(z - max))` of a row, in `f64`.
-    fn max_and_sum(row: &[f32]) -> (f64, f64) {
-        let max = row
-            .iter()
-            .fold(f64::NEG_INFINITY, |m, &z| math::max(m, f64::from(z)));
-        let sum = row.iter().map(|&z| math::exp(f64::from(z) - max)).sum();
-        (max, sum)
+    /// `(max, Σ e^(z - max))` of a row: the exponentials in `f32` on the dispatched lanes
+    /// (as PyTorch's `log_softmax`), written to `exps` (at least as long as the row), and
+    /// summed in `f64` in the fixed order of [`LaneSum`].
+    fn max_and_sum(row: &[f32], exps: &mut [f32]) -> (f64, f64) {
+        let max = lane::dispatch(RowMax(row));
+        let exps = &mut exps[..row.len()];
+        lane::dispatch(ShiftedExponentials {
+            z: row,
+            max,
+            out: &mut *exps,
+        });
+        (f64::from(max), exp_sum(exps))
+    }
+
+    /// [`max_and_sum`](Self::max_and_sum) without room for the exponentials: they go through
+    /// a buffer on the stack, a whole number of lanes at a time, so the sum adds the same values
+    /// in the same order.
+    fn max_and_sum_chunked(row: &[f32]) -> (f64, f64) {
+        let max = lane::dispatch(RowMax(row));
+        let mut buffer = [0.0; CHUNK];
+        let mut sum = LaneSum::new();
+        for z in row.chunks(CHUNK) {
+            let out = &mut buffer[..z.len()];
+            lane::dispatch(ShiftedExponentials {
+                z,
+                max,
+                out: &mut *out,
+            });
+            add_lanes(&mut sum, out);
+        }
+        (f64::from(max), sum.total())
+    }
+
+    /// `g` (the row's exponentials) becomes `(softmax - onehot(class)) * inv`: the division by
+    /// `sum` in `f64x4`, the rest per element.
+    fn gradient_row(g: &mut [f32], sum: f64, class: usize, inv: f64) {
+        let by = f64x4::splat(sum);
+        for (i, chunk) in g.chunks_mut(4).enumerate() {
+            let mut lanes = [0.0; 4];
+            for (x, &v) in lanes.iter_mut().zip(chunk.iter()) {
+                *x = f64::from(v);
+            }
+            let p = (f64x4::from(lanes) / by).to_array();
+            for (j, (gj, &p)) in chunk.iter_mut().zip(&p).enumerate() {
+                let onehot = if 4 * i + j == class { 1.0 } else { 0.0 };
+                *gj = ((p - onehot) * inv) as f32;
+            }
+        }
+    }
+}
+
+/// Logits per pass of [`SoftmaxCrossEntropy::max_and_sum_chunked`] (a whole number of lanes).
+const CHUNK: usize = 64;
+
+/// Adds `values` to `sum`, eight at a time.
+fn add_lanes(sum: &mut LaneSum, values: &[f32]) {
+    for (i, n) in pieces(values.len()) {
+        sum.add(load_padded(&values[i..i + n], 0.0), n);
+    }
+}
+
+/// The sum of `values` in `f64`, in the order of [`LaneSum`].
+fn exp_sum(values: &[f32]) -> f64 {
+    let mut sum = LaneSum::new();
+    add_lanes(&mut sum, values);
+    sum.total()
+}
+
+/// The largest logit of a row that is not NaN ([`lane::max_of`]).
+struct RowMax<'a>(&'a [f32]);
+
+impl OnLanes for RowMax<'_> {
+    type Output = f32;
+    #[inline(always)]
+    fn run<L: Lane>(self) -> f32 {
+        lane::max_of::<L>(self.0)
+    }
+}
+
+/// `out = e^(z - max)`, on any lane type.
+struct ShiftedExponentials<'a> {
+    z: &'a [f32],
+    max: f32,
+    out: &'a mut [f32],
+}
+
+impl OnLanes for ShiftedExponentials<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let m = L::splat(self.max);
+        for (i, n) in lane::pieces::<L>(self.z.len()) {
+            let e = (L::load_padded(&self.z[i..i + n]) - m).exp();
+            e.store_partial(&mut self.out[i..i + n]);
+        }
     }
 }
 
@@ -309,29 +407,16 @@ impl Loss for SoftmaxCrossEntropy {
         let inv = inv_count(target.len());
         let mut total = 0.0f64;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
-            let max = row
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, &z| math::max(m, f64::from(z)));
-            // One exponential per logit: kept in `g` until the sum is known.
-            let mut sum = 0.0f64;
-            for (gj, &z) in g.iter_mut().zip(row) {
-                let e = math::exp(f64::from(z) - max);
-                sum += e;
-                *gj = e as f32;
-            }
+            let (max, sum) = Self::max_and_sum(row, g);
             total += max + math::ln(sum) - f64::from(row[class]);
-            for (j, gj) in g.iter_mut().enumerate() {
-                let p = f64::from(*gj) / sum;
-                let onehot = if j == class { 1.0 } else { 0.0 };
-                *gj = ((p - onehot) * inv) as f32;
-            }
+            Self::gradient_row(g, sum, class, inv);
         }
         (total * inv) as f32
     }
     fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
         let total: f64 = Self::rows(pred, target, n)
             .map(|(row, class)| {
-                let (max, sum) = Self::max_and_sum(row);
+                let (max, sum) = Self::max_and_sum_chunked(row);
                 max + math::ln(sum) - f64::from(row[class])
             })
             .sum();
@@ -434,6 +519,67 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
     use wide::f32x8;
+
+    /// A row of logits of many classes, some far below the others.
+    fn wide_row(n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 37 % 41) as f32 - 20.0) * 0.53 - if i % 9 == 4 { 60.0 } else { 0.0 })
+            .collect()
+    }
+
+    #[test]
+    fn cross_entropy_exponentials_give_the_same_bits_on_every_lane_type() {
+        use crate::lane::{run_on, Lanes};
+        let row = wide_row(150);
+        let max = run_on(Lanes::Wide, RowMax(&row));
+        assert_eq!(max, row.iter().fold(f32::MIN, |m, &v| m.max(v)));
+        let mut want = vec![0.0; row.len()];
+        let z = &row;
+        run_on(
+            Lanes::Wide,
+            ShiftedExponentials {
+                z,
+                max,
+                out: &mut want,
+            },
+        );
+        for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
+            assert_eq!(run_on(lanes, RowMax(&row)).to_bits(), max.to_bits());
+            let mut got = vec![f32::NAN; row.len()];
+            run_on(
+                lanes,
+                ShiftedExponentials {
+                    z,
+                    max,
+                    out: &mut got,
+                },
+            );
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{lanes:?}");
+        }
+    }
+
+    #[test]
+    fn the_loss_alone_sums_the_exponentials_of_loss_and_grad() {
+        for classes in [3, 64, 65, 150, 300] {
+            let pred: Vec<f32> = wide_row(2 * classes);
+            let target = [1, (classes - 1) as u32];
+            let mut grad = vec![0.0; pred.len()];
+            let both = SoftmaxCrossEntropy::loss_and_grad(&pred, &target, &mut grad, classes);
+            let alone = SoftmaxCrossEntropy::loss(&pred, &target, classes);
+            assert_eq!(both.to_bits(), alone.to_bits(), "{classes} classes");
+            let mut exact = 0.0;
+            for (row, &class) in pred.chunks(classes).zip(&target) {
+                let max = row.iter().fold(f64::MIN, |m, &v| m.max(f64::from(v)));
+                let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+                exact += (max + sum.ln() - f64::from(row[class as usize])) / 2.0;
+            }
+            assert!(
+                (f64::from(both) - exact).abs() < 1e-6 * exact.abs(),
+                "{classes} classes"
+            );
+        }
+    }
 
     /// Central differences of `L::loss` in `f64` steps on `f32` inputs are too coarse, so
     /// the check perturbs by a relatively large step and compares loosely; the exact values

@@ -303,7 +303,8 @@ const fn path(m: usize, k: usize, n: usize, t: Tile) -> Path {
 /// Estimated cost of an `m`x`k`x`n` product computed as is with tile `t`, whose `C` has
 /// `c_strides`, in sixteenths of a cycle of one Zen 4 core (as `bench_gemm` measures it):
 /// multiply-adds over padded tiles (16 per cycle, but at least 4 cycles of `mul_add` latency
-/// per step of `k`; 60% more with an unpacked `A`), plus 3/8 of a cycle per load of a step of
+/// per step of `k`; 10% more with an unpacked `A`, read eight rows at a time, as measured on
+/// Zen 5), plus 3/8 of a cycle per load of a step of
 /// `k` (one per row of the tile, one per vector of `B`: a tile one vector wide loads more per
 /// multiply-add than a wider one), half a cycle per packed float, and per
 /// element of `C` and block of `k` a write-back that costs 1/8 of a cycle along rows, 0.7
@@ -317,7 +318,7 @@ fn cost(m: usize, k: usize, n: usize, c_strides: (usize, usize), t: Tile) -> usi
     };
     let compute = tiles_compute(m, k, n, (rows, cols), t.lanes);
     let compute = match path {
-        Path::Packed { pack_a: false } => compute / 10 * 16,
+        Path::Packed { pack_a: false } => compute / 10 * 11,
         _ => compute,
     };
     let a_packed = if pack_a { m } else { 0 };

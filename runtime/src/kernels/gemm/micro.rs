@@ -233,38 +233,81 @@ fn tile<S: Vector, const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[S;
     acc
 }
 
+/// Rows of `A` that [`tile_unpacked`] reads side by side: their offsets stay in registers
+/// (sixteen do not), and eight chains of `mul_add` one vector wide cover its latency.
+const UNPACKED_ROWS: usize = 8;
+
+/// The rows of a short last group of [`tile_unpacked`] (in a tile of 12 rows).
+const HALF_GROUP: usize = UNPACKED_ROWS / 2;
+
 /// The microkernel on an unpacked `A`: the `mr`x`kc` block `a` (`1 <= mr <= R`) is read where
-/// it is; rows past `mr` repeat the last row, and their results are not written back.
+/// it is against the `B` panel `b`, and written where `to` says. A tile of at most
+/// [`UNPACKED_ROWS`] rows runs whole; a taller one runs in groups of that many rows (the last
+/// of up to [`HALF_GROUP`] rows in a smaller group), each written back before the next starts,
+/// and groups past `mr` are not computed. In a group cut by `mr`, the missing rows repeat its
+/// last row, and are not written back.
 #[inline(always)]
 fn tile_unpacked<S: Vector, const R: usize, const V: usize>(
     a: MatRef<'_>,
     mr: usize,
     b: &[f32],
-) -> [[S; V]; R] {
-    let kc = a.cols;
-    let mut acc = [[S::zero(); V]; R];
-    let row = |i: usize| i.min(mr - 1) * a.rs;
-    if a.cs == 1 {
-        let rows: [&[f32]; R] = core::array::from_fn(|i| &a.data[row(i)..row(i) + kc]);
-        for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
-            let bv = load_b::<S, V>(bp);
-            for (acc_row, r) in acc.iter_mut().zip(&rows) {
-                let ai = S::splat(r[p]);
-                for (x, &y) in acc_row.iter_mut().zip(&bv) {
-                    *x = acc_step(ai, y, *x);
-                }
-            }
+    to: Dest<'_, '_, S>,
+    nr: usize,
+) {
+    if R <= UNPACKED_ROWS {
+        write_tile(rows_unpacked::<S, R, V>(a, mr, b), to, (mr, nr));
+        return;
+    }
+    let Dest {
+        c,
+        at: (i0, j0),
+        alpha,
+        beta,
+    } = to;
+    let mut first = 0;
+    while first < mr {
+        let rows = (mr - first).min(UNPACKED_ROWS);
+        let group = a.sub(first, 0, rows, a.cols);
+        let to = Dest {
+            c: &mut *c,
+            at: (i0 + first, j0),
+            alpha,
+            beta,
+        };
+        if rows <= HALF_GROUP {
+            let acc = rows_unpacked::<S, HALF_GROUP, V>(group, rows, b);
+            write_tile(acc, to, (rows, nr));
+        } else {
+            let acc = rows_unpacked::<S, UNPACKED_ROWS, V>(group, rows, b);
+            write_tile(acc, to, (rows, nr));
         }
-    } else {
-        let rows: [usize; R] = core::array::from_fn(row);
-        for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
-            let bv = load_b::<S, V>(bp);
-            let off = p * a.cs;
-            for (acc_row, &r) in acc.iter_mut().zip(&rows) {
-                let ai = S::splat(a.data[r + off]);
-                for (x, &y) in acc_row.iter_mut().zip(&bv) {
-                    *x = acc_step(ai, y, *x);
-                }
+        first += rows;
+    }
+}
+
+/// The `G`-row tile `Σ_p a[p] ⊗ b[p]` of the first `mr` rows of `a` (rows past `mr` repeat
+/// row `mr - 1`), in registers: one offset per row and one for the step of `k`, so that each
+/// `A` value is a broadcast operand.
+#[inline(always)]
+fn rows_unpacked<S: Vector, const G: usize, const V: usize>(
+    a: MatRef<'_>,
+    mr: usize,
+    b: &[f32],
+) -> [[S; V]; G] {
+    let kc = a.cols;
+    let mut acc = [[S::zero(); V]; G];
+    let rows: [usize; G] = core::array::from_fn(|i| i.min(mr - 1) * a.rs);
+    // `a` holds element `(i, p)` at `i * rs + p * cs` for every `i < mr` and `p < kc` (a
+    // `MatRef` checks its span), which the read below relies on.
+    assert!(0 < mr && mr <= a.rows && b.len() >= kc * S::LANES * V);
+    for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
+        let bv = load_b::<S, V>(bp);
+        let off = p * a.cs;
+        for (acc_row, &r) in acc.iter_mut().zip(&rows) {
+            // SAFETY: `r` is the offset of a row below `mr` and `p < kc`: see above.
+            let ai = S::splat(unsafe { *a.data.get_unchecked(r + off) });
+            for (x, &y) in acc_row.iter_mut().zip(&bv) {
+                *x = acc_step(ai, y, *x);
             }
         }
     }
@@ -419,17 +462,19 @@ fn block_tiles<S: Vector, const R: usize, const V: usize>(
         let nr = w.min(nc - j0);
         for i0 in (0..mc).step_by(R) {
             let mr = R.min(mc - i0);
-            let acc = match a.packed {
-                Some(panels) => tile::<S, R, V>(&panels[i0 * kc..(i0 + R) * kc], b_panel),
-                None => tile_unpacked::<S, R, V>(a.a.sub(i0, 0, mr, kc), mr, b_panel),
-            };
             let to = Dest {
                 c: &mut c,
                 at: (i0, j0),
                 alpha,
                 beta,
             };
-            write_tile(acc, to, (mr, nr));
+            match a.packed {
+                Some(panels) => {
+                    let acc = tile::<S, R, V>(&panels[i0 * kc..(i0 + R) * kc], b_panel);
+                    write_tile(acc, to, (mr, nr));
+                }
+                None => tile_unpacked::<S, R, V>(a.a.sub(i0, 0, mr, kc), mr, b_panel, to, nr),
+            }
         }
     }
 }
@@ -499,14 +544,13 @@ pub(super) fn small<S: Vector, const R: usize, const V: usize>(
     let beta = Beta::for_block(beta, 0);
     for i0 in (0..m).step_by(R) {
         let mr = R.min(m - i0);
-        let acc = tile_unpacked::<S, R, V>(a.sub(i0, 0, mr, k), mr, panel);
         let to = Dest {
             c: &mut c,
             at: (i0, 0),
             alpha: alpha_v,
             beta,
         };
-        write_tile(acc, to, (mr, n));
+        tile_unpacked::<S, R, V>(a.sub(i0, 0, mr, k), mr, panel, to, n);
     }
 }
 

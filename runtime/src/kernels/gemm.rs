@@ -434,6 +434,32 @@ const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
     most
 }
 
+/// At least [`piece_len_any`]`(m, k, n)`, without a division by a tile's size: each packed
+/// block rounded up by the largest tile instead of its own (the small path's `k * nr` is
+/// within it too, since `kc_max(k) = k` there).
+const fn piece_len_bound(m: usize, k: usize, n: usize) -> usize {
+    let (most, [mr, nr, mc, nc]) = (max(m, n), LARGEST_TILE);
+    (min(most, mc) + mr + min(most, nc) + nr) * kc_max(k)
+}
+
+/// The largest `mr`, `nr`, `mc` and `nc` of the [`CANDIDATE_TILES`].
+const LARGEST_TILE: [usize; 4] = {
+    let (tiles, count) = CANDIDATE_TILES;
+    let mut most = [0; 4];
+    let mut i = 0;
+    while i < count {
+        let t = tiles[i];
+        most = [
+            max(most[0], t.mr),
+            max(most[1], t.nr),
+            max(most[2], t.mc),
+            max(most[3], t.nc),
+        ];
+        i += 1;
+    }
+    most
+};
+
 /// The tiles of every microkernel of the [`CANDIDATES`], and how many there are.
 const CANDIDATE_TILES: ([Tile; 4], usize) = {
     let mut tiles = [Micro::Portable.tile(); 4];
@@ -585,7 +611,13 @@ pub fn gemm_on(
     );
     let (m, k, n) = (a.rows, a.cols, b.cols);
     check_shapes("gemm", (m, k, n), b.rows, &c);
-    let need = piece_len_any(m, k, n);
+    // The exact need divides by the size of every tile; it is computed only where the
+    // workspace may be short of it, or where it cuts the workspace into pieces.
+    let need = if wants_threads(m, k, n) || workspace.len() < piece_len_bound(m, k, n) {
+        piece_len_any(m, k, n)
+    } else {
+        0
+    };
     assert!(
         workspace.len() >= need,
         "gemm: the workspace holds {} floats, a {m}x{k}x{n} product needs {need} \

@@ -812,6 +812,25 @@ fn k_blocks_cover_k_in_order() {
 }
 
 #[test]
+fn the_cheap_workspace_bound_covers_every_tile_and_orientation() {
+    let sizes = [
+        1, 2, 5, 11, 12, 16, 17, 31, 64, 100, 191, 192, 257, 1024, 3000,
+    ];
+    for m in sizes {
+        for k in sizes {
+            for n in sizes {
+                let (bound, need) = (piece_len_bound(m, k, n), piece_len_any(m, k, n));
+                assert!(bound >= need, "{m}x{k}x{n}: bound {bound} below {need}");
+                assert!(
+                    bound <= 4 * need + 64 * kc_max(k),
+                    "{m}x{k}x{n}: bound {bound} far above {need}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 #[should_panic(expected = "B has 4 rows")]
 fn mismatched_shapes_panic() {
     let x = [0.0; 12];

@@ -6,8 +6,9 @@
 //! lane ([`load_padded`]) and only its valid lanes are written back ([`store_partial`]), so it
 //! runs the same lane code and a value's result never depends on where it sits. (The lane
 //! *math* that generated code calls, `sigmoid`, `erf` and the like, is in
-//! [`lane`](crate::lane).)
+//! [`lane`](crate::lane), whose dispatched lanes also run the column sums, [`add_rows`].)
 
+use crate::lane::{self, Lane, OnLanes};
 use crate::LANES;
 use wide::f32x8;
 
@@ -110,13 +111,46 @@ pub(crate) fn copy(dst: &mut [f32], src: &[f32]) {
 }
 
 /// `acc[j] += row[j]` for every `row` of `rows` (each `acc.len()` values long), row after
-/// row: the column sums of a row-major matrix, in a fixed order.
+/// row: the column sums of a row-major matrix, in a fixed order. Runs on the lanes
+/// [`lane::dispatch`] picks, a block of columns in registers while every row is added to it
+/// (the same additions in the same order, so the same bits on every lane type).
 pub(crate) fn add_rows(acc: &mut [f32], rows: &[f32]) {
-    if acc.is_empty() {
-        return;
+    if !acc.is_empty() {
+        lane::dispatch(ColumnSums { acc, rows });
     }
-    for row in rows.chunks_exact(acc.len()) {
-        add_assign(acc, row);
+}
+
+/// Vectors of columns that [`ColumnSums`] keeps in registers.
+const COLUMN_VECTORS: usize = 4;
+
+/// [`add_rows`], on any lane type.
+struct ColumnSums<'a> {
+    acc: &'a mut [f32],
+    rows: &'a [f32],
+}
+
+impl OnLanes for ColumnSums<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let width = self.acc.len();
+        let block = COLUMN_VECTORS * L::LANES;
+        for (b, acc) in self.acc.chunks_mut(block).enumerate() {
+            let vectors: [(usize, usize); COLUMN_VECTORS] = core::array::from_fn(|v| {
+                let start = (v * L::LANES).min(acc.len());
+                (start, (start + L::LANES).min(acc.len()))
+            });
+            let mut sums = vectors.map(|(lo, hi)| L::load_padded(&acc[lo..hi]));
+            for row in self.rows.chunks_exact(width) {
+                let row = &row[b * block..b * block + acc.len()];
+                for (sum, &(lo, hi)) in sums.iter_mut().zip(&vectors) {
+                    *sum += L::load_padded(&row[lo..hi]);
+                }
+            }
+            for (sum, &(lo, hi)) in sums.iter().zip(&vectors) {
+                sum.store_partial(&mut acc[lo..hi]);
+            }
+        }
     }
 }
 
@@ -143,6 +177,35 @@ mod tests {
         assert!(z[1..].iter().zip(3..).all(|(v, i)| *v == i as f32));
         assert!(pieces(17).eq([(0, 8), (8, 8), (16, 1)]));
         assert_eq!(pieces(0).count(), 0);
+    }
+
+    #[test]
+    fn column_sums_add_the_rows_in_order_on_every_lane_type() {
+        extern crate std;
+        use crate::lane::{run_on, Lanes};
+        let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) * 0.173 + (i % 7) as f32 * 1e-5;
+        for width in [1, 7, 16, 17, 63, 64, 65, 130, 192] {
+            let rows: std::vec::Vec<f32> = (0..5 * width).map(value).collect();
+            let start: std::vec::Vec<f32> = (0..width).map(|j| value(j + 999)).collect();
+            let mut want = start.clone();
+            for row in rows.chunks_exact(width) {
+                for (a, &r) in want.iter_mut().zip(row) {
+                    *a += r;
+                }
+            }
+            for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
+                let mut acc = start.clone();
+                run_on(
+                    lanes,
+                    ColumnSums {
+                        acc: &mut acc,
+                        rows: &rows,
+                    },
+                );
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<std::vec::Vec<_>>();
+                assert_eq!(bits(&acc), bits(&want), "{lanes:?}, width {width}");
+            }
+        }
     }
 
     #[test]

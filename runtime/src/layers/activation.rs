@@ -399,11 +399,14 @@ impl Elementwise for Gelu {
     fn lane<L: Lane>(z: L) -> L {
         L::splat(0.5) * z * (L::ONE + Self::erf_scaled(z))
     }
+    /// `Φ(z) + z φ(z)`, as PyTorch's `GeluBackward`, with `Φ(z) = y / z` read off the output
+    /// (`y = z Φ(z)`) instead of a second error function: within 2 ulp of `(1 + erf(z/√2))/2`.
+    /// Where `|z| < 2^-100` (and `z/2` may round), `Φ(z)` is `1/2`, as it rounds there.
     #[inline(always)]
-    fn lane_grad<L: Lane>(z: L, _y: L) -> L {
-        // Φ(z) + z φ(z), as PyTorch's GeluBackward.
+    fn lane_grad<L: Lane>(z: L, y: L) -> L {
         const INV_SQRT_2PI: f32 = 0.398_942_3;
-        let cdf = L::splat(0.5) * (L::ONE + Self::erf_scaled(z));
+        const TINY: f32 = 7.888_609e-31;
+        let cdf = z.abs().simd_lt(L::splat(TINY)).select(L::splat(0.5), y / z);
         let pdf = (L::splat(-0.5) * z * z).exp() * L::splat(INV_SQRT_2PI);
         cdf + z * pdf
     }
@@ -750,6 +753,27 @@ mod tests {
         assert_eq!(grad_at::<LeakyRelu<0, 1>>(-2.0), 0.0);
         assert_eq!(grad_at::<Elu>(0.0), 1.0);
         assert_eq!(LeakyRelu::<3, 10>::SLOPE, 0.3);
+    }
+
+    #[test]
+    fn gelu_derivative_from_its_output_is_within_ulps_of_the_exact_one() {
+        let exact = |z: f64| {
+            let cdf = 0.5 * (1.0 + libm::erf(z / core::f64::consts::SQRT_2));
+            cdf + z * (-0.5 * z * z).exp() / (2.0 * core::f64::consts::PI).sqrt()
+        };
+        let tiny = [
+            0.0, -0.0, 1e-30, -1e-30, 1e-40, -1e-40, 7.9e-31, 1e-20, -1e-7,
+        ];
+        let sweep = (0..4801).map(|i| (i as f32 - 2400.0) * 0.005);
+        for z in tiny.into_iter().chain(sweep) {
+            let (got, want) = (f64::from(grad_at::<Gelu>(z)), exact(f64::from(z)));
+            assert!(
+                (got - want).abs() <= 2e-7 + 3e-7 * want.abs(),
+                "gelu'({z:e}) = {got}, exactly {want}"
+            );
+        }
+        assert_eq!(grad_at::<Gelu>(0.0), 0.5);
+        assert!(grad_at::<Gelu>(f32::NAN).is_nan());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `#[fusegraph::model]` generates them for a sequential model (node `k` owns
 //! `[offset_k * batch, (offset_k + width_k) * batch)` of the activation buffer; backward runs
 //! the layers in reverse, each writing the gradient of its input), so that both give the same
-//! bits.
+//! bits. A node with a residual writes its output apart and passes on the sum, as a graph
+//! model's `+` does: its backward reads the output it wrote.
 
 use super::layers::Net;
 use super::Targets;
@@ -36,7 +37,7 @@ impl<'n> Machine<'n> {
         for node in &net.nodes {
             act_offsets.push(a);
             grad_offsets.push(g);
-            a += node.outputs + node.saved;
+            a += node.outputs + node.saved + own_len(node);
             g += node.outputs;
         }
         let most =
@@ -100,18 +101,24 @@ impl<'n> Machine<'n> {
         for node in &self.net.nodes {
             let (y, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
             let (saved, r) = r.split_at_mut(node.saved * batch);
+            let (own, r) = r.split_at_mut(own_len(node) * batch);
             rest = r;
             let io = Forward {
                 params: &params[node.params.clone()],
                 state: &mut [],
                 x: inputs[inputs.len() - 1],
-                y,
+                y: if node.residual.is_some() {
+                    &mut *own
+                } else {
+                    &mut *y
+                },
                 saved,
                 batch,
             };
             node.forward(&mut ctx, io);
             if let Some(from) = node.residual {
-                y.iter_mut().zip(inputs[from]).for_each(|(y, &r)| *y += r);
+                let sums = y.iter_mut().zip(&*own).zip(inputs[from]);
+                sums.for_each(|((y, &own), &r)| *y = own + r);
             }
             inputs.push(y);
         }
@@ -147,12 +154,15 @@ impl<'n> Machine<'n> {
             first_sample: 0,
             mode,
         };
-        let (mut ys, mut saved) = (Vec::new(), Vec::new());
+        // Each node's output as the next node reads it, and as the node wrote it.
+        let (mut ys, mut owns, mut saved) = (Vec::new(), Vec::new(), Vec::new());
         let mut rest = &acts[..];
         for node in &net.nodes {
             let (y, r) = rest.split_at(node.outputs * batch);
             let (s, r) = r.split_at(node.saved * batch);
+            let (own, r) = r.split_at(own_len(node) * batch);
             ys.push(y);
+            owns.push(if node.residual.is_some() { own } else { y });
             saved.push(s);
             rest = r;
         }
@@ -179,7 +189,7 @@ impl<'n> Machine<'n> {
             let io = Backward {
                 params: &params[node.params.clone()],
                 x: input,
-                y: ys[k],
+                y: owns[k],
                 saved: saved[k],
                 dy: &mut *after[0],
                 dx,
@@ -237,6 +247,17 @@ impl<'n> Machine<'n> {
     }
 }
 
+/// Per-sample values a node keeps of its own output besides the output the next node reads:
+/// a node with a residual keeps what it wrote (its backward reads it, as a layer reads its
+/// `y`), and passes on that plus the residual.
+fn own_len(node: &super::layers::Node) -> usize {
+    if node.residual.is_some() {
+        node.outputs
+    } else {
+        0
+    }
+}
+
 /// Gives a residual's output gradient `dy` to the output gradient `d` of the node before the
 /// block: the first share overwrites it, later ones (and the block's own path) add to it.
 fn give_residual(d: &mut [f32], dy: &[f32], given: &mut bool) {
@@ -289,6 +310,37 @@ mod tests {
         }
     }
 
+    /// The gradient of an MSE loss of `net` on the batch `x` matches central differences.
+    fn params_match_finite_differences(net: &Net, x: &[f32]) {
+        let batch = x.len() / net.inputs();
+        let mut m = Machine::new(net, batch);
+        let params = values(net.layout.len(), 4.0);
+        let targets = values(net.outputs() * batch, 5.0);
+        m.loss_and_backward(&params, x, &Targets::Mse(targets.clone()));
+        let grads = m.grads().to_vec();
+        check("params", &params, &grads, |p| {
+            f64::from(Mse::loss(m.predict(p, x), &targets, net.outputs()))
+        });
+    }
+
+    #[test]
+    fn residuals_on_activations_that_read_their_output_match_finite_differences() {
+        // Tanh, sigmoid and GELU take their derivative from the output they wrote, which a
+        // residual must not change.
+        let net = Net::parse(&json!({"input_shape": [4], "layers": [
+            {"name": "in", "type": "Dense", "in": 4, "units": 4},
+            {"name": "a", "type": "Dense", "in": 4, "units": 4, "activation": "tanh",
+             "residual": "h = h + a(h)"},
+            {"name": "b", "type": "Dense", "in": 4, "units": 4, "activation": "sigmoid",
+             "residual": "h = h + b(h)"},
+            {"name": "c", "type": "Dense", "in": 4, "units": 4, "activation": "gelu",
+             "residual": "h = h + c(h)"},
+            {"name": "head", "type": "Dense", "in": 4, "units": 2}
+        ]}))
+        .unwrap();
+        params_match_finite_differences(&net, &values(4 * 3, 2.0));
+    }
+
     #[test]
     fn a_token_model_with_residuals_matches_finite_differences() {
         let net = Net::parse(
@@ -305,17 +357,7 @@ mod tests {
             ]}),
         )
         .unwrap();
-        let batch = 2;
-        let mut m = Machine::new(&net, batch);
-        let params = values(net.layout.len(), 4.0);
-        let x = [3.0, 1.0, 4.0, 1.0, 0.0, 2.0, 2.0, 4.0];
-        let targets = values(net.outputs() * batch, 5.0);
-        let y = Targets::Mse(targets.clone());
-        m.loss_and_backward(&params, &x, &y);
-        let grads = m.grads().to_vec();
-        check("params", &params, &grads, |p| {
-            f64::from(Mse::loss(m.predict(p, &x), &targets, 3))
-        });
+        params_match_finite_differences(&net, &[3.0, 1.0, 4.0, 1.0, 0.0, 2.0, 2.0, 4.0]);
     }
 
     #[test]

@@ -299,9 +299,10 @@ fn rows_unpacked<S: Vector, const G: usize, const V: usize>(
     let rows: [usize; G] = core::array::from_fn(|i| i.min(mr - 1) * a.rs);
     // `a` holds element `(i, p)` at `i * rs + p * cs` for every `i < mr` and `p < kc` (a
     // `MatRef` checks its span), which the read below relies on.
-    assert!(0 < mr && mr <= a.rows && b.len() >= kc * S::LANES * V);
-    for (p, bp) in b.chunks_exact(S::LANES * V).enumerate().take(kc) {
-        let bv = load_b::<S, V>(bp);
+    let w = S::LANES * V;
+    assert!(0 < mr && mr <= a.rows && b.len() >= kc * w);
+    for p in 0..kc {
+        let bv = load_b::<S, V>(&b[p * w..(p + 1) * w]);
         let off = p * a.cs;
         for (acc_row, &r) in acc.iter_mut().zip(&rows) {
             // SAFETY: `r` is the offset of a row below `mr` and `p < kc`: see above.

@@ -296,16 +296,18 @@ fn rows_unpacked<S: Vector, const G: usize, const V: usize>(
 ) -> [[S; V]; G] {
     let kc = a.cols;
     let mut acc = [[S::zero(); V]; G];
+    assert!(0 < mr && mr <= a.rows);
     let rows: [usize; G] = core::array::from_fn(|i| i.min(mr - 1) * a.rs);
-    // `a` holds element `(i, p)` at `i * rs + p * cs` for every `i < mr` and `p < kc` (a
-    // `MatRef` checks its span), which the read below relies on.
+    // Every read of `A` below is at `i * rs + p * cs` for some `i < mr` and `p < kc`: at most
+    // `last`, which is checked once here.
+    let last = (mr - 1) * a.rs + kc.saturating_sub(1) * a.cs;
     let w = S::LANES * V;
-    assert!(0 < mr && mr <= a.rows && b.len() >= kc * w);
+    assert!((kc == 0 || last < a.data.len()) && b.len() >= kc * w);
     for p in 0..kc {
         let bv = load_b::<S, V>(&b[p * w..(p + 1) * w]);
         let off = p * a.cs;
         for (acc_row, &r) in acc.iter_mut().zip(&rows) {
-            // SAFETY: `r` is the offset of a row below `mr` and `p < kc`: see above.
+            // SAFETY: `r + off <= last < a.data.len()`, asserted above.
             let ai = S::splat(unsafe { *a.data.get_unchecked(r + off) });
             for (x, &y) in acc_row.iter_mut().zip(&bv) {
                 *x = acc_step(ai, y, *x);

@@ -411,7 +411,7 @@ pub fn erf<L: Lane>(x: L) -> L {
 /// [`math::max`](crate::math::max) from `-inf`, up to the sign of a zero. Whole lanes of `s`
 /// go through `max`, then the lanes and the tail through `math::max`.
 #[inline(always)]
-pub fn max_of<L: Lane>(s: &[f32]) -> f32 {
+pub(crate) fn max_of<L: Lane>(s: &[f32]) -> f32 {
     let full = s.len() / L::LANES * L::LANES;
     let mut most = L::splat(f32::NEG_INFINITY);
     for i in (0..full).step_by(L::LANES) {

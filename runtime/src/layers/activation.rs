@@ -421,16 +421,11 @@ impl Elementwise for Gelu {
 pub struct Softmax;
 
 impl Softmax {
-    /// Softmax of one row, in place: the exponentials and the division on the lanes that
-    /// [`lane::dispatch`] picks, the sum in `f32x8` lanes, so that every lane type adds in the
-    /// same order and gives the same bits.
-    pub(crate) fn row(y: &mut [f32]) {
-        let row = y.len();
-        Self::rows(y, row, false);
-    }
-
-    /// [`Softmax::row`] of every `row` values of `y`, in one dispatch; with `causal`, row `i`
-    /// over its first `i + 1` values only, and 0 after them (a causal attention's weights).
+    /// The softmax of every `row` values of `y`, in place and in one dispatch: the maxima,
+    /// the exponentials and the division on the lanes that [`lane::dispatch`] picks, the sums
+    /// in `f32x8` lanes, so that every lane type adds in the same order and gives the same
+    /// bits. With `causal`, row `i` is the softmax of its first `i + 1` values, and 0 after
+    /// them (a causal attention's weights).
     pub(crate) fn rows(y: &mut [f32], row: usize, causal: bool) {
         if !y.is_empty() {
             lane::dispatch(SoftmaxRows { y, row, causal });
@@ -499,20 +494,14 @@ impl Activation for Softmax {
 
     fn forward(z: &[f32], y: &mut [f32], row: usize) {
         check_bias(y, &[], z, row, true);
-        if y.is_empty() {
-            return;
-        }
         y.copy_from_slice(z);
-        y.chunks_exact_mut(row).for_each(Self::row);
+        Self::rows(y, row, false);
     }
 
     fn forward_bias(y: &mut [f32], bias: &[f32], z: &mut [f32], row: usize) {
         check_bias(y, bias, z, row, false);
         add_bias(y, bias, row);
-        if y.is_empty() {
-            return;
-        }
-        y.chunks_exact_mut(row).for_each(Self::row);
+        Self::rows(y, row, false);
     }
 
     fn backward(_z: &[f32], y: &[f32], dy: &mut [f32], row: usize) {
@@ -933,7 +922,7 @@ mod tests {
                 .map(|i| ((i * 37 % 29) as f32 - 14.0) * 0.77 + if i == 3 { -1e30 } else { 0.0 })
                 .collect();
             let (mut got, mut want) = (row.clone(), row);
-            Softmax::row(&mut got);
+            Softmax::rows(&mut got, len, false);
             softmax_in_f32x8(&mut want);
             assert_eq!(
                 bits(&got),

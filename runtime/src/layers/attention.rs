@@ -187,6 +187,17 @@ fn weights(p: &[f32], seq: usize, rows: Range<usize>, cols: Range<usize>) -> Mat
     )
 }
 
+/// The weights of the queries of block `b` for the keys they see, `0..b.end`.
+fn seen<'p>(p: &'p [f32], seq: usize, b: &Range<usize>) -> MatRef<'p> {
+    weights(p, seq, b.clone(), 0..b.end)
+}
+
+/// The weights of the keys of block `b` from the queries that see them, `b.start..seq`,
+/// transposed: one row per key.
+fn seen_by<'p>(p: &'p [f32], seq: usize, b: &Range<usize>) -> MatRef<'p> {
+    weights(p, seq, b.start..seq, b.clone()).t()
+}
+
 /// [`weights`], writable.
 fn weights_mut(p: &mut [f32], seq: usize, rows: Range<usize>, cols: Range<usize>) -> MatMut<'_> {
     MatMut::new(
@@ -232,8 +243,8 @@ fn attend(d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32], ws: 
         }
         Softmax::rows(p, s, true);
         for b in causal_blocks(s) {
-            let (p, v) = (weights(p, s, b.clone(), 0..b.end), head(d, v, h, 0..b.end));
-            gemm(1.0, p, v, 0.0, head_mut(d, c, h, b), ws);
+            let v = head(d, v, h, 0..b.end);
+            gemm(1.0, seen(p, s, &b), v, 0.0, head_mut(d, c, h, b), ws);
         }
     }
 }
@@ -358,33 +369,39 @@ fn attend_backward(d: AttentionDims, saved: [&[f32]; 4], dc: &[f32], g: HeadGrad
     let (s, scale) = (d.seq, d.scale());
     for (h, p) in p.chunks_exact(s * s).enumerate() {
         for b in causal_blocks(s) {
-            let seen_by = weights(p, s, b.start..s, b.clone()).t();
-            let dc = head(d, dc, h, b.start..s);
-            gemm(1.0, seen_by, dc, 0.0, head_mut(d, g.dv, h, b), g.ws);
-        }
-        for b in causal_blocks(s) {
-            let (dc, v) = (head(d, dc, h, b.clone()), head(d, v, h, 0..b.end));
+            let dc_seen = head(d, dc, h, b.start..s);
             gemm(
                 1.0,
-                dc,
-                v.t(),
+                seen_by(p, s, &b),
+                dc_seen,
                 0.0,
-                weights_mut(g.ds, s, b.clone(), 0..b.end),
+                head_mut(d, g.dv, h, b.clone()),
                 g.ws,
             );
+            let (dc, v) = (head(d, dc, h, b.clone()), head(d, v, h, 0..b.end));
+            let dp = weights_mut(g.ds, s, b.clone(), 0..b.end);
+            gemm(1.0, dc, v.t(), 0.0, dp, g.ws);
         }
         causal_softmax_backward(p, g.ds, s);
+        let ds = &*g.ds;
         for b in causal_blocks(s) {
-            let (ds, k) = (
-                weights(g.ds, s, b.clone(), 0..b.end),
-                head(d, k, h, 0..b.end),
+            let (k, q) = (head(d, k, h, 0..b.end), head(d, q, h, b.start..s));
+            gemm(
+                scale,
+                seen(ds, s, &b),
+                k,
+                0.0,
+                head_mut(d, g.dq, h, b.clone()),
+                g.ws,
             );
-            gemm(scale, ds, k, 0.0, head_mut(d, g.dq, h, b), g.ws);
-        }
-        for b in causal_blocks(s) {
-            let seen_by = weights(g.ds, s, b.start..s, b.clone()).t();
-            let q = head(d, q, h, b.start..s);
-            gemm(scale, seen_by, q, 0.0, head_mut(d, g.dk, h, b), g.ws);
+            gemm(
+                scale,
+                seen_by(ds, s, &b),
+                q,
+                0.0,
+                head_mut(d, g.dk, h, b),
+                g.ws,
+            );
         }
     }
 }

@@ -18,7 +18,6 @@ pub use targets::Targets;
 use crate::kernels::simd::{load_padded, pieces};
 use crate::lane::{self, Lane, OnLanes};
 use lanes::LaneSum;
-use wide::f64x4;
 
 /// A target of a loss: a class label or a real value.
 pub trait TargetValue: Copy {
@@ -294,72 +293,43 @@ impl SoftmaxCrossEntropy {
     }
 
     /// `(max, Σ e^(z - max))` of a row: the exponentials in `f32` on the dispatched lanes
-    /// (as PyTorch's `log_softmax`), written to `exps` (at least as long as the row), and
-    /// summed in `f64` in the fixed order of [`LaneSum`].
-    fn max_and_sum(row: &[f32], exps: &mut [f32]) -> (f64, f64) {
-        let max = lane::dispatch(RowMax(row));
-        let exps = &mut exps[..row.len()];
-        lane::dispatch(ShiftedExponentials {
-            z: row,
-            max,
-            out: &mut *exps,
-        });
-        (f64::from(max), exp_sum(exps))
-    }
-
-    /// [`max_and_sum`](Self::max_and_sum) without room for the exponentials: they go through
-    /// a buffer on the stack, a whole number of lanes at a time, so the sum adds the same values
-    /// in the same order.
-    fn max_and_sum_chunked(row: &[f32]) -> (f64, f64) {
+    /// (as PyTorch's `log_softmax`), summed in `f64` in the fixed order of [`LaneSum`]. They
+    /// are written to `exps` (as long as the row) when it is given, else through a buffer on
+    /// the stack, [`CHUNK`] logits at a time (a whole number of lanes, so the sum adds the same
+    /// values in the same order either way).
+    fn max_and_sum(row: &[f32], mut exps: Option<&mut [f32]>) -> (f64, f64) {
         let max = lane::dispatch(RowMax(row));
         let mut buffer = [0.0; CHUNK];
         let mut sum = LaneSum::new();
-        for z in row.chunks(CHUNK) {
-            let out = &mut buffer[..z.len()];
+        for (c, z) in row.chunks(CHUNK).enumerate() {
+            let out = match exps.as_deref_mut() {
+                Some(exps) => &mut exps[c * CHUNK..c * CHUNK + z.len()],
+                None => &mut buffer[..z.len()],
+            };
             lane::dispatch(ShiftedExponentials {
                 z,
                 max,
                 out: &mut *out,
             });
-            add_lanes(&mut sum, out);
+            for (i, n) in pieces(out.len()) {
+                sum.add(load_padded(&out[i..i + n], 0.0), n);
+            }
         }
         (f64::from(max), sum.total())
     }
 
-    /// `g` (the row's exponentials) becomes `(softmax - onehot(class)) * inv`: the division by
-    /// `sum` in `f64x4`, the rest per element.
+    /// `g` (the row's exponentials) becomes `(softmax - onehot(class)) * inv`.
     fn gradient_row(g: &mut [f32], sum: f64, class: usize, inv: f64) {
-        let by = f64x4::splat(sum);
-        for (i, chunk) in g.chunks_mut(4).enumerate() {
-            let mut lanes = [0.0; 4];
-            for (x, &v) in lanes.iter_mut().zip(chunk.iter()) {
-                *x = f64::from(v);
-            }
-            let p = (f64x4::from(lanes) / by).to_array();
-            for (j, (gj, &p)) in chunk.iter_mut().zip(&p).enumerate() {
-                let onehot = if 4 * i + j == class { 1.0 } else { 0.0 };
-                *gj = ((p - onehot) * inv) as f32;
-            }
+        for (j, gj) in g.iter_mut().enumerate() {
+            let p = f64::from(*gj) / sum;
+            let onehot = if j == class { 1.0 } else { 0.0 };
+            *gj = ((p - onehot) * inv) as f32;
         }
     }
 }
 
-/// Logits per pass of [`SoftmaxCrossEntropy::max_and_sum_chunked`] (a whole number of lanes).
+/// Logits per dispatch of [`SoftmaxCrossEntropy::max_and_sum`] (a whole number of lanes).
 const CHUNK: usize = 64;
-
-/// Adds `values` to `sum`, eight at a time.
-fn add_lanes(sum: &mut LaneSum, values: &[f32]) {
-    for (i, n) in pieces(values.len()) {
-        sum.add(load_padded(&values[i..i + n], 0.0), n);
-    }
-}
-
-/// The sum of `values` in `f64`, in the order of [`LaneSum`].
-fn exp_sum(values: &[f32]) -> f64 {
-    let mut sum = LaneSum::new();
-    add_lanes(&mut sum, values);
-    sum.total()
-}
 
 /// The largest logit of a row that is not NaN ([`lane::max_of`]).
 struct RowMax<'a>(&'a [f32]);
@@ -407,7 +377,7 @@ impl Loss for SoftmaxCrossEntropy {
         let inv = inv_count(target.len());
         let mut total = 0.0f64;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
-            let (max, sum) = Self::max_and_sum(row, g);
+            let (max, sum) = Self::max_and_sum(row, Some(&mut *g));
             total += max + math::ln(sum) - f64::from(row[class]);
             Self::gradient_row(g, sum, class, inv);
         }
@@ -416,7 +386,7 @@ impl Loss for SoftmaxCrossEntropy {
     fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
         let total: f64 = Self::rows(pred, target, n)
             .map(|(row, class)| {
-                let (max, sum) = Self::max_and_sum_chunked(row);
+                let (max, sum) = Self::max_and_sum(row, None);
                 max + math::ln(sum) - f64::from(row[class])
             })
             .sum();

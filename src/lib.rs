@@ -79,6 +79,9 @@
 //!
 //! # More
 //!
+//! - [`guide`]: the chapters of the guide (models and layers, optimizers, sequence models,
+//!   training, training without an allocator, data-parallel training, custom layers, CPUs and
+//!   bits, the golden check, the architecture).
 //! - [`activation!`] and [`loss!`]: custom activations and losses written as formulas, whose
 //!   derivatives the macros derive symbolically when the crate compiles.
 //! - [`fit::Trainer`] (feature `std`): `fit`, `evaluate` and `predict` over a
@@ -95,6 +98,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod guide;
 pub mod prelude;
 
 #[cfg(feature = "checkpoint")]

@@ -42,6 +42,13 @@
 //! | `Conv2d<..>` | `conv.weight` `[F, C, KH, KW]` (OIHW, from the stored HWIO), `conv.bias` `[F]` | `nn.Conv2d(C, F, (KH, KW))` |
 //! | `LayerNorm<N>` | `ln.weight` (`gamma`), `ln.bias` (`beta`) `[N]` | `nn.LayerNorm(N)` |
 //! | `BatchNorm<C, S>` | `bn.weight`, `bn.bias`, `bn.running_mean`, `bn.running_var` `[C]`, `bn.num_batches_tracked` I64 `[]` | `nn.BatchNorm1d(C)` / `nn.BatchNorm2d(C)` |
+//! | `Conv1d<T, C_IN, C_OUT, K, ..>` | `conv.weight` `[C_OUT, C_IN, K]` (from the stored `[K, C_IN, C_OUT]`), `conv.bias` `[C_OUT]` | `nn.Conv1d(C_IN, C_OUT, K, stride=S)` (channels first) |
+//! | `Gru<T, IN, H, L>` | for each layer `l < L`: `gru.weight_ih_l{l}` `[3H, in_l]`, `gru.weight_hh_l{l}` `[3H, H]`, `gru.bias_ih_l{l}`, `gru.bias_hh_l{l}` `[3H]`, gates r, z, n | `nn.GRU(IN, H, L, batch_first=True)` |
+//! | `Lstm<T, IN, H, L>` | as `Gru` with `[4H, ..]`, gates i, f, g, o | `nn.LSTM(IN, H, L, batch_first=True)` |
+//! | `Embedding<VOCAB, DIM, SEQ, PAD>` | `tok.weight` `[VOCAB, DIM]` | `nn.Embedding(VOCAB, DIM, padding_idx=PAD)` |
+//! | `PositionalEmbedding<MAX_LEN, DIM, SEQ>` | `pos.weight` `[MAX_LEN, DIM]` | `nn.Embedding(MAX_LEN, DIM)` over `arange(SEQ)` |
+//! | `CausalSelfAttention<SEQ, DIM, HEADS>` | `attn.q.weight` `[DIM, DIM]`, `attn.q.bias` `[DIM]`, the same for `k`, `v` and `o` | four `nn.Linear(DIM, DIM)` named `q`, `k`, `v`, `o` |
+//! | `PerPosition<L, T>` | `L`'s tensors, under the field's name | `L`'s module, applied to the last axis |
 //!
 //! `num_batches_tracked` is not tracked by the layer: [`save`] stores the optimizer's step
 //! count there (the number of training batches when every batch went through
@@ -52,7 +59,7 @@
 //! filtered out:
 //!
 //! - `optimizer.<slot>.<tensor>`: each slot of each parameter, in the parameter's PyTorch
-//!   layout (`optimizer.m.fc1.weight` is `[16, 8]`);
+//!   layout (with Keras' Adam, `optimizer.momentum.fc1.weight` is `[16, 8]`);
 //! - `optimizer.ema.<tensor>`: the EMA of the weights, when [`Config::ema`] is set;
 //! - `optimizer.<name>`: each carried scalar (Nadam's `u_product`), F32 `[]`;
 //! - `train.step`: the number of completed steps (the optimizer's `iterations`, from which the
@@ -119,9 +126,14 @@
 //!           if not k.startswith("optimizer.") and not k.startswith("train.")}
 //! model.load_state_dict(params)  # strict=True
 //!
-//! # Adam's moments, in the layout of their parameters:
-//! m = {k[len("optimizer.m."):]: v for k, v in sd.items() if k.startswith("optimizer.m.")}
-//! v = {k[len("optimizer.v."):]: v for k, v in sd.items() if k.startswith("optimizer.v.")}
+//! # A slot of each parameter, in the layout of its parameter: the names are the rule's slots
+//! # (`Rule::SLOTS`; the metadata lists them under "optimizer.slots"), here
+//! # Keras Adam's `momentum` and `velocity`.
+//! def slot(name):
+//!     prefix = f"optimizer.{name}."
+//!     return {k[len(prefix):]: t for k, t in sd.items() if k.startswith(prefix)}
+//! momentum, velocity = slot("momentum"), slot("velocity")
+//! assert momentum.keys() == params.keys()
 //! step = int(sd["train.step"])
 //!
 //! from safetensors import safe_open

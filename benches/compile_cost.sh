@@ -3,7 +3,7 @@
 #
 #   benches/compile_cost.sh            (from anywhere; needs cargo, takes a few minutes)
 #
-# For N in 4 16 64, generates in a temporary directory a user crate `cc_n<N>` (a path
+# For N in 16 64 256, generates in a temporary directory a user crate `cc_n<N>` (a path
 # dependency on this repository's `fusegraph`, default features) whose main trains one step
 # of `#[fusegraph::model(loss = Mse)] struct Net` made of N layers `Dense<32, 32, Relu>` (the
 # last without activation), with Keras Adam at batch 8. The crates share one
@@ -18,13 +18,18 @@
 # unless COMPILE_COST_TARGET_DIR names one to keep, so that a second run skips the warm-up's
 # dependency builds.
 #
-# Rule: growth must be at most linear, with 50% of slack: the script exits 1 if
-# time(64) / time(16) > 4 * 1.5 = 6 for the cold build or for the rebuild.
+# Rule: growth must be at most linear: the script exits 1 if, for the cold build or for the
+# rebuild, time(256) / time(16) > 4 (16 times the layers in at most 4 times the time: linear
+# growth over a fixed cost), or time(256) > LIMIT_SECONDS (default 6 s, the 2-core machines
+# CI runs on). A model's `forward` and `backward` call each layer out of line
+# (`__private_0_1::forward_layer`), so they grow by a few lines of code per layer; when every
+# layer was inlined into them, N = 256 took 13.5 s and N = 512 36 s.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeat="${REPEAT:-2}"
-sizes=(4 16 64)
+sizes=(16 64 256)
+limit_seconds="${LIMIT_SECONDS:-6}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export CARGO_TARGET_DIR="${COMPILE_COST_TARGET_DIR:-$work/target}"
@@ -125,16 +130,19 @@ done
 status=0
 for kind in cold rebuild; do
     declare -n t=$kind
-    ratio=$(calc "${t[64]} / ${t[16]}")
-    slope=$(calc "(${t[64]} - ${t[16]}) / 48")
-    if [ "$(calc "$ratio > 6")" = 1 ]; then
+    ratio=$(calc "${t[256]} / ${t[16]}")
+    slope=$(calc "(${t[256]} - ${t[16]}) / 240")
+    verdict="ok"
+    if [ "$(calc "$ratio > 4")" = 1 ]; then
         verdict="superlinear: FAIL"
         status=1
-    else
-        verdict="ok"
     fi
-    printf '  %-7s time(64)/time(16) = %5.2f (limit 6.00), %.3f s per added layer: %s\n' \
-        "$kind" "$ratio" "$slope" "$verdict"
+    if [ "$(calc "${t[256]} > $limit_seconds")" = 1 ]; then
+        verdict="over ${limit_seconds} s at N = 256: FAIL"
+        status=1
+    fi
+    printf '  %-7s time(256)/time(16) = %5.2f (limit 4.00), time(256) = %.2f s (limit %s), %.3f s per added layer: %s\n' \
+        "$kind" "$ratio" "${t[256]}" "$limit_seconds" "$slope" "$verdict"
     unset -n t
 done
 exit $status

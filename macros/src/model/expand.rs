@@ -475,7 +475,7 @@ impl<'a> Expansion<'a> {
 
     /// Node `k`'s forward statement.
     fn forward_node(&self, k: usize) -> TokenStream {
-        let (p, l, yk, sk) = (&self.p, &self.l, &self.y[k], &self.s[k]);
+        let (p, yk, sk) = (&self.p, &self.y[k], &self.s[k]);
         let n = &self.net.nodes[k];
         let ins = self.inputs(k);
         match &n.op {
@@ -483,7 +483,7 @@ impl<'a> Expansion<'a> {
                 let (ty, input) = (self.tys[*f], &ins[0]);
                 let (of, of1, sf, sf1) =
                     (&self.o[*f], &self.o[*f + 1], &self.st[*f], &self.st[*f + 1]);
-                quote!(<#ty as #l>::forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
+                quote!(#p::forward_layer::<#ty>(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
             }
             Op::Act(act) => {
                 let (input, w) = (&ins[0], self.width(k));
@@ -537,7 +537,7 @@ impl<'a> Expansion<'a> {
     /// Node `k`'s backward statements; a layer's parameter gradient goes to the sink, which is
     /// told when it is complete.
     fn backward_node(&self, k: usize, given: &mut Given) -> TokenStream {
-        let (p, l, yk, sk, dk) = (&self.p, &self.l, &self.y[k], &self.s[k], &self.d[k]);
+        let (p, yk, sk, dk) = (&self.p, &self.y[k], &self.s[k], &self.d[k]);
         let n = &self.net.nodes[k];
         let ins = self.inputs(k);
         let mut grad = |src: Src| self.gradient(given, src);
@@ -547,7 +547,7 @@ impl<'a> Expansion<'a> {
                 let gi = grad(n.inputs[0]);
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);
-                    <#ty as #l>::backward(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
+                    #p::backward_layer::<#ty>(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
                     sink.done(#of..#of1);
                 }
             }

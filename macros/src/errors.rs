@@ -467,7 +467,11 @@ pub fn values(n: usize) -> String {
 /// A sequence, as what a layer reads or a node gives; with its values per sample when the
 /// other side is flat.
 pub fn positions(len: usize, features: usize, with_values: bool) -> String {
-    let s = format!("{} of {}", count(len, "position"), count(features, "feature"));
+    let s = format!(
+        "{} of {}",
+        count(len, "position"),
+        count(features, "feature")
+    );
     match with_values {
         true => format!("{s} ({})", count(len * features, "value")),
         false => s,
@@ -521,7 +525,7 @@ pub fn layer_reads_differ(layer: &str, ty: &str, source: &str) -> String {
 
 /// A size of 0 in a layer's type.
 pub fn zero_size(layer: &str, ty: &str, size: &str) -> String {
-    format!("`{layer}: {ty}` has 0 {size}; a layer's sizes are at least 1")
+    format!("`{layer}: {ty}`: {size} is 0; write a size of at least 1")
 }
 
 pub fn heads_do_not_divide(
@@ -641,9 +645,10 @@ pub fn activation_arguments(name: &str) -> String {
     format!("`.{name}()` takes no arguments")
 }
 
-pub fn unequal_shapes(op: &str, left: &str, right: &str) -> String {
+pub fn unequal_shapes(op: &str, left: (&str, &str), right: (&str, &str)) -> String {
     format!(
-        "`{op}` needs equal shapes, but the left side gives {left} and the right side {right}; make both sides give the same"
+        "`{op}` needs equal shapes, but the left side `{}` gives {} and the right side `{}` gives {}; make both sides give the same",
+        left.0, left.1, right.0, right.1
     )
 }
 

@@ -230,8 +230,9 @@ impl Builder<'_> {
         self.errs.push(syn::Error::new_spanned(ty, message));
     }
 
-    /// Reports the sizes the layer `l` of field `field`, whose type is `ty`, cannot have;
-    /// its output, which has the input's shape `input` for a layer that keeps it.
+    /// Reports the sizes the layer `l` of field `field`, whose type is `ty`, cannot have
+    /// (but a size of 0 where it reads a layer that gives nothing, whose 0 is reported
+    /// there); its output, which has the input's shape `input` for a layer that keeps it.
     fn own(
         &mut self,
         field: usize,
@@ -240,8 +241,11 @@ impl Builder<'_> {
         input: Option<Shape>,
     ) -> Option<Shape> {
         let (name, written) = (self.def.fields[field].name.to_string(), shapes::render(ty));
+        let fed_nothing = input.is_some_and(|i| i.width() == 0);
         for m in &l.mistakes {
-            self.at_field(field, own_mistake(&name, &written, m));
+            if !(fed_nothing && matches!(m, Mistake::Zero(_))) {
+                self.at_field(field, own_mistake(&name, &written, m));
+            }
         }
         match input {
             Some(i) if l.keeps_shape && i.width() == l.input.width() => Some(i),
@@ -280,12 +284,18 @@ impl Builder<'_> {
         let fixed = shapes::with_input(&ty, &l, have);
         let fixed_layer = fixed.as_ref().and_then(shapes::layer);
         let change = match (l.input, fixed_layer.as_ref().map(|f| f.input)) {
-            (Shape::Seq { len, features }, Some(Shape::Seq { len: t, features: f })) => {
-                errors::sequence_fix((len, features), (t, f))
-            }
+            (
+                Shape::Seq { len, features },
+                Some(Shape::Seq {
+                    len: t,
+                    features: f,
+                }),
+            ) => errors::sequence_fix((len, features), (t, f)),
             _ => errors::input_size_fix(have.width()),
         };
-        let other = self.other_output(input).filter(|(_, _, s)| fits(*s, l.input));
+        let other = self
+            .other_output(input)
+            .filter(|(_, _, s)| fits(*s, l.input));
         let other = other.map(|(source, ty, shape)| {
             let sequence = matches!(shape, Shape::Seq { .. });
             errors::other_output(&source, sequence, &shapes::render(&ty))
@@ -319,11 +329,24 @@ impl Builder<'_> {
         let f = &self.def.fields[field];
         let (fname, ty) = (f.name.to_string(), f.ty.clone());
         let known = shapes::layer(&ty);
-        let want = layer_width(self.def, field, "IN", known.iter().map(|l| l.input).collect());
+        let want = layer_width(
+            self.def,
+            field,
+            "IN",
+            known.iter().map(|l| l.input).collect(),
+        );
         let output = match (self.width_of(input), known) {
             (None, known) => {
                 self.input = Some(want);
-                known.and_then(|l| self.own(field, &ty, l, None)).into_iter().collect()
+                known
+                    .and_then(|l| self.own(field, &ty, l, None))
+                    .into_iter()
+                    .collect()
+            }
+            // A source of 0 values has its error: nothing to compare.
+            (Some(have), Some(l)) if have.shapes.iter().any(|s| s.width() == 0) => {
+                let nothing = Some(Shape::Flat(0));
+                self.own(field, &ty, l, nothing).into_iter().collect()
             }
             (Some(have), Some(l)) if !have.shapes.is_empty() => {
                 let shape = have.fitting(l.input).unwrap_or(have.shapes[0]);
@@ -333,7 +356,10 @@ impl Builder<'_> {
                 let message = errors::layer_reads_differ(&fname, &shapes::render(&ty), what_in);
                 self.assert_equal(span, &have, &want, message);
                 let shape = have.shapes.first().copied();
-                known.and_then(|l| self.own(field, &ty, l, shape)).into_iter().collect()
+                known
+                    .and_then(|l| self.own(field, &ty, l, shape))
+                    .into_iter()
+                    .collect()
             }
         };
         if self.used_fields[field].is_some() {
@@ -446,7 +472,8 @@ fn check_loss(b: &mut Builder<'_>, output: Option<usize>) {
         .iter()
         .flat_map(|&k| b.nodes[k].width.shapes.iter().map(|s| s.width()))
         .collect();
-    let Some(&n) = widths.first() else {
+    // No outputs come from a size of 0, reported at its layer.
+    let Some(&n) = widths.first().filter(|&&n| n > 0) else {
         return;
     };
     if shapes::loss_name(loss).as_deref() == Some("SoftmaxCrossEntropy")
@@ -455,7 +482,7 @@ fn check_loss(b: &mut Builder<'_>, output: Option<usize>) {
         b.errs.at(loss.span(), errors::softmax_outputs(n));
     }
     if let Some(c) = shapes::sequence_classes(loss) {
-        if c == 0 || widths.iter().all(|&n| n % c != 0) {
+        if c == 0 || widths.iter().all(|&n| !n.is_multiple_of(c)) {
             b.errs.at(loss.span(), errors::sequence_outputs(n, c));
         }
     }
@@ -648,7 +675,11 @@ fn concat(b: &mut Builder<'_>, fid: &syn::Ident, args: &[Option<Src>]) -> Option
             shapes: wa
                 .shapes
                 .iter()
-                .flat_map(|x| wb.shapes.iter().map(move |y| Shape::Flat(x.width() + y.width())))
+                .flat_map(|x| {
+                    wb.shapes
+                        .iter()
+                        .map(move |y| Shape::Flat(x.width() + y.width()))
+                })
                 .collect(),
         },
     });
@@ -675,9 +706,7 @@ fn layer_call(
     let input = args[0]?;
     let what = match input {
         Src::X => errors::graph_input().to_string(),
-        Src::Node(_) => {
-            errors::feeding_layer(&written(&c.args[0]))
-        }
+        Src::Node(_) => errors::feeding_layer(&written(&c.args[0])),
     };
     Some(Src::Node(b.layer(field, input, &what, c.span())))
 }
@@ -734,7 +763,10 @@ fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<S
     let (wl, wr) = (b.width_of(l)?, b.width_of(r)?);
     let sym = if matches!(op, Op::Add) { "+" } else { "*" };
     // A sequence and a flat vector of as many values give the sequence.
-    let pairs = wl.shapes.iter().flat_map(|&ls| wr.shapes.iter().map(move |&rs| (ls, rs)));
+    let pairs = wl
+        .shapes
+        .iter()
+        .flat_map(|&ls| wr.shapes.iter().map(move |&rs| (ls, rs)));
     let fitting = pairs.clone().find(|&(ls, rs)| fits(rs, ls));
     let shapes = match (fitting, pairs.clone().next()) {
         (Some((ls, rs)), _) => vec![match ls {
@@ -743,8 +775,9 @@ fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<S
         }],
         (None, Some((ls, rs))) => {
             let (left, right) = (describe(ls, rs), describe(rs, ls));
-            b.errs
-                .at(bin.span(), errors::unequal_shapes(sym, &left, &right));
+            let (lw, rw) = (written(&bin.left), written(&bin.right));
+            let message = errors::unequal_shapes(sym, (&lw, &left), (&rw, &right));
+            b.errs.push(syn::Error::new_spanned(bin, message));
             Vec::new()
         }
         (None, None) => {
@@ -765,56 +798,153 @@ fn binary(b: &mut Builder<'_>, g: &mut Graph, bin: &syn::ExprBinary) -> Option<S
 
 #[cfg(test)]
 mod tests {
-    use quote::ToTokens;
-
     /// The messages of `#[model(attr)] struct Net { fields }`, in order.
     fn messages(attr: &str, fields: &str) -> Vec<String> {
         let attr: proc_macro2::TokenStream = attr.parse().expect("tokens");
-        let item: proc_macro2::TokenStream =
-            format!("struct Net {{ {fields} }}").parse().expect("tokens");
-        let out = crate::model::expand(attr, item);
-        let file: syn::File = syn::parse2(out).expect("items");
-        file.items
-            .iter()
-            .filter_map(|i| match i {
-                syn::Item::Macro(m) if m.mac.path.segments.last().is_some_and(|s| s.ident == "compile_error") => {
-                    let lit: syn::LitStr = m.mac.parse_body().expect("a message");
-                    Some(lit.value())
-                }
-                _ => None,
-            })
-            .collect()
+        let item: proc_macro2::TokenStream = format!("struct Net {{ {fields} }}")
+            .parse()
+            .expect("tokens");
+        let file: syn::File = syn::parse2(crate::model::expand(attr, item)).expect("items");
+        let is_error = |m: &syn::ItemMacro| {
+            let last = m.mac.path.segments.last();
+            last.is_some_and(|s| s.ident == "compile_error")
+        };
+        let error = |i: &syn::Item| match i {
+            syn::Item::Macro(m) if is_error(m) => {
+                let lit: syn::LitStr = m.mac.parse_body().expect("a message");
+                Some(lit.value())
+            }
+            _ => None,
+        };
+        file.items.iter().filter_map(error).collect()
     }
 
+    /// Correct models of every sequence layer, in both forms, with literal sizes: no error.
     #[test]
-    fn show() {
-        let cases: &[(&str, &str)] = &[
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 16, 16>, gru: Gru<12, 16, 32>, fc: Dense<32, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 16, 16>, attn: CausalSelfAttention<16, 30, 4>, fc: Dense<480, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 30, 16>, attn: CausalSelfAttention<16, 30, 4>, fc: Dense<480, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 16, 16>, pos: PositionalEmbedding<6, 16, 12>, fc: Dense<256, 4>"),
-            ("loss = SequenceCrossEntropy<4>", "gru: Gru<3, 2, 5, 1, Sequence>, fc: PerPosition<Dense<4, 4>, 3>"),
-            ("loss = SoftmaxCrossEntropy", "fc: Dense<4, 8>, g: Gru<16, 16, 32>"),
-            ("loss = SoftmaxCrossEntropy", "fc: Dense<4, 8>, c: Conv2d<8, 8, 1, 4, 3, 3>"),
-            ("loss = SoftmaxCrossEntropy", "fc: Dense<4, 8>, c: MaxPool2d<2, 2, 1, 3>, d: Dropout<8, 1000>, g: Gru<1, 1, 1, 9>, e: Embedding<20000000, 1, 1>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 4, 8>, pos: PositionalEmbedding<6, 4, 8>, fc: Dense<32, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<10, 4, 8, 12>, fc: Dense<32, 4>"),
-            ("loss = SoftmaxCrossEntropy", "gru: Gru<16, 16, 32>, fc: Dense<512, 4>"),
-            ("loss = SoftmaxCrossEntropy", "gru: Gru<16, 16, 32, 1, Sequence>, fc: Dense<32, 4>"),
-            ("loss = SoftmaxCrossEntropy", "gru: Gru<16, 16, 32>, pool: MeanOverTime<16, 32>, fc: Dense<32, 4>"),
-            ("loss = SoftmaxCrossEntropy", "fc0: Dense<4, 24>, pool: MeanOverTime<4, 8>, fc: Dense<8, 4>"),
-            ("loss = SoftmaxCrossEntropy", "conv: Conv1d<16, 8, 8, 3>, pool: MeanOverTime<14, 8>, fc: Dense<8, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32", "tok: Embedding<100, 8, 16>, conv: Conv1d<12, 8, 8, 3>, pool: MeanOverTime<14, 8>, fc: Dense<8, 4>"),
-            ("loss = SoftmaxCrossEntropy", "conv: Conv1d<4, 2, 3, 5>, pool: MeanOverTime<1, 3>"),
-            ("loss = SoftmaxCrossEntropy", "fc: Dense<4, 0>, fc2: Dense<0, 4>"),
-            ("loss = SoftmaxCrossEntropy", "fc: Dense<4, 8>, pp: PerPosition<Dense<3, 5>, 2>, fc2: Dense<10, 4>"),
-            ("loss = SoftmaxCrossEntropy, input = u32, graph(e = pos(tok(x)), a = attn(e) + e, y = head(a))", "tok: Embedding<100, 8, 16>, pos: PositionalEmbedding<16, 8, 12>, attn: CausalSelfAttention<12, 8, 2>, head: Dense<96, 4>"),
-            ("loss = SoftmaxCrossEntropy, graph(h = fc1(x), a = g(x) + h, y = head(a))", "fc1: Dense<4, 12>, g: Gru<3, 2, 4, 1, Sequence>, head: Dense<12, 4>"),
-            ("loss = SoftmaxCrossEntropy, graph(h = fc1(x), c = concat(h, x), y = head(c))", "fc1: Dense<4, 12>, head: Dense<12, 4>"),
+    fn correct_sequence_models_have_no_error() {
+        let models: &[(&str, &str)] = &[
+            (
+                "loss = SoftmaxCrossEntropy",
+                "conv: Conv1d<6, 2, 3, 3, 1, Same, Tanh>, strided: Conv1d<6, 3, 3, 3, 2, Valid, Tanh>, \
+                 proj: PerPosition<Dense<3, 4, Tanh>, 2>, norm: PerPosition<LayerNorm<4>, 2>, \
+                 pool: MeanOverTime<2, 4>, head: Dense<4, 3>",
+            ),
+            (
+                "loss = SequenceCrossEntropy<32>, input = u32, graph(e = pos(tok(x)), \
+                 a = attn(ln1(e)) + e, m = fc2(fc1(ln2(a))) + a, logits = head(ln_f(m)))",
+                "tok: Embedding<32, 64, 32, 0>, pos: PositionalEmbedding<40, 64, 32>, \
+                 ln1: PerPosition<LayerNorm<64>, 32>, attn: CausalSelfAttention<32, 64, 8, true, false>, \
+                 ln2: PerPosition<LayerNorm<64>, 32>, fc1: PerPosition<Dense<64, 256, Gelu>, 32>, \
+                 fc2: PerPosition<Dense<256, 64>, 32>, ln_f: PerPosition<LayerNorm<64>, 32>, \
+                 head: PerPosition<Dense<64, 32>, 32>",
+            ),
+            (
+                "loss = SequenceCrossEntropy<3>",
+                "gru: Gru<4, 2, 4, 1, Sequence>, lstm: Lstm<4, 4, 3, 2, Sequence>",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy, input = u32",
+                "tok: Embedding<100, 8, 12>, drop: Dropout<96, 100>, gru: Gru<12, 8, 16>, fc: Dense<16, 4>",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy, graph(h = conv(x).tanh(), r = ff(norm(h)).tanh() + h, y = head(pool(r)))",
+                "conv: Conv1d<5, 2, 4, 3, 1, Same>, norm: PerPosition<LayerNorm<4>, 5>, \
+                 ff: PerPosition<Dense<4, 4>, 5>, pool: MeanOverTime<5, 4>, head: Dense<4, 3>",
+            ),
+            (
+                "loss = Mse",
+                "conv: Conv1d<8, 2, 4, 3, 1, Same>, bn: BatchNorm<4, 8>, fc: Dense<32, 1>",
+            ),
         ];
-        for (attr, fields) in cases {
-            eprintln!("{fields}\n  {:#?}", messages(attr, fields));
+        for (attr, fields) in models {
+            assert_eq!(messages(attr, fields), Vec::<String>::new(), "{fields}");
         }
-        let _ = proc_macro2::TokenStream::new().to_token_stream();
+    }
+
+    /// Each mistake is one message at its field, with both sizes and the type to write; what
+    /// reads the layer after it is checked against it as written and as fixed, without a
+    /// second error.
+    #[test]
+    fn each_shape_mistake_is_one_message() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "loss = SoftmaxCrossEntropy",
+                "gru: Gru<16, 16, 32>, fc: Dense<512, 4>",
+                "`fc` reads 512 values per sample but `gru` gives 32 values per sample; make its \
+                 input size 32: write `Dense<32, 4>`, or output every position of `gru`: write \
+                 `Gru<16, 16, 32, 1, Sequence>`",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc0: Dense<4, 24>, pool: MeanOverTime<4, 8>, fc: Dense<8, 4>",
+                "`pool` reads 4 positions of 8 features (32 values) but `fc0` gives 24 values per \
+                 sample; make its sequence length 3: write `MeanOverTime<3, 8>`",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 8>, c: Conv2d<8, 8, 1, 4, 3, 3>, head: Dense<144, 4>",
+                "`c` reads 64 values per sample but `fc` gives 8 values per sample; change the \
+                 sizes of `c` or what `fc` gives",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 8>, g: Gru<1, 8, 4, 9>",
+                "`g` stacks 9 recurrent layers; write at most 8",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 8>, d: Dropout<8, 1000>, head: Dense<8, 4>",
+                "`d` drops 1000 of every 1000 values, so nothing would pass; write a rate below \
+                 1000 per mille, such as 100 for 10%",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy, input = u32",
+                "e: Embedding<20000000, 1, 4>, head: Dense<4, 4>",
+                "`e` has 20000000 token ids but ids are carried as f32, exact up to 16777216; \
+                 write a vocabulary of at most 16777216",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 0>, head: Dense<0, 4>",
+                "`fc: Dense<4, 0>`: the output size is 0; write a size of at least 1",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 0>, head: Dense<8, 4>",
+                "`fc: Dense<4, 0>`: the output size is 0; write a size of at least 1",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy",
+                "fc: Dense<4, 8>, head: Dense<8, 0>",
+                "`head: Dense<8, 0>`: the output size is 0; write a size of at least 1",
+            ),
+            (
+                "loss = SequenceCrossEntropy<4>",
+                "gru: Gru<3, 2, 5, 1, Sequence>, lstm: Lstm<4, 5, 4, 1, Sequence>",
+                "`lstm` reads 4 positions of 5 features but `gru` gives 3 positions of 5 \
+                 features; make its sequence length 3: write `Lstm<3, 5, 4, 1, Sequence>`",
+            ),
+            (
+                "loss = SoftmaxCrossEntropy, graph(h = fc1(x), a = g(x) + h, y = head(a))",
+                "fc1: Dense<4, 12>, g: Gru<3, 2, 4, 1, Sequence>, head: Dense<12, 4>",
+                "`g` reads 3 positions of 2 features (6 values) but the input `x` gives 4 values \
+                 per sample; make its sequence length 2: write `Gru<2, 2, 4, 1, Sequence>`",
+            ),
+            (
+                "loss = Mse, graph(h = fc1(x).relu(), c = concat(h.tanh(), x), y = head(c))",
+                "fc1: Dense<4, 6>, head: Dense<12, 4>",
+                "`head` reads 12 values per sample but `c` gives 10 values per sample; make its \
+                 input size 10: write `Dense<10, 4>`",
+            ),
+            (
+                "loss = Mse, graph(h = fc1(x), y = head(fc1(x) + h))",
+                "fc1: Dense<4, 6>, head: Dense<6, 4>",
+                "layer `fc1` is used twice; declare a second field for a second layer (weights are not shared)",
+            ),
+        ];
+        for (attr, fields, message) in cases {
+            let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_eq!(messages(attr, fields), [message], "{fields}");
+        }
     }
 }

@@ -174,7 +174,9 @@ fn lit_or(a: &[&GenericArgument], i: usize, default: usize) -> Option<usize> {
 /// A zero among `sizes` (name, value): one mistake, the first.
 fn zeros(sizes: &[(&'static str, usize)]) -> Vec<Mistake> {
     let zero = sizes.iter().find(|(_, v)| *v == 0);
-    zero.map(|(name, _)| Mistake::Zero(name)).into_iter().collect()
+    zero.map(|(name, _)| Mistake::Zero(name))
+        .into_iter()
+        .collect()
 }
 
 /// A valid-padding window `k` longer than `n`.
@@ -214,23 +216,37 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let (i, o) = (n(0)?, n(1)?);
             Layer {
                 output: Some(Shape::Flat(o)),
-                mistakes: zeros(&[("inputs", i), ("outputs", o)]),
-                ..flat(i, "inputs")
+                mistakes: zeros(&[("the input size", i), ("the output size", o)]),
+                ..flat(i, "the input size")
             }
         }
-        "Flatten" => flat(n(0)?, "size"),
-        "LayerNorm" => flat(n(0)?, "features"),
+        "Flatten" => flat(n(0)?, "the size"),
+        "LayerNorm" => flat(n(0)?, "the width"),
+        // `Act<A, N>`: an activation as a layer, of any shape.
+        "Act" => {
+            let size = n(1)?;
+            Layer {
+                input_args: InputArgs::Flat(vec![1]),
+                keeps_shape: true,
+                ..flat(size, "the size")
+            }
+        }
         "Dropout" => {
             let (size, rate) = (n(0)?, n(1)?);
-            let mut l = flat(size, "size");
+            let mut l = flat(size, "the size");
             l.keeps_shape = true;
-            l.mistakes.extend((rate >= 1000).then_some(Mistake::DropoutRate(rate)));
+            l.mistakes
+                .extend((rate >= 1000).then_some(Mistake::DropoutRate(rate)));
             l
         }
         "BatchNorm" => {
             let (c, spatial) = (n(0)?, lit_or(&a, 1, 1)?);
-            let mistakes = zeros(&[("channels", c), ("positions", spatial)]);
-            match a.len() > 1 {
+            let mistakes = zeros(&[
+                ("the number of channels", c),
+                ("the number of positions", spatial),
+            ]);
+            // One position is a flat vector: what reads a sequence fits it by its width.
+            match spatial > 1 {
                 true => {
                     let shape = Shape::Seq {
                         len: spatial,
@@ -241,10 +257,10 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                         output: Some(shape),
                         input_args: seq_args(1, 0),
                         mistakes,
-                        ..flat(c, "channels")
+                        ..flat(c, "the number of channels")
                     }
                 }
-                false => flat(c, "channels"),
+                false => flat(c, "the number of channels"),
             }
         }
         "Conv2d" => {
@@ -252,13 +268,13 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let stride = lit_or(&a, 6, 1)?;
             let same = same_padding(&a, 7)?;
             let mut mistakes = zeros(&[
-                ("rows", h),
-                ("columns", w),
-                ("channels", c),
-                ("filters", f),
-                ("kernel rows", kh),
-                ("kernel columns", kw),
-                ("stride", stride),
+                ("the number of rows", h),
+                ("the number of columns", w),
+                ("the number of channels", c),
+                ("the number of filters", f),
+                ("the kernel height", kh),
+                ("the kernel width", kw),
+                ("the stride", stride),
             ]);
             if mistakes.is_empty() {
                 mistakes.extend(window_fits("kernel", kh, "rows", h, same));
@@ -278,11 +294,11 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let (h, w, c, pool) = (n(0)?, n(1)?, n(2)?, n(3)?);
             let stride = lit_or(&a, 4, pool)?;
             let mut mistakes = zeros(&[
-                ("rows", h),
-                ("columns", w),
-                ("channels", c),
-                ("window", pool),
-                ("stride", stride),
+                ("the number of rows", h),
+                ("the number of columns", w),
+                ("the number of channels", c),
+                ("the window", pool),
+                ("the stride", stride),
             ]);
             if mistakes.is_empty() {
                 mistakes.extend(window_fits("window", pool, "rows", h, false));
@@ -303,11 +319,11 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let stride = lit_or(&a, 4, 1)?;
             let same = same_padding(&a, 5)?;
             let mut mistakes = zeros(&[
-                ("positions", t),
-                ("input channels", c_in),
-                ("filters", c_out),
-                ("kernel length", k),
-                ("stride", stride),
+                ("the sequence length", t),
+                ("the number of input channels", c_in),
+                ("the number of filters", c_out),
+                ("the kernel length", k),
+                ("the stride", stride),
             ]);
             if mistakes.is_empty() {
                 mistakes.extend(window_fits("kernel", k, "positions", t, same));
@@ -330,11 +346,14 @@ pub fn layer(ty: &Type) -> Option<Layer> {
         "MeanOverTime" => {
             let (t, c) = (n(0)?, n(1)?);
             Layer {
-                input: Shape::Seq { len: t, features: c },
+                input: Shape::Seq {
+                    len: t,
+                    features: c,
+                },
                 output: Some(Shape::Flat(c)),
                 input_args: seq_args(0, 1),
                 keeps_shape: false,
-                mistakes: zeros(&[("positions", t), ("channels", c)]),
+                mistakes: zeros(&[("the sequence length", t), ("the number of channels", c)]),
                 other_output: None,
             }
         }
@@ -347,7 +366,7 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 InputArgs::Flat(path) => [vec![0], path].concat(),
                 _ => return None,
             };
-            let mut mistakes = zeros(&[("positions", t)]);
+            let mut mistakes = zeros(&[("the sequence length", t)]);
             mistakes.extend(inner.mistakes);
             let per = |s: Shape| Shape::Seq {
                 len: t,
@@ -385,10 +404,10 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 false => Shape::Flat(hidden),
             };
             let mut mistakes = zeros(&[
-                ("steps", t),
-                ("input features", inputs),
-                ("hidden units", hidden),
-                ("layers", layers.unwrap_or(1)),
+                ("the sequence length", t),
+                ("the number of input features", inputs),
+                ("the number of hidden units", hidden),
+                ("the number of layers", layers.unwrap_or(1)),
             ]);
             if let Some(layers) = layers.filter(|&l| l > MAX_RNN_LAYERS) {
                 mistakes.push(Mistake::TooManyLayers {
@@ -416,14 +435,21 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 len: t,
                 features: width,
             };
-            let mut mistakes = zeros(&[("positions", t), ("width", width), ("heads", heads)]);
-            if mistakes.is_empty() && width % heads != 0 {
+            let mut mistakes = zeros(&[
+                ("the sequence length", t),
+                ("the width", width),
+                ("the number of heads", heads),
+            ]);
+            if mistakes.is_empty() && !width.is_multiple_of(heads) {
                 let divisor = nearest_divisor(width, heads);
                 mistakes.push(Mistake::HeadsDoNotDivide {
                     width,
                     heads,
                     other_heads: render(&with_args(ty, &[(vec![2], divisor)])),
-                    other_width: render(&with_args(ty, &[(vec![1], width.div_ceil(heads) * heads)])),
+                    other_width: render(&with_args(
+                        ty,
+                        &[(vec![1], width.div_ceil(heads) * heads)],
+                    )),
                 });
             }
             Layer {
@@ -441,7 +467,11 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 len: t,
                 features: width,
             };
-            let mut mistakes = zeros(&[("table rows", table), ("width", width), ("positions", t)]);
+            let mut mistakes = zeros(&[
+                ("the table length", table),
+                ("the width", width),
+                ("the sequence length", t),
+            ]);
             if mistakes.is_empty() && t > table {
                 mistakes.push(Mistake::TableTooShort {
                     table,
@@ -462,7 +492,11 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let (vocab, width, t) = (n(0)?, n(1)?, n(2)?);
             // `NO_PADDING` (or another constant) is no padding id the macro can check.
             let pad = n(3);
-            let mut mistakes = zeros(&[("ids in the vocabulary", vocab), ("width", width), ("positions", t)]);
+            let mut mistakes = zeros(&[
+                ("the vocabulary", vocab),
+                ("the width", width),
+                ("the sequence length", t),
+            ]);
             if vocab > MAX_VOCAB {
                 mistakes.push(Mistake::VocabTooLarge {
                     vocab,
@@ -496,7 +530,7 @@ pub fn layer(ty: &Type) -> Option<Layer> {
 /// The divisor of `width` nearest `heads` (the larger of two as near).
 fn nearest_divisor(width: usize, heads: usize) -> usize {
     (1..=width)
-        .filter(|d| width % d == 0)
+        .filter(|d| width.is_multiple_of(*d))
         .min_by_key(|&d| (d.abs_diff(heads), usize::MAX - d))
         .unwrap_or(1)
 }
@@ -568,16 +602,28 @@ fn with_output(ty: &Type, layers: usize, output: &str) -> Type {
 pub fn with_input(ty: &Type, l: &Layer, have: Shape) -> Option<Type> {
     let edits = match (&l.input_args, have, l.input) {
         (InputArgs::Flat(path), have, _) => vec![(path.clone(), have.width())],
-        (InputArgs::Seq { len, features }, Shape::Seq { len: t, features: f }, _) => {
+        (
+            InputArgs::Seq { len, features },
+            Shape::Seq {
+                len: t,
+                features: f,
+            },
+            _,
+        ) => {
             vec![(len.clone(), t), (features.clone(), f)]
         }
-        (InputArgs::Seq { len, features }, Shape::Flat(n), Shape::Seq { len: t, features: f }) => {
-            match (f > 0 && n % f == 0, t > 0 && n % t == 0) {
-                (true, _) => vec![(len.clone(), n / f)],
-                (false, true) => vec![(features.clone(), n / t)],
-                _ => return None,
-            }
-        }
+        (
+            InputArgs::Seq { len, features },
+            Shape::Flat(n),
+            Shape::Seq {
+                len: t,
+                features: f,
+            },
+        ) => match (f > 0 && n.is_multiple_of(f), t > 0 && n.is_multiple_of(t)) {
+            (true, _) => vec![(len.clone(), n / f)],
+            (false, true) => vec![(features.clone(), n / t)],
+            _ => return None,
+        },
         _ => return None,
     };
     let mut fixed = with_args(ty, &edits);
@@ -596,7 +642,11 @@ pub fn render(ty: &Type) -> String {
     let Type::Path(p) = ty else {
         return ty.to_token_stream().to_string();
     };
-    let lead = if p.path.leading_colon.is_some() { "::" } else { "" };
+    let lead = if p.path.leading_colon.is_some() {
+        "::"
+    } else {
+        ""
+    };
     let segments: Vec<String> = p
         .path
         .segments
@@ -661,6 +711,9 @@ mod tests {
         assert_eq!(d("MaxPool2d<6, 6, 4, 2>"), Some((144, 36)));
         assert_eq!(d("BatchNorm<16>"), Some((16, 16)));
         assert_eq!(d("BatchNorm<16, 4>"), Some((64, 64)));
+        assert_eq!(d("Act<Relu, 8>"), Some((8, 8)));
+        let bn = layer(&ty("BatchNorm<16, 1>")).unwrap();
+        assert_eq!(bn.input, Shape::Flat(16), "one position is flat");
         assert_eq!(d("Conv1d<10, 3, 5, 3, 1, Same, Relu>"), Some((30, 50)));
         assert_eq!(d("Conv1d<10, 5, 4, 3>"), Some((50, 32)));
         assert_eq!(d("Conv1d<10, 2, 3, 5, 2, Valid>"), Some((20, 9)));
@@ -673,10 +726,17 @@ mod tests {
         assert_eq!(d("Lstm<6, 3, 5, 1, MyOutput>"), None);
         assert_eq!(d("Embedding<100, 8, 12>"), Some((12, 96)));
         assert_eq!(d("PositionalEmbedding<16, 8, 12>"), Some((96, 96)));
-        assert_eq!(d("CausalSelfAttention<12, 8, 2, true, false>"), Some((96, 96)));
+        assert_eq!(
+            d("CausalSelfAttention<12, 8, 2, true, false>"),
+            Some((96, 96))
+        );
         assert_eq!(d("Dense<N, 4>"), None);
         assert_eq!(d("MyLayer<3>"), None);
-        assert_eq!(d("Conv1d<4, 2, 3, 5>"), None, "a kernel longer than the sequence");
+        assert_eq!(
+            d("Conv1d<4, 2, 3, 5>"),
+            None,
+            "a kernel longer than the sequence"
+        );
     }
 
     #[test]
@@ -691,7 +751,7 @@ mod tests {
     /// one.
     #[test]
     fn own_mistakes() {
-        assert_eq!(mistakes("Dense<0, 0>"), [Mistake::Zero("inputs")]);
+        assert_eq!(mistakes("Dense<0, 0>"), [Mistake::Zero("the input size")]);
         assert_eq!(
             mistakes("CausalSelfAttention<16, 30, 4>"),
             [Mistake::HeadsDoNotDivide {
@@ -721,7 +781,10 @@ mod tests {
         assert_eq!(mistakes("Gru<4, 2, 3, 9>").len(), 1);
         assert_eq!(mistakes("Conv1d<4, 2, 3, 5>").len(), 1);
         assert_eq!(mistakes("Conv1d<4, 2, 3, 5, 1, Same>"), []);
-        assert_eq!(mistakes("PerPosition<Dense<4, 0>, 3>"), [Mistake::Zero("outputs")]);
+        assert_eq!(
+            mistakes("PerPosition<Dense<4, 0>, 3>"),
+            [Mistake::Zero("the output size")]
+        );
         assert_eq!(mistakes("Dropout<8, 1000>"), [Mistake::DropoutRate(1000)]);
     }
 
@@ -733,7 +796,10 @@ mod tests {
             with_input(&t, &layer(&t).unwrap(), have).map(|t| render(&t))
         };
         let seq = |len, features| Shape::Seq { len, features };
-        assert_eq!(fix("Gru<12, 16, 32>", seq(16, 16)).as_deref(), Some("Gru<16, 16, 32>"));
+        assert_eq!(
+            fix("Gru<12, 16, 32>", seq(16, 16)).as_deref(),
+            Some("Gru<16, 16, 32>")
+        );
         assert_eq!(
             fix("PerPosition<Dense<4, 6, Gelu>, 10>", seq(3, 8)).as_deref(),
             Some("PerPosition<Dense<8, 6, Gelu>, 3>")
@@ -742,12 +808,26 @@ mod tests {
             fix("PositionalEmbedding<6, 4, 6>", seq(8, 4)).as_deref(),
             Some("PositionalEmbedding<8, 4, 8>")
         );
-        assert_eq!(fix("fusegraph::layers::Dense<3, 2>", Shape::Flat(7)).as_deref(), Some("fusegraph::layers::Dense<7, 2>"));
-        assert_eq!(fix("MeanOverTime<4, 8>", Shape::Flat(24)).as_deref(), Some("MeanOverTime<3, 8>"));
-        assert_eq!(fix("MeanOverTime<4, 8>", Shape::Flat(20)).as_deref(), Some("MeanOverTime<4, 5>"));
+        assert_eq!(
+            fix("fusegraph::layers::Dense<3, 2>", Shape::Flat(7)).as_deref(),
+            Some("fusegraph::layers::Dense<7, 2>")
+        );
+        assert_eq!(
+            fix("MeanOverTime<4, 8>", Shape::Flat(24)).as_deref(),
+            Some("MeanOverTime<3, 8>")
+        );
+        assert_eq!(
+            fix("MeanOverTime<4, 8>", Shape::Flat(20)).as_deref(),
+            Some("MeanOverTime<4, 5>")
+        );
         assert_eq!(fix("MeanOverTime<4, 8>", Shape::Flat(7)), None);
         assert_eq!(fix("Conv2d<8, 8, 1, 4, 3, 3>", Shape::Flat(7)), None);
-        let other = |s: &str| layer(&ty(s)).unwrap().other_output.map(|(t, s)| (render(&t), s));
+        let other = |s: &str| {
+            layer(&ty(s))
+                .unwrap()
+                .other_output
+                .map(|(t, s)| (render(&t), s))
+        };
         assert_eq!(
             other("Gru<4, 2, 3>"),
             Some(("Gru<4, 2, 3, 1, Sequence>".into(), seq(4, 3)))

@@ -220,7 +220,9 @@ impl Builder<'_> {
             span,
             left: have.tokens.clone(),
             right: want.tokens.clone(),
-            message,
+            // The message is the assertion's format string: the braces of a type such as
+            // `Dense<{ 4 * N }, 2>` are written doubled.
+            message: message.replace('{', "{{").replace('}', "}}"),
         });
     }
 

@@ -190,6 +190,50 @@ fn window_fits(
     (!same && k > n).then_some(Mistake::WindowTooLong { what, k, along, n })
 }
 
+/// A window (`what`, `kh` by `kw`) moving by `stride` over an `h`x`w`x`c` image, giving
+/// `out_c` channels: a convolution or a pooling layer, whose sizes `sizes` are at least 1.
+fn image_window(
+    (h, w, c): (usize, usize, usize),
+    (what, kh, kw): (&'static str, usize, usize),
+    stride: usize,
+    same: bool,
+    out_c: usize,
+    sizes: &[(&'static str, usize)],
+) -> Layer {
+    let mut mistakes = zeros(sizes);
+    if mistakes.is_empty() {
+        mistakes.extend(window_fits(what, kh, "rows", h, same));
+        mistakes.extend(window_fits(what, kw, "columns", w, same));
+    }
+    let out = window_out(h, kh, stride, same).zip(window_out(w, kw, stride, same));
+    Layer {
+        input: Shape::Flat(h * w * c),
+        output: out.map(|(oh, ow)| Shape::Flat(oh * ow * out_c)),
+        input_args: InputArgs::Derived,
+        keeps_shape: false,
+        mistakes,
+        other_output: None,
+    }
+}
+
+/// A layer that writes the sequence of `len` positions of `features` it reads, whose sizes
+/// are at `input_args`.
+fn same_sequence(
+    (len, features): (usize, usize),
+    input_args: InputArgs,
+    mistakes: Vec<Mistake>,
+) -> Layer {
+    let shape = Shape::Seq { len, features };
+    Layer {
+        input: shape,
+        output: Some(shape),
+        input_args,
+        keeps_shape: false,
+        mistakes,
+        other_output: None,
+    }
+}
+
 /// A layer reading and writing `Flat(n)` whose size is its first argument.
 fn flat(n: usize, size: &'static str) -> Layer {
     Layer {
@@ -232,11 +276,12 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             }
         }
         "Dropout" => {
-            let (size, rate) = (n(0)?, n(1)?);
+            // The rate does not change the shape: a constant is checked by the runtime.
+            let (size, rate) = (n(0)?, n(1));
             let mut l = flat(size, "the size");
             l.keeps_shape = true;
-            l.mistakes
-                .extend((rate >= 1000).then_some(Mistake::DropoutRate(rate)));
+            let too_high = rate.filter(|&r| r >= 1000);
+            l.mistakes.extend(too_high.map(Mistake::DropoutRate));
             l
         }
         "BatchNorm" => {
@@ -267,7 +312,7 @@ pub fn layer(ty: &Type) -> Option<Layer> {
             let (h, w, c, f, kh, kw) = (n(0)?, n(1)?, n(2)?, n(3)?, n(4)?, n(5)?);
             let stride = lit_or(&a, 6, 1)?;
             let same = same_padding(&a, 7)?;
-            let mut mistakes = zeros(&[
+            let sizes = [
                 ("the number of rows", h),
                 ("the number of columns", w),
                 ("the number of channels", c),
@@ -275,44 +320,20 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 ("the kernel height", kh),
                 ("the kernel width", kw),
                 ("the stride", stride),
-            ]);
-            if mistakes.is_empty() {
-                mistakes.extend(window_fits("kernel", kh, "rows", h, same));
-                mistakes.extend(window_fits("kernel", kw, "columns", w, same));
-            }
-            let out = window_out(h, kh, stride, same).zip(window_out(w, kw, stride, same));
-            Layer {
-                input: Shape::Flat(h * w * c),
-                output: out.map(|(oh, ow)| Shape::Flat(oh * ow * f)),
-                input_args: InputArgs::Derived,
-                keeps_shape: false,
-                mistakes,
-                other_output: None,
-            }
+            ];
+            image_window((h, w, c), ("kernel", kh, kw), stride, same, f, &sizes)
         }
         "MaxPool2d" | "AvgPool2d" => {
             let (h, w, c, pool) = (n(0)?, n(1)?, n(2)?, n(3)?);
             let stride = lit_or(&a, 4, pool)?;
-            let mut mistakes = zeros(&[
+            let sizes = [
                 ("the number of rows", h),
                 ("the number of columns", w),
                 ("the number of channels", c),
                 ("the window", pool),
                 ("the stride", stride),
-            ]);
-            if mistakes.is_empty() {
-                mistakes.extend(window_fits("window", pool, "rows", h, false));
-                mistakes.extend(window_fits("window", pool, "columns", w, false));
-            }
-            let out = window_out(h, pool, stride, false).zip(window_out(w, pool, stride, false));
-            Layer {
-                input: Shape::Flat(h * w * c),
-                output: out.map(|(oh, ow)| Shape::Flat(oh * ow * c)),
-                input_args: InputArgs::Derived,
-                keeps_shape: false,
-                mistakes,
-                other_output: None,
-            }
+            ];
+            image_window((h, w, c), ("window", pool, pool), stride, false, c, &sizes)
         }
         "Conv1d" => {
             let (t, c_in, c_out, k) = (n(0)?, n(1)?, n(2)?, n(3)?);
@@ -431,10 +452,6 @@ pub fn layer(ty: &Type) -> Option<Layer> {
         }
         "CausalSelfAttention" => {
             let (t, width, heads) = (n(0)?, n(1)?, n(2)?);
-            let shape = Shape::Seq {
-                len: t,
-                features: width,
-            };
             let mut mistakes = zeros(&[
                 ("the sequence length", t),
                 ("the width", width),
@@ -452,21 +469,10 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                     )),
                 });
             }
-            Layer {
-                input: shape,
-                output: Some(shape),
-                input_args: seq_args(0, 1),
-                keeps_shape: false,
-                mistakes,
-                other_output: None,
-            }
+            same_sequence((t, width), seq_args(0, 1), mistakes)
         }
         "PositionalEmbedding" => {
             let (table, width, t) = (n(0)?, n(1)?, n(2)?);
-            let shape = Shape::Seq {
-                len: t,
-                features: width,
-            };
             let mut mistakes = zeros(&[
                 ("the table length", table),
                 ("the width", width),
@@ -479,14 +485,7 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                     fixed: render(&with_args(ty, &[(vec![0], t)])),
                 });
             }
-            Layer {
-                input: shape,
-                output: Some(shape),
-                input_args: seq_args(2, 1),
-                keeps_shape: false,
-                mistakes,
-                other_output: None,
-            }
+            same_sequence((t, width), seq_args(2, 1), mistakes)
         }
         "Embedding" => {
             let (vocab, width, t) = (n(0)?, n(1)?, n(2)?);
@@ -786,6 +785,7 @@ mod tests {
             [Mistake::Zero("the output size")]
         );
         assert_eq!(mistakes("Dropout<8, 1000>"), [Mistake::DropoutRate(1000)]);
+        assert_eq!(mistakes("Dropout<8, RATE>"), []);
     }
 
     /// The type to write takes the input's sizes where the type's arguments hold them.

@@ -12,6 +12,14 @@ fn model_mistakes() {
     t.compile_fail("tests/ui/model/*.rs");
 }
 
+/// Shape mistakes: sequence lengths, widths, heads, tables, paddings and sizes, each one error
+/// at the field, naming both sizes and the type to write.
+#[test]
+fn shape_mistakes() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/shapes/*.rs");
+}
+
 #[test]
 fn embedded_mistakes() {
     let t = trybuild::TestCases::new();

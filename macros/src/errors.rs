@@ -451,14 +451,127 @@ pub fn feeding_layer(source: &str) -> String {
     format!("`{source}`")
 }
 
-pub fn layer_inputs(layer: &str, source: &str, have: usize, want: usize) -> String {
+/// `n` `thing`s, in the plural unless `n` is 1.
+fn count(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        _ => format!("{n} {thing}s"),
+    }
+}
+
+/// A flat shape, as what a layer reads or a node gives.
+pub fn values(n: usize) -> String {
+    format!("{} per sample", count(n, "value"))
+}
+
+/// A sequence, as what a layer reads or a node gives; with its values per sample when the
+/// other side is flat.
+pub fn positions(len: usize, features: usize, with_values: bool) -> String {
+    let s = format!(
+        "{} of {}",
+        count(len, "position"),
+        count(features, "feature")
+    );
+    match with_values {
+        true => format!("{s} ({})", count(len * features, "value")),
+        false => s,
+    }
+}
+
+/// What to change in a layer that reads a sequence of `want` (length, features) from one of
+/// `have`.
+pub fn sequence_fix(want: (usize, usize), have: (usize, usize)) -> String {
+    match (want.0 == have.0, want.1 == have.1) {
+        (false, true) => format!("make its sequence length {}", have.0),
+        (true, false) => format!("make it read {} per position", count(have.1, "feature")),
+        _ => format!("make it read {}", positions(have.0, have.1, false)),
+    }
+}
+
+/// What to change in a layer whose input size is one argument.
+pub fn input_size_fix(n: usize) -> String {
+    format!("make its input size {n}")
+}
+
+/// A change and the type that makes it.
+pub fn write_type(change: &str, ty: &str) -> String {
+    format!("{change}: write `{ty}`")
+}
+
+/// The change when the macro cannot write the layer's type: the layer's sizes or the source's.
+pub fn change_either(layer: &str, source: &str) -> String {
+    format!("change the sizes of `{layer}` or what {source} gives")
+}
+
+/// The other output of the recurrent layer `source`, which gives what the next layer reads.
+pub fn other_output(source: &str, sequence: bool, ty: &str) -> String {
+    match sequence {
+        true => format!("output every position of `{source}`: write `{ty}`"),
+        false => format!("output only the last hidden state of `{source}`: write `{ty}`"),
+    }
+}
+
+/// A layer that reads `want` from `source`, which gives `have`; `fix` says what to write.
+pub fn layer_reads(layer: &str, want: &str, source: &str, have: &str, fix: &str) -> String {
+    format!("`{layer}` reads {want} but {source} gives {have}; {fix}")
+}
+
+/// The const assertion of a layer's input size, when the sizes are not literals.
+pub fn layer_reads_differ(layer: &str, ty: &str, source: &str) -> String {
     format!(
-        "`{layer}` takes {want} inputs per sample but {source} gives {have}; make its input size {have} or change {source}"
+        "`{layer}: {ty}` reads another number of values per sample than {source} gives; make the input sizes of `{ty}` what {source} gives"
     )
 }
 
-pub fn layer_inputs_differ(layer: &str, source: &str) -> String {
-    format!("`{layer}` takes a different number of inputs than {source} gives")
+/// A size of 0 in a layer's type.
+pub fn zero_size(layer: &str, ty: &str, size: &str) -> String {
+    format!("`{layer}: {ty}`: {size} is 0; write a size of at least 1")
+}
+
+pub fn heads_do_not_divide(
+    layer: &str,
+    width: usize,
+    heads: usize,
+    other_heads: &str,
+    other_width: &str,
+) -> String {
+    format!(
+        "`{layer}` splits its {width} features per position into {heads} heads of equal size, but {heads} does not divide {width}; write `{other_heads}` (heads that divide {width}) or `{other_width}` (a width that {heads} heads divide)"
+    )
+}
+
+pub fn table_too_short(layer: &str, table: usize, len: usize, fixed: &str) -> String {
+    format!(
+        "`{layer}` adds a row of its table to each of {len} positions but the table has {table} rows; make the table {len} rows long: write `{fixed}`"
+    )
+}
+
+pub fn padding_outside(layer: &str, pad: usize, vocab: usize, fixed: &str) -> String {
+    format!(
+        "`{layer}`'s padding id {pad} is not one of its {vocab} token ids (0..{vocab}); write a padding id below {vocab}, or `{fixed}` for no padding"
+    )
+}
+
+pub fn vocab_too_large(layer: &str, vocab: usize, max: usize) -> String {
+    format!(
+        "`{layer}` has {vocab} token ids but ids are carried as f32, exact up to {max}; write a vocabulary of at most {max}"
+    )
+}
+
+pub fn window_too_long(layer: &str, what: &str, k: usize, along: &str, n: usize) -> String {
+    format!(
+        "`{layer}`'s {what} spans {k} {along} but its input has {n}, and `Valid` padding keeps the {what} inside the input; make the {what} at most {n} long, or pad with `Same`"
+    )
+}
+
+pub fn too_many_layers(layer: &str, layers: usize, max: usize) -> String {
+    format!("`{layer}` stacks {layers} recurrent layers; write at most {max}")
+}
+
+pub fn dropout_rate(layer: &str, rate: usize) -> String {
+    format!(
+        "`{layer}` drops {rate} of every 1000 values, so nothing would pass; write a rate below 1000 per mille, such as 100 for 10%"
+    )
 }
 
 pub fn layer_used_twice(layer: &str) -> String {
@@ -532,9 +645,10 @@ pub fn activation_arguments(name: &str) -> String {
     format!("`.{name}()` takes no arguments")
 }
 
-pub fn unequal_widths(op: &str, left: usize, right: usize) -> String {
+pub fn unequal_shapes(op: &str, left: (&str, &str), right: (&str, &str)) -> String {
     format!(
-        "`{op}` needs equal widths, but the left side has {left} values per sample and the right side {right}"
+        "`{op}` needs equal shapes, but the left side `{}` gives {} and the right side `{}` gives {}; make both sides give the same",
+        left.0, left.1, right.0, right.1
     )
 }
 

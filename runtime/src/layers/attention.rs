@@ -572,11 +572,13 @@ impl<
     pub const DIMS: AttentionDims = {
         assert!(
             SEQ > 0 && DIM > 0,
-            "CausalSelfAttention: SEQ and DIM must be at least 1"
+            "CausalSelfAttention<SEQ, DIM, HEADS>: the sequence length SEQ and the width DIM \
+             must be at least 1"
         );
         assert!(
             HEADS > 0 && DIM.is_multiple_of(HEADS),
-            "CausalSelfAttention: HEADS must divide DIM"
+            "CausalSelfAttention<SEQ, DIM, HEADS>: HEADS heads of equal size must divide the \
+             width DIM; write a DIM that HEADS divides, or HEADS that divide DIM"
         );
         AttentionDims {
             seq: SEQ,

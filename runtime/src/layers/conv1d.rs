@@ -61,12 +61,18 @@ impl<
     /// The sizes, for [`conv_forward`] and [`conv_backward`]: an image of height 1 and width
     /// `T`, a kernel of height 1 and width `K`.
     pub const DIMS: ConvDims = {
-        assert!(K > 0, "Conv1d: the kernel must be at least 1 long (K >= 1)");
-        assert!(S > 0, "Conv1d: the stride must be at least 1 (S >= 1)");
+        assert!(
+            K > 0,
+            "Conv1d<T, C_IN, C_OUT, K, S>: the kernel length K must be at least 1"
+        );
+        assert!(
+            S > 0,
+            "Conv1d<T, C_IN, C_OUT, K, S>: the stride S must be at least 1"
+        );
         assert!(
             P::SAME || K <= T,
-            "Conv1d: with Valid padding the sequence must be at least as long as the kernel \
-             (K <= T); use Same padding or a shorter kernel"
+            "Conv1d<T, C_IN, C_OUT, K, S, Valid>: the kernel length K is more than the sequence \
+             length T; write K <= T, or pad with Same"
         );
         ConvDims {
             h: 1,

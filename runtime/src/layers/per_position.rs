@@ -16,8 +16,8 @@ const fn per_position_products(
 ) -> [Product; MAX_PER_POSITION_PRODUCTS] {
     assert!(
         products.len() <= MAX_PER_POSITION_PRODUCTS,
-        "PerPosition: the inner layer declares more matrix products than \
-         MAX_PER_POSITION_PRODUCTS"
+        "PerPosition<L, T>: the layer L declares more than 8 matrix products \
+         (MAX_PER_POSITION_PRODUCTS)"
     );
     let mut out = [Product::NONE; MAX_PER_POSITION_PRODUCTS];
     let mut i = 0;
@@ -98,7 +98,7 @@ impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
     const IN: usize = {
         assert!(
             T > 0,
-            "PerPosition: a sequence has at least one position (T >= 1)"
+            "PerPosition<L, T>: the sequence length T must be at least 1"
         );
         T * L::IN
     };

@@ -197,7 +197,7 @@ impl<
     pub const DIMS: RnnDims = {
         assert!(
             LAYERS >= 1 && LAYERS <= MAX_RNN_LAYERS,
-            "a recurrent layer stacks 1 to MAX_RNN_LAYERS layers"
+            "Gru / Lstm<T, IN, H, LAYERS>: LAYERS stacks 1 to 8 layers (MAX_RNN_LAYERS)"
         );
         let dims = RnnDims {
             cell: C::KIND,

@@ -166,7 +166,8 @@ impl RnnDims {
     const fn check(&self) {
         assert!(
             self.steps > 0 && self.inputs > 0 && self.hidden > 0 && self.layers > 0,
-            "recurrent layer: steps, inputs, hidden and layers must be at least 1"
+            "Gru / Lstm<T, IN, H, LAYERS>: the sequence length T, the input features IN, the \
+             hidden units H and LAYERS must be at least 1"
         );
     }
 }

@@ -29,7 +29,7 @@ pub use optimizer::Optimizer;
 pub use owned::StateError;
 pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};
-pub use rule::{Rule, MAX_CARRIED, MAX_SLOTS};
+pub use rule::{LearningRate, Rule, MAX_CARRIED, MAX_SLOTS};
 pub use schedule::{Decay, Schedule};
 pub use state::{OptimizerPart, Part, PartMut};
 #[cfg(feature = "alloc")]

@@ -114,7 +114,9 @@ pub(crate) fn model_entries<M: Model>() -> Vec<Entry> {
 /// [`Step::state_parts`](crate::train::Step::state_parts) in turn: the model's, then each slot
 /// of each parameter (`optimizer.<slot>.<tensor>`), the EMA (`optimizer.ema.<tensor>`) when it
 /// is kept, each carried scalar (`optimizer.<name>`), the step counter and the dropout seed.
-pub(crate) fn train_entries<M: Model, R: Rule>(parts: impl Iterator<Item = StatePart>) -> Vec<Entry> {
+pub(crate) fn train_entries<M: Model, R: Rule>(
+    parts: impl Iterator<Item = StatePart>,
+) -> Vec<Entry> {
     entries::<M>(parts, R::SLOTS, R::CARRIED)
 }
 
@@ -130,12 +132,19 @@ fn entries<M: Model>(
             StatePart::Params => tensors(&mut out, "", M::TENSORS, part),
             StatePart::ModelState => {
                 tensors(&mut out, "", M::STATE_TENSORS, part);
-                out.extend(M::BATCH_COUNTERS.iter().map(|layer| {
-                    Entry::scalar(key(layer, COUNTER), Dtype::I64, Source::Counter)
-                }));
+                out.extend(
+                    M::BATCH_COUNTERS.iter().map(|layer| {
+                        Entry::scalar(key(layer, COUNTER), Dtype::I64, Source::Counter)
+                    }),
+                );
             }
             StatePart::Optimizer(OptimizerPart::Slot(j)) => {
-                tensors(&mut out, &format!("{OPTIMIZER}{}.", slots[j]), M::TENSORS, part);
+                tensors(
+                    &mut out,
+                    &format!("{OPTIMIZER}{}.", slots[j]),
+                    M::TENSORS,
+                    part,
+                );
             }
             StatePart::Optimizer(OptimizerPart::Ema) => {
                 tensors(&mut out, &format!("{OPTIMIZER}ema."), M::TENSORS, part);
@@ -148,7 +157,9 @@ fn entries<M: Model>(
             StatePart::Optimizer(OptimizerPart::Iterations) => {
                 out.push(Entry::scalar(STEP.into(), Dtype::I64, Source::Scalar(part)));
             }
-            StatePart::Seed => out.push(Entry::scalar(SEED.into(), Dtype::I64, Source::Scalar(part))),
+            StatePart::Seed => {
+                out.push(Entry::scalar(SEED.into(), Dtype::I64, Source::Scalar(part)))
+            }
         }
     }
     out

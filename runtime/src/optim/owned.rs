@@ -67,6 +67,10 @@ impl<R: Rule> Optimizer<R> {
     }
 
     /// An optimizer for tensors of the given lengths.
+    ///
+    /// # Panics
+    /// If `config` has a schedule and the rule no learning rate
+    /// ([`Rule::learning_rate`]) for it to set.
     pub fn with_config(rule: R, tensor_lens: &[usize], config: Config) -> Self {
         Self::allocate(rule, tensor_lens, config)
     }

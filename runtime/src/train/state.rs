@@ -48,7 +48,8 @@ impl StatePart {
 impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B, U, S> {
     /// Every part of the state of `model` trained by this step, in order: the model's
     /// parameters and state, the optimizer's parts ([`Optimizer::state_parts`]), the seed.
-    /// Restoring every part restores the training: the next step gives the same bits.
+    /// Restoring every part into a step of the same rule (hyper-parameters) and config restores
+    /// the training: the next step gives the same bits.
     ///
     /// [`Optimizer::state_parts`]: crate::optim::Optimizer::state_parts
     pub fn state_parts(&self) -> impl Iterator<Item = StatePart> + 'static {

@@ -23,7 +23,10 @@
 //!   hyper-parameters and `t` by running the `step` block: here `1 - beta1`, `1 - beta2`,
 //!   `eps`, `lr / bc1` and `bc2_sqrt`, every scalar sub-expression of `update` lifted out of
 //!   the element loop; and `update`, the `update` block as straight-line `wide::f32x8` code for
-//!   one lane of eight elements, each scalar read as a splat.
+//!   one lane of eight elements, each scalar read as a splat; `learning_rate` and
+//!   `learning_rate_mut`, the field `lr`, which a schedule sets;
+//! - since the rule has an `lr`, an `impl fusegraph::optim::LearningRate for AdaBelief` (`lr`,
+//!   `set_lr`), which the learning-rate callbacks of `fit` require.
 //!
 //! `Optimizer::step` calls that lane update from its one fused pass over the parameters, the
 //! gradient and both slots (split across rayon for large buffers), so the step reads and writes

@@ -151,7 +151,11 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// - `hyper { name: f32 = default, .. }`: the hyper-parameters. They become `pub` fields of the
 ///   struct, with `Default`, a builder `with_name(value)` each, and by-name access through
 ///   [`optim::Rule::hyper`] and [`optim::Rule::set_hyper`]. The learning rate is the one named
-///   `lr` (schedules and decoupled weight decay use it).
+///   `lr` (schedules and decoupled weight decay use it): the rule's
+///   [`optim::Rule::learning_rate`] reads its field, and the macro implements
+///   [`optim::LearningRate`] for a rule with one, which the learning-rate callbacks of `fit`
+///   require (a rule without one does not compile with them, and an optimizer refuses a schedule
+///   for it when it is built).
 /// - `slots { name = init, .. }`: per-element state, one `f32` buffer as long as the parameters
 ///   each, allocated once by [`optim::Optimizer`]. `init` may read hyper-parameters
 ///   (`accumulator = initial_accumulator_value`).

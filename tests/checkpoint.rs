@@ -1708,3 +1708,45 @@ fn layers_are_listed_with_their_options_and_constants() {
     let layers = checkpoint::layers::<Mlp>();
     assert_eq!(file.meta("model_layers"), Some(layers.as_str()));
 }
+
+/// A step of `Normed` with every kind of part: parameters, BatchNorm's statistics, Nadam's two
+/// slots and carried scalar, the EMA, the step counter and the seed.
+fn every_part_step(seed: u64) -> (Normed, TrainStep<Normed, keras::Nadam, 4>) {
+    let model = Normed::init(Seed(seed));
+    let config = Config::default().ema(Ema {
+        momentum: 0.9,
+        overwrite_every: 0,
+    });
+    let step = TrainStep::with_config(&model, keras::Nadam::default(), config);
+    (model, step)
+}
+
+#[test]
+fn a_checkpoint_restores_every_part_of_the_state() {
+    use fusegraph::optim::OptimizerPart::{Carried, Ema, Iterations, Slot};
+    use fusegraph::train::StatePart::{ModelState, Optimizer, Params, Seed as SeedPart};
+    let (mut model, mut step) = every_part_step(1);
+    assert_eq!(
+        step.state_parts().collect::<Vec<_>>(),
+        [
+            Params,
+            ModelState,
+            Optimizer(Slot(0)),
+            Optimizer(Slot(1)),
+            Optimizer(Ema),
+            Optimizer(Carried(0)),
+            Optimizer(Iterations),
+            SeedPart
+        ]
+    );
+    common::mark_every_part(&mut model, &mut step, 1);
+    let bytes = checkpoint::to_bytes(&model, &step).unwrap();
+    let (mut other, mut other_step) = every_part_step(2);
+    let fresh = common::state_bits(&other, &other_step);
+    let marked = common::state_bits(&model, &step);
+    for ((part, a), (_, b)) in marked.iter().zip(&fresh) {
+        assert_ne!(a, b, "{part:?} is marked");
+    }
+    checkpoint::from_bytes(&bytes, &mut other, &mut other_step).unwrap();
+    assert_eq!(common::state_bits(&other, &other_step), marked);
+}

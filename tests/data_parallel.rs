@@ -4,10 +4,15 @@
 //! continues with the same bits, and BatchNorm is refused. Processes are threads here, over a
 //! communicator of shared memory; `.ci/run` runs the same under `mpirun`.
 
+mod common;
+
 use fusegraph::distributed::{add_shard, Communicator, DataParallel, ShardError, Shards, Solo};
 use fusegraph::fit::{History, TrainError};
-use fusegraph::optim::keras::Adam;
+use fusegraph::optim::keras::{Adam, Nadam};
+use fusegraph::optim::Ema;
 use fusegraph::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::sync::{Arc, Barrier, Mutex};
 
 /// Three classes from four features, with dropout.
@@ -316,4 +321,75 @@ fn a_resumed_data_parallel_run_continues_with_the_same_bits() {
         assert_eq!(w.losses[1..], r.losses[..], "epochs 2 and 3");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One process that keeps what it broadcasts (as rank 0), or, once `replay` is set, receives
+/// what it kept (as another rank).
+#[derive(Default)]
+struct Tape {
+    floats: RefCell<VecDeque<Vec<f32>>>,
+    words: RefCell<VecDeque<u64>>,
+    replay: Cell<bool>,
+}
+
+impl Communicator for Tape {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_gather(&self, mine: &[f32], all: &mut [f32]) {
+        all.copy_from_slice(mine);
+    }
+    fn broadcast(&self, values: &mut [f32]) {
+        let mut tape = self.floats.borrow_mut();
+        match self.replay.get() {
+            true => values.copy_from_slice(&tape.pop_front().unwrap()),
+            false => tape.push_back(values.to_vec()),
+        }
+    }
+    fn broadcast_u64(&self, values: &mut [u64]) {
+        let mut tape = self.words.borrow_mut();
+        for v in values {
+            match self.replay.get() {
+                true => *v = tape.pop_front().unwrap(),
+                false => tape.push_back(*v),
+            }
+        }
+    }
+    fn abort(&self, code: i32) -> ! {
+        panic!("aborted with code {code}")
+    }
+}
+
+/// A model and a step of it with every kind of part: parameters, BatchNorm's statistics,
+/// Nadam's slots and carried scalar, the EMA, the step counter and the seed.
+fn every_part_step(seed: u64) -> (Normed, TrainStep<Normed, Nadam, B>) {
+    let model = Normed::init(Seed(seed));
+    let config = Config::default().ema(Ema {
+        momentum: 0.9,
+        overwrite_every: 0,
+    });
+    let step = TrainStep::with_config(&model, Nadam::default(), config);
+    (model, step)
+}
+
+#[test]
+fn a_broadcast_sends_every_part_of_the_state() {
+    let tape = Tape::default();
+    let (mut model, mut step) = every_part_step(1);
+    common::mark_every_part(&mut model, &mut step, 1);
+    let sender = DataParallel::<Normed, Nadam, B, _>::new(&tape, Shards::new(1, B)).unwrap();
+    sender.broadcast(&mut model, &mut step);
+    let sent = common::state_bits(&model, &step);
+    let (mut other, mut other_step) = every_part_step(2);
+    for ((part, a), (_, b)) in sent.iter().zip(&common::state_bits(&other, &other_step)) {
+        assert_ne!(a, b, "{part:?} is marked");
+    }
+    tape.replay.set(true);
+    let receiver = DataParallel::<Normed, Nadam, B, _>::new(&tape, Shards::new(1, B)).unwrap();
+    receiver.broadcast(&mut other, &mut other_step);
+    assert_eq!(common::state_bits(&other, &other_step), sent);
+    assert!(tape.floats.borrow().is_empty() && tape.words.borrow().is_empty());
 }

@@ -12,7 +12,7 @@ mod common;
 use common::{bits, Rng};
 use fusegraph::lane::Lane;
 use fusegraph::layers::{Activation, Elementwise, Swish};
-use fusegraph::optim::{keras, Optimizer, Rule};
+use fusegraph::optim::{keras, LearningRate, Optimizer, Rule};
 use fusegraph_runtime::math;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,6 +29,16 @@ struct HandStep {
     one_minus_beta_2: f32,
     alpha: f32,
     epsilon: f32,
+}
+
+impl LearningRate for HandAdam {
+    fn lr(&self) -> f32 {
+        self.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.lr = lr;
+    }
 }
 
 impl Rule for HandAdam {
@@ -57,6 +67,14 @@ impl Rule for HandAdam {
             _ => return false,
         }
         true
+    }
+
+    fn learning_rate(&self) -> Option<f32> {
+        Some(self.lr)
+    }
+
+    fn learning_rate_mut(&mut self) -> Option<&mut f32> {
+        Some(&mut self.lr)
     }
 
     fn slot_init(&self, _: usize) -> f32 {

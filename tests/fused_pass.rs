@@ -295,3 +295,33 @@ fn per_tensor_overrides_apply_to_their_tensor_only() {
     );
     assert_eq!(keras::Sgd::HYPER, &["lr"]);
 }
+
+fusegraph::optimizer! {
+    /// Plain SGD whose learning rate is named `eta`: no schedule can set it.
+    pub struct EtaSgd {
+        hyper { eta: f32 = 0.1 }
+        update { p -= eta * g; }
+    }
+}
+
+#[test]
+fn the_learning_rate_is_the_field_of_lr() {
+    use fusegraph::optim::LearningRate;
+    let mut sgd = keras::Sgd::default().with_lr(0.25);
+    assert_eq!((sgd.lr(), sgd.learning_rate()), (0.25, Some(0.25)));
+    sgd.set_lr(0.5);
+    assert_eq!(sgd.lr, 0.5);
+    *sgd.learning_rate_mut().unwrap() = 0.75;
+    assert_eq!(sgd.hyper("lr"), Some(0.75));
+    let mut eta = EtaSgd::default();
+    assert_eq!((eta.learning_rate(), eta.learning_rate_mut()), (None, None));
+}
+
+#[test]
+#[should_panic(
+    expected = "a learning-rate schedule sets the hyper-parameter `lr`, and `EtaSgd` has none"
+)]
+fn a_schedule_for_a_rule_without_a_learning_rate_is_refused() {
+    let config = Config::default().schedule(Schedule::constant(0.5));
+    let _ = Optimizer::with_config(EtaSgd::default(), &[1], config);
+}

@@ -14,7 +14,7 @@ pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer};
 pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad};
 pub use crate::loss::{Loss, Reduce};
 pub use crate::math;
-pub use crate::optim::Rule;
+pub use crate::optim::{LearningRate, Rule};
 pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
 pub use crate::train::{

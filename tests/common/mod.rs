@@ -1,8 +1,9 @@
 //! Helpers shared by integration tests (each test uses some of them).
 #![allow(dead_code)]
 
-use fusegraph::optim::keras;
+use fusegraph::optim::{keras, Part, PartMut};
 use fusegraph::prelude::*;
+use fusegraph::train::StatePart;
 
 /// A small deterministic generator (xorshift64*), so tests need no extra crate.
 pub struct Rng(u64);
@@ -132,5 +133,41 @@ pub fn check_loss_input_gradient<M: Model<Input = f32>>(
             "x[{i}]: {} vs {numeric}",
             dx[i]
         );
+    }
+}
+
+/// Every part of a train step's state ([`Step::state_parts`]) with the bits of its values.
+pub fn state_bits<M: Model, R: Rule, const B: usize>(
+    model: &M,
+    step: &TrainStep<M, R, B>,
+) -> Vec<(StatePart, Vec<u64>)> {
+    step.state_parts()
+        .map(|part| {
+            let values = match step.part(model, part) {
+                Part::Floats(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+                Part::Word(w) => vec![w],
+            };
+            (part, values)
+        })
+        .collect()
+}
+
+/// Gives every value of every part of a train step's state a value of its own (from `salt`,
+/// the part and the index), which no fresh step holds.
+pub fn mark_every_part<M: Model, R: Rule, const B: usize>(
+    model: &mut M,
+    step: &mut TrainStep<M, R, B>,
+    salt: u64,
+) {
+    for (k, part) in step.state_parts().enumerate() {
+        let mark = salt * 1000 + k as u64 * 100;
+        match step.part_mut(model, part) {
+            PartMut::Floats(v) => {
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = (mark + i as u64) as f32 * 0.125;
+                }
+            }
+            PartMut::Word(w) => *w = mark + 7,
+        }
     }
 }

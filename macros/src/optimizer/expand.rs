@@ -87,6 +87,7 @@ pub fn fallback(def: &Def) -> TokenStream {
     let name = &def.name;
     let p = paths::private();
     let slots = str_list(def.slots.iter().map(|s| &s.name));
+    let (learning_rate, learning_rate_impl) = learning_rate_items(def);
     quote! {
         #head
         const _: () = {
@@ -98,11 +99,13 @@ pub fn fallback(def: &Def) -> TokenStream {
                 type Step = ();
                 fn hyper(&self, _: &str) -> ::core::option::Option<f32> { ::core::option::Option::None }
                 fn set_hyper(&mut self, _: &str, _: f32) -> bool { false }
+                #learning_rate
                 fn slot_init(&self, _: usize) -> f32 { 0.0 }
                 fn carried_init(&self, _: usize) -> f32 { 0.0 }
                 fn begin_step(&self, _: u64, _: &mut [f32]) {}
                 fn update<__L: #p::Lane>(_: &(), _: &mut __L, _: __L, _: &mut [__L]) {}
             }
+            #learning_rate_impl
         };
     }
 }
@@ -126,6 +129,7 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let lifted_fields = lifted_fields(&r.lifted);
     let begin_step = step.begin_step(def.carry.len(), r);
     let update = update_body(def.slots.len(), r);
+    let (learning_rate, learning_rate_impl) = learning_rate_items(def);
     quote! {
         #head
 
@@ -145,6 +149,8 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
 
                 #hyper_access
 
+                #learning_rate
+
                 fn slot_init(&self, index: usize) -> f32 {
                     #slot_init
                 }
@@ -163,8 +169,48 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                     #update
                 }
             }
+
+            #learning_rate_impl
         };
     }
+}
+
+/// The learning rate of a rule: `Rule`'s `learning_rate` and `learning_rate_mut` (the field
+/// of the hyper-parameter named `lr`, or `None` without one), and the implementation of
+/// `LearningRate` for a rule with one.
+fn learning_rate_items(def: &Def) -> (TokenStream, TokenStream) {
+    let p = paths::private();
+    let Some(lr) = def.hyper.iter().map(|h| &h.name).find(|n| *n == "lr") else {
+        let none = quote! {
+            fn learning_rate(&self) -> ::core::option::Option<f32> {
+                ::core::option::Option::None
+            }
+            fn learning_rate_mut(&mut self) -> ::core::option::Option<&mut f32> {
+                ::core::option::Option::None
+            }
+        };
+        return (none, quote!());
+    };
+    let name = &def.name;
+    let accessors = quote! {
+        fn learning_rate(&self) -> ::core::option::Option<f32> {
+            ::core::option::Option::Some(self.#lr)
+        }
+        fn learning_rate_mut(&mut self) -> ::core::option::Option<&mut f32> {
+            ::core::option::Option::Some(&mut self.#lr)
+        }
+    };
+    let implementation = quote! {
+        impl #p::LearningRate for #name {
+            fn lr(&self) -> f32 {
+                self.#lr
+            }
+            fn set_lr(&mut self, lr: f32) {
+                self.#lr = lr;
+            }
+        }
+    };
+    (accessors, implementation)
 }
 
 /// `hyper` and `set_hyper`, by field name.

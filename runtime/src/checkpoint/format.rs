@@ -8,10 +8,8 @@ use super::layout::{
 };
 use super::metadata::{Metadata, Version, MODEL, TRAINING};
 use super::{CheckpointError, Loader, Warning};
-use crate::optim::Rule;
-use crate::optim::{Storage, UpdateMode};
-use crate::rng::Seed;
-use crate::train::{Model, NamedTensor, Step};
+use crate::optim::{OptimizerPart, Part, PartMut, Rule, Storage, UpdateMode};
+use crate::train::{Model, NamedTensor, StatePart, Step};
 use safetensors::tensor::Metadata as Header;
 use safetensors::{Dtype, SafeTensorError, SafeTensors, View};
 use std::borrow::Cow;
@@ -70,59 +68,46 @@ fn read_i64(data: &[u8]) -> i64 {
     i64::from_le_bytes(b)
 }
 
-/// The values of `values` from `offset`, as long as tensor `t`.
-fn range<'a>(t: &NamedTensor, values: &'a [f32]) -> &'a [f32] {
-    &values[t.offset..t.offset + t.tensor.len()]
+/// The bytes of entry `e`, whose part holds `values` (`counter` for BatchNorm counters).
+fn entry_bytes(e: &Entry, values: Option<Part<'_>>, counter: i64) -> Vec<u8> {
+    match (e.source, values) {
+        (Source::Tensor { tensor, .. }, Some(Part::Floats(v))) => {
+            f32_bytes(tensor, &v[tensor.offset..][..tensor.tensor.len()])
+        }
+        (_, Some(Part::Floats(v))) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        // Below 2^63 for the step counter (checked by `to_bytes_with`); the seed's 64 bits.
+        (_, Some(Part::Word(w))) => (w as i64).to_le_bytes().to_vec(),
+        (_, None) => counter.to_le_bytes().to_vec(),
+    }
 }
 
-/// The entry's values from the model (`counter` for BatchNorm counters); `None` for the
-/// optimizer's and the step's.
-fn model_tensor<M: Model>(model: &M, counter: i64, e: &Entry) -> Option<Owned> {
-    let data = match e.source {
-        Source::Param(i) => {
-            let t = &M::TENSORS[i];
-            f32_bytes(t, range(t, model.params()))
-        }
-        Source::State(i) => {
-            let t = &M::STATE_TENSORS[i];
-            f32_bytes(t, range(t, model.state()))
-        }
-        Source::Counter => counter.to_le_bytes().to_vec(),
-        _ => return None,
-    };
-    Some(Owned {
-        dtype: e.dtype,
-        shape: e.shape.clone(),
-        data,
-    })
+/// The part of the state entry `e` is a tensor of, if it is one of a part.
+fn part_of(e: &Entry) -> Option<StatePart> {
+    match e.source {
+        Source::Tensor { part, .. } | Source::Scalar(part) => Some(part),
+        Source::Counter => None,
+    }
 }
 
-/// The entry's values from the train step; `None` for the model's.
-fn train_tensor<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage>(
-    step: &Step<M, R, B, U, S>,
-    e: &Entry,
-) -> Option<Owned> {
-    let opt = step.optimizer();
-    let data = match e.source {
-        Source::Slot { slot, tensor } => f32_bytes(
-            &M::TENSORS[tensor],
-            opt.slot_tensor(R::SLOTS[slot], tensor)?,
-        ),
-        Source::Ema(i) => {
-            let t = &M::TENSORS[i];
-            f32_bytes(t, range(t, opt.ema()?))
-        }
-        Source::Carried(i) => opt.carried(R::CARRIED[i])?.to_le_bytes().to_vec(),
-        // Below 2^63 (checked by `to_bytes_with`): the bytes of the same I64.
-        Source::Step => opt.iterations().to_le_bytes().to_vec(),
-        Source::Seed => (step.seed().0 as i64).to_le_bytes().to_vec(),
-        _ => return None,
-    };
-    Some(Owned {
-        dtype: e.dtype,
-        shape: e.shape.clone(),
-        data,
-    })
+/// The tensors of `entries`, each named and with the bytes of the values `values` gives its
+/// part.
+fn tensors<'a>(
+    entries: &[Entry],
+    values: impl Fn(StatePart) -> Part<'a>,
+    counter: i64,
+) -> Vec<(String, Owned)> {
+    entries
+        .iter()
+        .map(|e| {
+            let data = entry_bytes(e, part_of(e).map(&values), counter);
+            let t = Owned {
+                dtype: e.dtype,
+                shape: e.shape.clone(),
+                data,
+            };
+            (e.name.clone(), t)
+        })
+        .collect()
 }
 
 /// `s` as a JSON string literal.
@@ -196,10 +181,8 @@ fn encode(tensors: Vec<(String, Owned)>, mut meta: Metadata) -> Result<Vec<u8>, 
 pub fn model_to_bytes<M: Model>(model: &M) -> Result<Vec<u8>, CheckpointError> {
     let entries = model_entries::<M>();
     check_unique(&entries)?;
-    let tensors = entries
-        .iter()
-        .filter_map(|e| Some((e.name.clone(), model_tensor(model, 0, e)?)))
-        .collect();
+    let model_part = |part: StatePart| part.of_model(model).unwrap_or(Part::Floats(&[]));
+    let tensors = tensors(&entries, model_part, 0);
     encode(tensors, Metadata::for_model::<M>(MODEL, &[]))
 }
 
@@ -219,20 +202,14 @@ pub fn to_bytes_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storag
     extra: &[(&str, &str)],
 ) -> Result<Vec<u8>, CheckpointError> {
     let opt = step.optimizer();
-    let entries = train_entries::<M, R>(opt.ema().is_some());
+    let entries = train_entries::<M, R>(step.state_parts());
     check_unique(&entries)?;
     let counter = i64::try_from(opt.iterations()).map_err(|_| CheckpointError::Value {
         name: STEP.into(),
         value: opt.iterations().to_string(),
         expected: "a step count below 2^63 (stored as I64)",
     })?;
-    let tensors = entries
-        .iter()
-        .filter_map(|e| {
-            let t = model_tensor(model, counter, e).or_else(|| train_tensor(step, e))?;
-            Some((e.name.clone(), t))
-        })
-        .collect();
+    let tensors = tensors(&entries, |part| step.part(model, part), counter);
     let mut meta = Metadata::for_model::<M>(TRAINING, extra);
     meta.add_optimizer(opt);
     encode(tensors, meta)
@@ -394,27 +371,35 @@ fn first_non_finite(e: &Entry, data: &[u8]) -> Option<(usize, f32)> {
         .find(|(_, v)| !v.is_finite())
 }
 
-/// Copies one checked model entry into the model.
-fn load_model_tensor<M: Model>(model: &mut M, e: &Entry, data: &[u8]) {
-    match e.source {
-        Source::Param(i) => {
-            let t = &M::TENSORS[i];
-            read_f32(
-                t,
-                data,
-                &mut model.params_mut()[t.offset..][..t.tensor.len()],
-            );
+/// Copies the checked bytes `data` of entry `e` into `values`, the values of its part.
+fn read_entry(e: &Entry, data: &[u8], values: PartMut<'_>) {
+    match (e.source, values) {
+        (Source::Tensor { tensor, .. }, PartMut::Floats(v)) => {
+            read_f32(tensor, data, &mut v[tensor.offset..][..tensor.tensor.len()]);
         }
-        Source::State(i) => {
-            let t = &M::STATE_TENSORS[i];
-            read_f32(
-                t,
-                data,
-                &mut model.split_mut().1[t.offset..][..t.tensor.len()],
-            );
+        (_, PartMut::Floats(v)) => {
+            for (x, b) in v.iter_mut().zip(data.chunks_exact(4)) {
+                *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
         }
-        _ => {}
+        (_, PartMut::Word(w)) => *w = read_i64(data) as u64,
     }
+}
+
+/// Checks the step counter of the checked entries: a count, at least 0.
+fn check_step_count(checked: &[(&Entry, &[u8])]) -> Result<(), CheckpointError> {
+    let iterations = Source::Scalar(StatePart::Optimizer(OptimizerPart::Iterations));
+    for (e, data) in checked.iter().filter(|(e, _)| e.source == iterations) {
+        let v = read_i64(data);
+        if v < 0 {
+            return Err(CheckpointError::Value {
+                name: e.name.clone(),
+                value: v.to_string(),
+                expected: "a step count, at least 0",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Loads a model's parameters and state from a file of [`model_to_bytes`] or
@@ -452,7 +437,9 @@ pub(crate) fn read_model<M: Model>(
     let checked = file.check(&entries, &[OPTIMIZER, TRAIN])?;
     file.verify(&checked, version, loader)?;
     for (e, data) in checked {
-        load_model_tensor(model, e, data);
+        if let Some(values) = part_of(e).and_then(|part| part.of_model_mut(model)) {
+            read_entry(e, data, values);
+        }
     }
     Ok(file.meta)
 }
@@ -467,59 +454,19 @@ pub(crate) fn read_training<M: Model, R: Rule, const B: usize, U: UpdateMode, S:
     let mut file = File::parse(bytes)?;
     let version = file.meta.check_model::<M>(TRAINING)?;
     let hyper = file.meta.check_optimizer::<R>()?;
-    let entries = train_entries::<M, R>(step.optimizer().ema().is_some());
+    let entries = train_entries::<M, R>(step.state_parts());
     check_unique(&entries)?;
     let checked = file.check(&entries, &[])?;
     file.verify(&checked, version, loader)?;
-    let mut iterations = 0;
-    let mut seed = 0;
-    for (e, data) in &checked {
-        let v = if e.dtype == Dtype::I64 {
-            read_i64(data)
-        } else {
-            0
-        };
-        match e.source {
-            Source::Step => {
-                iterations = u64::try_from(v).map_err(|_| CheckpointError::Value {
-                    name: e.name.clone(),
-                    value: v.to_string(),
-                    expected: "a step count, at least 0",
-                })?;
-            }
-            Source::Seed => seed = v as u64,
-            _ => {}
-        }
-    }
+    check_step_count(&checked)?;
     for (e, data) in checked {
-        load_model_tensor(model, e, data);
-        let opt = step.optimizer_mut();
-        match e.source {
-            Source::Slot { slot, tensor } => {
-                if let Some(dst) = opt.slot_tensor_mut(R::SLOTS[slot], tensor) {
-                    read_f32(&M::TENSORS[tensor], data, dst);
-                }
-            }
-            Source::Ema(i) => {
-                let t = &M::TENSORS[i];
-                if let Some(ema) = opt.ema_mut() {
-                    read_f32(t, data, &mut ema[t.offset..][..t.tensor.len()]);
-                }
-            }
-            Source::Carried(i) => {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(data);
-                // The name comes from the rule, so it is always known.
-                let _ = opt.set_carried(R::CARRIED[i], f32::from_le_bytes(b));
-            }
-            _ => {}
+        if let Some(part) = part_of(e) {
+            read_entry(e, data, step.part_mut(model, part));
         }
     }
-    let opt = step.optimizer_mut();
-    opt.set_iterations(iterations);
+    let rule = step.optimizer_mut().rule_mut();
     for (name, v) in R::HYPER.iter().zip(hyper) {
-        opt.rule_mut().set_hyper(name, v);
+        rule.set_hyper(name, v);
     }
-    step.set_seed(Seed(seed));
     Ok(file.meta)
 }

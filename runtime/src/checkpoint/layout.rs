@@ -3,8 +3,8 @@
 
 use super::CheckpointError;
 use crate::loss::Loss;
-use crate::optim::Rule;
-use crate::train::{Describe, Model};
+use crate::optim::{OptimizerPart, Rule};
+use crate::train::{Describe, Model, NamedTensor, StatePart};
 use safetensors::Dtype;
 use std::collections::BTreeSet;
 use std::format;
@@ -26,27 +26,18 @@ const COUNTER: &str = "num_batches_tracked";
 /// Where the values of one tensor of the file come from (and go to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// Parameter tensor `i` of [`Model::TENSORS`].
-    Param(usize),
-    /// State tensor `i` of [`Model::STATE_TENSORS`].
-    State(usize),
-    /// A BatchNorm's `num_batches_tracked`.
-    Counter,
-    /// Slot `slot` of parameter tensor `tensor`.
-    Slot {
-        /// Index in [`Rule::SLOTS`].
-        slot: usize,
-        /// Index in [`Model::TENSORS`].
-        tensor: usize,
+    /// One tensor of a part laid out as the model's parameters (the parameters, a slot, the
+    /// EMA) or as its state: the values of `tensor` in it.
+    Tensor {
+        /// The part.
+        part: StatePart,
+        /// Where the tensor lies in the part, and its shapes.
+        tensor: &'static NamedTensor,
     },
-    /// The EMA of parameter tensor `i`.
-    Ema(usize),
-    /// Carried scalar `i` of [`Rule::CARRIED`].
-    Carried(usize),
-    /// The optimizer's step counter.
-    Step,
-    /// The dropout seed.
-    Seed,
+    /// The whole of a part of one value: a carried scalar, the step counter, the seed.
+    Scalar(StatePart),
+    /// A BatchNorm's `num_batches_tracked`, the optimizer's step count (not read back).
+    Counter,
 }
 
 /// One tensor of the file: its name, element type, shape (PyTorch's layout) and source.
@@ -59,19 +50,10 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn f32(name: String, shape: Vec<usize>, source: Source) -> Self {
+    fn scalar(name: String, dtype: Dtype, source: Source) -> Self {
         Entry {
             name,
-            dtype: Dtype::F32,
-            shape,
-            source,
-        }
-    }
-
-    fn i64(name: String, source: Source) -> Self {
-        Entry {
-            name,
-            dtype: Dtype::I64,
+            dtype,
             shape: vec![],
             source,
         }
@@ -125,59 +107,73 @@ fn key(layer: &str, name: &str) -> String {
 /// The tensors of a model: parameters, state and BatchNorm counters, named as PyTorch's
 /// `state_dict` names them.
 pub(crate) fn model_entries<M: Model>() -> Vec<Entry> {
-    let params = M::TENSORS.iter().enumerate().map(|(i, t)| {
-        Entry::f32(
-            key(t.layer, t.torch.name),
-            torch_shape(t.tensor.shape, t.torch.axes),
-            Source::Param(i),
-        )
-    });
-    let state = M::STATE_TENSORS.iter().enumerate().map(|(i, t)| {
-        Entry::f32(
-            key(t.layer, t.torch.name),
-            torch_shape(t.tensor.shape, t.torch.axes),
-            Source::State(i),
-        )
-    });
-    let counters = M::BATCH_COUNTERS
-        .iter()
-        .map(|layer| Entry::i64(key(layer, COUNTER), Source::Counter));
-    params.chain(state).chain(counters).collect()
+    entries::<M>(StatePart::MODEL, &[], &[])
 }
 
-/// The tensors of a model and the train step's optimizer: the model's, then each slot of each
-/// parameter (`optimizer.<slot>.<tensor>`), the EMA (`optimizer.ema.<tensor>`) when `ema`,
-/// each carried scalar (`optimizer.<name>`), the step counter and the dropout seed.
-pub(crate) fn train_entries<M: Model, R: Rule>(ema: bool) -> Vec<Entry> {
-    let mut out = model_entries::<M>();
-    let per_param = |prefix: &str, source: &dyn Fn(usize) -> Source| -> Vec<Entry> {
-        M::TENSORS
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                Entry::f32(
-                    format!("{OPTIMIZER}{prefix}.{}", key(t.layer, t.torch.name)),
-                    torch_shape(t.tensor.shape, t.torch.axes),
-                    source(i),
-                )
-            })
-            .collect()
-    };
-    for (slot, name) in R::SLOTS.iter().enumerate() {
-        out.extend(per_param(name, &|tensor| Source::Slot { slot, tensor }));
+/// The tensors of a model and its train step of rule `R`, each part of
+/// [`Step::state_parts`](crate::train::Step::state_parts) in turn: the model's, then each slot
+/// of each parameter (`optimizer.<slot>.<tensor>`), the EMA (`optimizer.ema.<tensor>`) when it
+/// is kept, each carried scalar (`optimizer.<name>`), the step counter and the dropout seed.
+pub(crate) fn train_entries<M: Model, R: Rule>(
+    parts: impl Iterator<Item = StatePart>,
+) -> Vec<Entry> {
+    entries::<M>(parts, R::SLOTS, R::CARRIED)
+}
+
+/// The tensors of `parts` of a model and a train step whose rule has `slots` and `carried`.
+fn entries<M: Model>(
+    parts: impl IntoIterator<Item = StatePart>,
+    slots: &[&str],
+    carried: &[&str],
+) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            StatePart::Params => tensors(&mut out, "", M::TENSORS, part),
+            StatePart::ModelState => {
+                tensors(&mut out, "", M::STATE_TENSORS, part);
+                out.extend(
+                    M::BATCH_COUNTERS.iter().map(|layer| {
+                        Entry::scalar(key(layer, COUNTER), Dtype::I64, Source::Counter)
+                    }),
+                );
+            }
+            StatePart::Optimizer(OptimizerPart::Slot(j)) => {
+                tensors(
+                    &mut out,
+                    &format!("{OPTIMIZER}{}.", slots[j]),
+                    M::TENSORS,
+                    part,
+                );
+            }
+            StatePart::Optimizer(OptimizerPart::Ema) => {
+                tensors(&mut out, &format!("{OPTIMIZER}ema."), M::TENSORS, part);
+            }
+            StatePart::Optimizer(OptimizerPart::Carried(i)) => out.push(Entry::scalar(
+                format!("{OPTIMIZER}{}", carried[i]),
+                Dtype::F32,
+                Source::Scalar(part),
+            )),
+            StatePart::Optimizer(OptimizerPart::Iterations) => {
+                out.push(Entry::scalar(STEP.into(), Dtype::I64, Source::Scalar(part)));
+            }
+            StatePart::Seed => {
+                out.push(Entry::scalar(SEED.into(), Dtype::I64, Source::Scalar(part)))
+            }
+        }
     }
-    if ema {
-        out.extend(per_param("ema", &Source::Ema));
-    }
-    out.extend(
-        R::CARRIED
-            .iter()
-            .enumerate()
-            .map(|(i, name)| Entry::f32(format!("{OPTIMIZER}{name}"), vec![], Source::Carried(i))),
-    );
-    out.push(Entry::i64(STEP.into(), Source::Step));
-    out.push(Entry::i64(SEED.into(), Source::Seed));
     out
+}
+
+/// Appends an entry for each of `tensors` of `part`, named `<prefix><layer>.<name>` as
+/// PyTorch names it, in PyTorch's shape.
+fn tensors(out: &mut Vec<Entry>, prefix: &str, tensors: &'static [NamedTensor], part: StatePart) {
+    out.extend(tensors.iter().map(|t| Entry {
+        name: format!("{prefix}{}", key(t.layer, t.torch.name)),
+        dtype: Dtype::F32,
+        shape: torch_shape(t.tensor.shape, t.torch.axes),
+        source: Source::Tensor { part, tensor: t },
+    }));
 }
 
 /// `Ok` when no two entries have the same name.

@@ -55,7 +55,8 @@
 //! [`TrainStep::run`]), [`save_model`] stores 0, and loading ignores it. PyTorch reads it only
 //! with `momentum=None`; fusegraph's BatchNorm has PyTorch's default momentum, 0.1.
 //!
-//! A training checkpoint adds, with names that PyTorch's `load_state_dict` never sees once
+//! A training checkpoint adds the other parts of the train step's state
+//! ([`Step::state_parts`]), with names that PyTorch's `load_state_dict` never sees once
 //! filtered out:
 //!
 //! - `optimizer.<slot>.<tensor>`: each slot of each parameter, in the parameter's PyTorch

@@ -4,7 +4,7 @@
 use super::communicator::Communicator;
 use super::shards::{add_shard, Shards};
 use crate::loss::{Loss, Targets};
-use crate::optim::Rule;
+use crate::optim::{PartMut, Rule};
 use crate::train::step::update_or_skip;
 use crate::train::{Model, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
@@ -164,19 +164,18 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         self.mine.len() * 4
     }
 
-    /// Gives every process rank 0's parameters, model state, optimizer state (slots, EMA,
-    /// carried scalars, step counter) and dropout seed: at the start of training and after a
-    /// resume.
+    /// Gives every process rank 0's state: every part of [`Step::state_parts`] (parameters,
+    /// model state, optimizer slots, EMA, carried scalars, step counter and dropout seed), at
+    /// the start of training and after a resume.
+    ///
+    /// [`Step::state_parts`]: crate::train::Step::state_parts
     pub fn broadcast(&self, model: &mut M, step: &mut TrainStep<M, R, B>) {
-        self.comm.broadcast(model.params_mut());
-        self.comm.broadcast(model.split_mut().1);
-        let opt = &mut step.optimizer;
-        self.comm.broadcast(&mut opt.slots);
-        self.comm.broadcast(&mut opt.ema);
-        self.comm.broadcast(&mut opt.carried);
-        let mut words = [opt.t, step.seed.0];
-        self.comm.broadcast_u64(&mut words);
-        [opt.t, step.seed.0] = words;
+        for part in step.state_parts() {
+            match step.part_mut(model, part) {
+                PartMut::Floats(values) => self.comm.broadcast(values),
+                PartMut::Word(word) => self.comm.broadcast_u64(core::slice::from_mut(word)),
+            }
+        }
     }
 
     /// One step on a global batch `x`, `y` (every process passes the same one, of at most
@@ -194,7 +193,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         y: &Y,
     ) -> f32 {
         let loss = self.global_gradient(model, step, x, y.as_targets());
-        step.optimizer.step(model.params_mut(), &self.sum);
+        step.optimizer_mut().step(model.params_mut(), &self.sum);
         loss
     }
 

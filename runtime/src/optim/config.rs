@@ -165,7 +165,9 @@ impl<U: UpdateMode> Config<U> {
         self
     }
 
-    /// Sets the learning-rate schedule.
+    /// Sets the learning-rate schedule, which sets the rule's learning rate (its hyper-parameter
+    /// `lr`, [`Rule::learning_rate`](super::Rule::learning_rate)) each step. An optimizer of a
+    /// rule without one refuses it when it is built.
     #[must_use]
     pub const fn schedule(mut self, s: Schedule) -> Self {
         self.schedule = Some(s);

@@ -15,6 +15,7 @@ mod plan;
 mod reduce;
 mod rule;
 mod schedule;
+mod state;
 mod storage;
 pub mod torch;
 
@@ -28,8 +29,9 @@ pub use optimizer::Optimizer;
 pub use owned::StateError;
 pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};
-pub use rule::{Rule, MAX_CARRIED, MAX_SLOTS};
+pub use rule::{LearningRate, Rule, MAX_CARRIED, MAX_SLOTS};
 pub use schedule::{Decay, Schedule};
+pub use state::{OptimizerPart, Part, PartMut};
 #[cfg(feature = "alloc")]
 pub use storage::Allocated;
 pub use storage::{Arena, DefaultStorage, Layout, NoOverrides, Override, Storage};

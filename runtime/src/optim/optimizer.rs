@@ -69,6 +69,13 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
                 ),
             "global-norm clipping needs every gradient before the first update: use the Full mode"
         );
+        // A schedule sets the rule's learning rate: a rule without one would ignore it.
+        assert!(
+            config.schedule.is_none() || rule.learning_rate().is_some(),
+            "a learning-rate schedule sets the hyper-parameter `lr`, and `{}` has none: name its \
+             learning rate `lr` in its `optimizer!` definition",
+            R::NAME
+        );
         let n = layout.len();
         debug_assert_eq!(slots.len(), n * R::SLOTS.len());
         for (j, s) in slots.chunks_mut(n.max(1)).enumerate().take(R::SLOTS.len()) {

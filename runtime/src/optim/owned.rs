@@ -5,12 +5,16 @@ use super::config::Config;
 use super::mode::UpdateMode;
 use super::optimizer::Optimizer;
 use super::rule::Rule;
+use super::state::{OptimizerPart, Part, PartMut};
 use super::storage::{Allocated, Override, Storage};
 use crate::aligned::AlignedFloats;
 use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+use core::ops::Range;
 
 /// A state that does not fit this optimizer, handed to [`Optimizer::set_weights`] or another
 /// setter.
@@ -67,6 +71,10 @@ impl<R: Rule> Optimizer<R> {
     }
 
     /// An optimizer for tensors of the given lengths.
+    ///
+    /// # Panics
+    /// If `config` has a schedule and the rule no learning rate
+    /// ([`Rule::learning_rate`]) for it to set.
     pub fn with_config(rule: R, tensor_lens: &[usize], config: Config) -> Self {
         Self::allocate(rule, tensor_lens, config)
     }
@@ -128,86 +136,81 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         Ok(())
     }
 
+    /// Each array of [`get_weights`](Self::get_weights), in order: its name, the part of the
+    /// state it is in ([`state_parts`](Self::state_parts)) and where it lies in the part's
+    /// values. Keras' order: the step counter, each carried scalar, then each slot and the
+    /// EMA tensor by tensor.
+    fn weight_arrays(&self) -> Vec<(String, OptimizerPart, Range<usize>)> {
+        let mut parts: Vec<OptimizerPart> = self.state_parts().collect();
+        parts.sort_by_key(|part| match part {
+            OptimizerPart::Iterations => 0,
+            OptimizerPart::Carried(_) => 1,
+            OptimizerPart::Slot(_) | OptimizerPart::Ema => 2,
+        });
+        let per_tensor = |prefix: &str, part| {
+            (0..self.tensor_count())
+                .map(|i| {
+                    let at = self.tensor_range(i).unwrap_or_default();
+                    (format!("{prefix}.{i}"), part, at)
+                })
+                .collect::<Vec<_>>()
+        };
+        parts
+            .into_iter()
+            .flat_map(|part| match part {
+                OptimizerPart::Iterations => vec![("iterations".into(), part, 0..1)],
+                OptimizerPart::Carried(i) => vec![(R::CARRIED[i].into(), part, 0..1)],
+                OptimizerPart::Slot(j) => per_tensor(R::SLOTS[j], part),
+                OptimizerPart::Ema => per_tensor("ema", part),
+            })
+            .collect()
+    }
+
     /// Names of the arrays of [`get_weights`](Self::get_weights), in order: `iterations`, each
     /// carried scalar, then `<slot>.<tensor>` for every slot and tensor, then `ema.<tensor>`.
-    pub fn weight_names(&self) -> Vec<alloc::string::String> {
-        use alloc::format;
-        let mut names = vec![alloc::string::String::from("iterations")];
-        names.extend(R::CARRIED.iter().map(|c| (*c).into()));
-        for s in R::SLOTS {
-            names.extend((0..self.tensor_count()).map(|i| format!("{s}.{i}")));
-        }
-        if self.config.ema.is_some() {
-            names.extend((0..self.tensor_count()).map(|i| format!("ema.{i}")));
-        }
-        names
+    pub fn weight_names(&self) -> Vec<String> {
+        self.weight_arrays()
+            .into_iter()
+            .map(|(name, ..)| name)
+            .collect()
     }
 
     /// The whole state as arrays (Keras `optimizer.get_weights()`), named by
     /// [`weight_names`](Self::weight_names). `iterations` is stored as an `f32`, exact up to
     /// 2^24 steps; use [`iterations`](Self::iterations) beyond.
     pub fn get_weights(&self) -> Vec<Vec<f32>> {
-        let mut out = vec![vec![self.t as f32]];
-        out.extend(self.carried[..R::CARRIED.len()].iter().map(|&c| vec![c]));
-        for s in R::SLOTS {
-            for i in 0..self.tensor_count() {
-                out.push(self.slot_tensor(s, i).unwrap_or_default().to_vec());
-            }
-        }
-        if self.config.ema.is_some() {
-            for i in 0..self.tensor_count() {
-                let r = self.tensor_range(i).unwrap_or_default();
-                out.push(self.ema[r].to_vec());
-            }
-        }
-        out
+        self.weight_arrays()
+            .into_iter()
+            .map(|(_, part, at)| match self.part(part) {
+                Part::Floats(values) => values[at].to_vec(),
+                Part::Word(word) => vec![word as f32],
+            })
+            .collect()
     }
 
     /// Restores a state taken by [`get_weights`](Self::get_weights). Nothing is changed unless
     /// every array fits.
     pub fn set_weights(&mut self, weights: &[Vec<f32>]) -> Result<(), StateError> {
-        let names = self.weight_names();
-        if names.len() != weights.len() {
+        let arrays = self.weight_arrays();
+        if arrays.len() != weights.len() {
             return Err(StateError::Count {
-                expected: names.len(),
+                expected: arrays.len(),
                 got: weights.len(),
             });
         }
-        let k = self.tensor_count();
-        for (idx, (name, w)) in names.iter().zip(weights).enumerate() {
-            let expected = match idx {
-                0 => 1,
-                i if i <= R::CARRIED.len() => 1,
-                i => {
-                    let tensor = (i - 1 - R::CARRIED.len()) % k.max(1);
-                    self.tensor_range(tensor).map_or(0, |r| r.len())
-                }
-            };
-            if w.len() != expected {
+        for ((name, _, at), w) in arrays.iter().zip(weights) {
+            if w.len() != at.len() {
                 return Err(StateError::Length {
                     name: name.clone(),
-                    expected,
+                    expected: at.len(),
                     got: w.len(),
                 });
             }
         }
-        self.t = weights[0][0] as u64;
-        for (i, w) in weights[1..=R::CARRIED.len()].iter().enumerate() {
-            self.carried[i] = w[0];
-        }
-        let mut rest = weights[1 + R::CARRIED.len()..].iter();
-        for s in R::SLOTS {
-            for i in 0..k {
-                if let (Some(dst), Some(src)) = (self.slot_tensor_mut(s, i), rest.next()) {
-                    dst.copy_from_slice(src);
-                }
-            }
-        }
-        if self.config.ema.is_some() {
-            for i in 0..k {
-                if let (Some(r), Some(src)) = (self.tensor_range(i), rest.next()) {
-                    self.ema[r].copy_from_slice(src);
-                }
+        for ((_, part, at), w) in arrays.into_iter().zip(weights) {
+            match self.part_mut(part) {
+                PartMut::Floats(values) => values[at].copy_from_slice(w),
+                PartMut::Word(word) => *word = w[0] as u64,
             }
         }
         Ok(())

@@ -69,8 +69,8 @@ impl<R: Rule> Plan<R> {
             _ => 1.0,
         };
         let mut base = rule;
-        if let Some(lr) = scheduled {
-            base.set_hyper("lr", lr);
+        if let (Some(lr), Some(rate)) = (scheduled, base.learning_rate_mut()) {
+            *rate = lr;
         }
         let carried_before = *carried;
         let base = scalars(base, t, &mut carried[..R::CARRIED.len()]);
@@ -120,8 +120,8 @@ impl<R: Rule> Plan<R> {
     ) -> (Segment<R>, bool) {
         let scalars = match over.rule {
             Some(mut r) => {
-                if let Some(lr) = r.learning_rate() {
-                    r.set_hyper("lr", lr * self.lr_factor);
+                if let Some(rate) = r.learning_rate_mut() {
+                    *rate *= self.lr_factor;
                 }
                 let mut carried = self.carried_before;
                 scalars(r, self.t, &mut carried[..R::CARRIED.len()])

@@ -43,8 +43,25 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// one: written with [`Lane`]'s operations, it does.
     fn update<L: Lane>(step: &Self::Step, p: &mut L, g: L, slots: &mut [L]);
 
-    /// The learning rate (the hyper-parameter named `lr`), if the rule has one.
-    fn learning_rate(&self) -> Option<f32> {
-        self.hyper("lr")
-    }
+    /// The learning rate, the hyper-parameter named `lr`; `None` for a rule without one. A
+    /// schedule ([`Config::schedule`](super::Config::schedule)) sets it each step.
+    fn learning_rate(&self) -> Option<f32>;
+    /// The learning rate, writable: the field of `lr`; `None` for a rule without one.
+    fn learning_rate_mut(&mut self) -> Option<&mut f32>;
+}
+
+/// A rule with a learning rate, the hyper-parameter named `lr`: `optimizer!` implements it for
+/// every rule that declares one. What sets the rate while training runs (the learning-rate
+/// callbacks of `fit`) takes only such rules, so that a rule whose rate has another name is a
+/// compile error there rather than a rate that never changes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no learning rate that a schedule can set",
+    label = "`{Self}` has no hyper-parameter named `lr`",
+    note = "name the learning-rate hyper-parameter of `{Self}` `lr` in its `optimizer!` definition"
+)]
+pub trait LearningRate: Rule {
+    /// The learning rate.
+    fn lr(&self) -> f32;
+    /// Sets the learning rate.
+    fn set_lr(&mut self, lr: f32);
 }

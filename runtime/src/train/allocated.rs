@@ -23,6 +23,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
     }
 
     /// A train step for `model` with clipping, weight decay, EMA or a schedule.
+    ///
+    /// # Panics
+    /// If `config` has a schedule and the rule no learning rate
+    /// ([`Rule::learning_rate`]) for it to set.
     pub fn with_config(model: &M, rule: R, config: Config<U>) -> Self {
         let () = Self::SOME_SAMPLES;
         let lens: Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();

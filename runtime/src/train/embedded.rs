@@ -78,6 +78,10 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
 
     /// A step with clipping, weight decay or a schedule (not an EMA, whose buffer the arena
     /// does not hold).
+    ///
+    /// # Panics
+    /// If `config` has a schedule and the rule no learning rate
+    /// ([`Rule::learning_rate`]) for it to set.
     pub fn with_config(
         model: &M,
         rule: R,

@@ -13,6 +13,7 @@ mod embedded;
 mod input;
 mod model;
 mod sink;
+mod state;
 pub(crate) mod step;
 
 #[cfg(feature = "alloc")]
@@ -23,4 +24,5 @@ pub use embedded::{ArenaError, EmbeddedStep};
 pub use input::{InputValue, TokenLayer, MAX_VOCAB};
 pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, NamedTensor, View};
 pub use sink::GradSink;
+pub use state::StatePart;
 pub use step::{Evaluation, Step, StepOutcome, Target};

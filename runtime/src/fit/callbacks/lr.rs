@@ -3,13 +3,12 @@
 use super::{Callback, Control, FitState, Monitor};
 use crate::fit::error::TrainError;
 use crate::fit::history::EpochLog;
-use crate::optim::Rule;
+use crate::optim::LearningRate;
 use crate::train::Model;
 use crate::train::TrainStep;
 
-/// The rule's `lr` hyper-parameter, or an error if a step schedule owns the learning rate or
-/// the rule has none.
-fn learning_rate<M: Model, R: Rule, const B: usize>(
+/// The rule's learning rate, or an error if a step schedule owns the learning rate.
+fn learning_rate<M: Model, R: LearningRate, const B: usize>(
     step: &TrainStep<M, R, B>,
     who: &str,
 ) -> Result<f32, TrainError> {
@@ -20,22 +19,20 @@ fn learning_rate<M: Model, R: Rule, const B: usize>(
              the learning rate: use one or the other"
         )));
     }
-    opt.rule().learning_rate().ok_or_else(|| {
-        TrainError::Config(std::format!(
-            "{who} needs a hyper-parameter `lr`, and `{}` has none",
-            R::NAME
-        ))
-    })
+    Ok(opt.rule().lr())
 }
 
-fn set_learning_rate<M: Model, R: Rule, const B: usize>(step: &mut TrainStep<M, R, B>, lr: f32) {
-    step.optimizer_mut().rule_mut().set_hyper("lr", lr);
+fn set_learning_rate<M: Model, R: LearningRate, const B: usize>(
+    step: &mut TrainStep<M, R, B>,
+    lr: f32,
+) {
+    step.optimizer_mut().rule_mut().set_lr(lr);
 }
 
 /// Sets the learning rate before each epoch to `schedule(epoch, lr)`, where `epoch` counts
 /// from 0 (as Keras passes it) and `lr` is the current rate, as Keras'
 /// `LearningRateScheduler`. The new rate is the rule's `lr` hyper-parameter, which a
-/// checkpoint saves.
+/// checkpoint saves; a rule without one ([`LearningRate`]) does not compile with it.
 ///
 /// ```
 /// use fusegraph_runtime::fit::LearningRateScheduler;
@@ -53,7 +50,7 @@ impl<F: FnMut(usize, f32) -> f32> LearningRateScheduler<F> {
     }
 }
 
-impl<M: Model, R: Rule, const B: usize, F: FnMut(usize, f32) -> f32> Callback<M, R, B>
+impl<M: Model, R: LearningRate, const B: usize, F: FnMut(usize, f32) -> f32> Callback<M, R, B>
     for LearningRateScheduler<F>
 {
     fn on_epoch_begin(
@@ -76,7 +73,8 @@ impl<M: Model, R: Rule, const B: usize, F: FnMut(usize, f32) -> f32> Callback<M,
 
 /// Multiplies the learning rate by `factor` when `monitor` has not improved for `patience`
 /// epochs, then waits `cooldown` epochs, never going below `min_lr`, as Keras'
-/// `ReduceLROnPlateau` (defaults: factor 0.1, patience 10, min delta 1e-4).
+/// `ReduceLROnPlateau` (defaults: factor 0.1, patience 10, min delta 1e-4). It sets the rule's
+/// `lr` hyper-parameter: a rule without one ([`LearningRate`]) does not compile with it.
 ///
 /// ```
 /// use fusegraph_runtime::fit::{Monitor, ReduceLrOnPlateau};
@@ -151,7 +149,7 @@ impl ReduceLrOnPlateau {
     }
 }
 
-impl<M: Model, R: Rule, const B: usize> Callback<M, R, B> for ReduceLrOnPlateau {
+impl<M: Model, R: LearningRate, const B: usize> Callback<M, R, B> for ReduceLrOnPlateau {
     fn on_train_begin(&mut self, state: FitState<'_, M, R, B>) -> Result<(), TrainError> {
         learning_rate(state.step, "ReduceLrOnPlateau")?;
         self.best = self.monitor.worst();

@@ -101,7 +101,7 @@ impl ModelInput {
     }
 
     /// Values (or ids) in the batch.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             ModelInput::Values(v) => v.len(),
             ModelInput::Ids(ids) => ids.len(),

@@ -65,6 +65,13 @@ fn caught<R>(f: impl FnOnce() -> R) -> Caught {
     caught.expect("the hook saw the panic")
 }
 
+/// Checks that `caught` was raised at `line` of this file and said `message`.
+fn assert_caught(caught: &Caught, line: u32, message: &str) {
+    let at = (caught.file.as_str(), caught.line);
+    assert_eq!(at, (file!(), line), "{caught:?}");
+    assert_eq!(caught.message, message);
+}
+
 /// `batch` samples of ids below 40.
 fn ids(batch: usize) -> Vec<u32> {
     (0..batch * SEQ).map(|i| (i * 7 % 40) as u32).collect()
@@ -86,18 +93,15 @@ fn an_id_outside_the_vocabulary_panics_at_the_callers_line_naming_it_as_given() 
 
     let line = line!() + 1;
     let run = caught(|| step.run(&mut model, &x, &y));
-    assert_eq!((run.file.as_str(), run.line), (file!(), line), "{run:?}");
-    assert_eq!(run.message, expected);
+    assert_caught(&run, line, expected);
 
     let line = line!() + 1;
     let predict = caught(|| step.predict(&model, &x).to_vec());
-    assert_eq!((predict.file.as_str(), predict.line), (file!(), line));
-    assert_eq!(predict.message, expected);
+    assert_caught(&predict, line, expected);
 
     let line = line!() + 1;
     let gradients = caught(|| step.gradients(&mut model, &x, &y));
-    assert_eq!((gradients.file.as_str(), gradients.line), (file!(), line));
-    assert_eq!(gradients.message, expected);
+    assert_caught(&gradients, line, expected);
 
     // Evaluation counts samples from the first of all it is given.
     let mut many = ids(3 * B);
@@ -105,10 +109,10 @@ fn an_id_outside_the_vocabulary_panics_at_the_callers_line_naming_it_as_given() 
     let labels = [0; 3 * B];
     let line = line!() + 1;
     let evaluate = caught(|| step.evaluate(&model, &many, &labels));
-    assert_eq!((evaluate.file.as_str(), evaluate.line), (file!(), line));
-    assert_eq!(
-        evaluate.message,
-        "sample 9, position 2: token id 40 is outside the vocabulary of 40 ids (0..40)"
+    assert_caught(
+        &evaluate,
+        line,
+        "sample 9, position 2: token id 40 is outside the vocabulary of 40 ids (0..40)",
     );
     assert_eq!(step.optimizer().iterations(), 0, "no step ran");
 }
@@ -121,10 +125,10 @@ fn a_label_outside_the_classes_panics_at_the_callers_line_naming_its_sample() {
     let y = [1, 0, 2];
     let line = line!() + 1;
     let run = caught(|| step.run(&mut model, &x, &y));
-    assert_eq!((run.file.as_str(), run.line), (file!(), line), "{run:?}");
-    assert_eq!(
-        run.message,
-        "sample 2: label 2 is not a class of 2 (write 0 or 1)"
+    assert_caught(
+        &run,
+        line,
+        "sample 2: label 2 is not a class of 2 (write 0 or 1)",
     );
     let error = step.try_run(&mut model, &x, &y).unwrap_err();
     assert_eq!(
@@ -148,9 +152,9 @@ fn a_label_outside_the_classes_of_a_position_names_the_position() {
     y[SEQ + 5] = 7;
     let line = line!() + 1;
     let run = caught(|| step.run(&mut model, &x, &y));
-    assert_eq!((run.file.as_str(), run.line), (file!(), line), "{run:?}");
-    assert_eq!(
-        run.message,
-        "sample 1, position 5: label 7 is not a class of 4 (write 0 to 3)"
+    assert_caught(
+        &run,
+        line,
+        "sample 1, position 5: label 7 is not a class of 4 (write 0 to 3)",
     );
 }

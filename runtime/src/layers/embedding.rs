@@ -435,73 +435,51 @@ mod tests {
         assert_eq!(&params[..4], [1.0, 1.0, 0.0, 0.0]);
     }
 
-    /// The output and table gradient of `E` on `ids`, read as `u32` (`forward_ids`) or as
-    /// `f32` values (`Layer::forward`).
-    fn pass<E: TokenLayer>(table: &[f32], ids: &[u32], as_values: bool) -> (Vec<f32>, Vec<f32>) {
-        let batch = ids.len() / E::IN;
-        let values: Vec<f32> = ids.iter().map(|&id| id as f32).collect();
+    /// The output and table gradient of layer `E` with table `table` on the inputs `x`,
+    /// through `forward` and `backward`: its passes over `f32` values or over ids.
+    fn pass<E: Layer, X>(
+        table: &[f32],
+        x: &[X],
+        forward: fn(&mut Ctx<'_>, Forward<'_, X>),
+        backward: fn(&mut Ctx<'_>, Backward<'_, X>),
+    ) -> (Vec<f32>, Vec<f32>) {
+        let batch = x.len() / E::IN;
         let (mut y, mut dparams) = (vec![0.0; batch * E::OUT], vec![0.0; E::PARAMS]);
-        let dy: Vec<f32> = (0..y.len())
+        let mut dy: Vec<f32> = (0..y.len())
             .map(|i| ((i + 1) as f32 * 0.37).sin())
             .collect();
         let mut rng = Rng::new(Seed(0));
         let mut ctx = ctx(&mut rng);
-        let (params, saved, state) = (table, &mut [][..], &mut [][..]);
-        match as_values {
-            true => E::forward(
-                &mut ctx,
-                Forward {
-                    params,
-                    state,
-                    x: &values,
-                    y: &mut y,
-                    saved,
-                    batch,
-                },
-            ),
-            false => E::forward_ids(
-                &mut ctx,
-                Forward {
-                    params,
-                    state,
-                    x: ids,
-                    y: &mut y,
-                    saved,
-                    batch,
-                },
-            ),
-        }
-        let (dy, dx, saved) = (&mut dy.clone()[..], Grad::Skip, &[][..]);
-        let dparams_ = &mut dparams[..];
-        match as_values {
-            true => E::backward(
-                &mut ctx,
-                Backward {
-                    params,
-                    x: &values,
-                    y: &y,
-                    saved,
-                    dy,
-                    dx,
-                    dparams: dparams_,
-                    batch,
-                },
-            ),
-            false => E::backward_ids(
-                &mut ctx,
-                Backward {
-                    params,
-                    x: ids,
-                    y: &y,
-                    saved,
-                    dy,
-                    dx,
-                    dparams: dparams_,
-                    batch,
-                },
-            ),
-        }
+        let (params, state, saved) = (table, &mut [][..], &mut [][..]);
+        forward(
+            &mut ctx,
+            Forward {
+                params,
+                state,
+                x,
+                y: &mut y,
+                saved,
+                batch,
+            },
+        );
+        let (saved, dx) = (&[][..], Grad::Skip);
+        let io = Backward {
+            params,
+            x,
+            y: &y,
+            saved,
+            dy: &mut dy,
+            dx,
+            dparams: &mut dparams,
+            batch,
+        };
+        backward(&mut ctx, io);
         (y, dparams)
+    }
+
+    /// [`pass`] of `E` over the ids `ids`.
+    fn pass_ids<E: TokenLayer>(table: &[f32], ids: &[u32]) -> (Vec<f32>, Vec<f32>) {
+        pass::<E, u32>(table, ids, E::forward_ids, E::backward_ids)
     }
 
     #[test]
@@ -509,8 +487,9 @@ mod tests {
         type E = Embedding<9, 3, 5, 2>;
         let table: Vec<f32> = (0..27).map(|i| (i as f32 * 0.61).cos()).collect();
         let ids: Vec<u32> = (0..15).map(|i| (i * 7) % 9).collect();
-        let (y, dparams) = pass::<E>(&table, &ids, false);
-        let (y_values, dparams_values) = pass::<E>(&table, &ids, true);
+        let (y, dparams) = pass_ids::<E>(&table, &ids);
+        let values: Vec<f32> = ids.iter().map(|&id| id as f32).collect();
+        let (y_values, dparams_values) = pass::<E, f32>(&table, &values, E::forward, E::backward);
         assert_eq!(bits(&y), bits(&y_values));
         assert_eq!(bits(&dparams), bits(&dparams_values));
         assert_eq!(&y[3..6], &table[21..24], "sample 0, position 1 reads row 7");
@@ -523,7 +502,7 @@ mod tests {
         type E = Embedding<V, 1, 2>;
         let table: Vec<f32> = (0..V).map(|i| (i % 1000) as f32).collect();
         let ids = [(1u32 << 24) + 1, 1 << 24];
-        let (y, dparams) = pass::<E>(&table, &ids, false);
+        let (y, dparams) = pass_ids::<E>(&table, &ids);
         assert_eq!(y, [table[(1 << 24) + 1], table[1 << 24]]);
         assert_eq!(y, [217.0, 216.0]);
         let touched: Vec<usize> = (0..V).filter(|&r| dparams[r] != 0.0).collect();

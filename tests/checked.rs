@@ -133,6 +133,7 @@ fn net_mistakes() -> [(Vec<f32>, Vec<u32>, BatchError); 4] {
             bad_label,
             BatchError::Label {
                 sample: 2,
+                position: None,
                 label: 3,
                 classes: 3,
             },
@@ -205,6 +206,7 @@ fn checked_evaluation_takes_any_number_of_samples_and_counts_them_from_the_first
         step.try_evaluate(&model, &x, &y).err(),
         Some(BatchError::Label {
             sample: 5,
+            position: None,
             label: 7,
             classes: 3
         })
@@ -251,6 +253,7 @@ fn a_token_model_refuses_ids_outside_its_vocabulary_and_labels_outside_its_class
     bad_tags[7] = 7;
     let label = BatchError::Label {
         sample: 1,
+        position: Some(2),
         label: 7,
         classes: 4,
     };

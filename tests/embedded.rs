@@ -383,3 +383,41 @@ fn an_inline_sequence_model_counts_its_activations_over_time_and_trains_from_an_
     let last = step.evaluate(&model, &x, &y).loss;
     assert!(last < 0.5 * first, "{first} -> {last}");
 }
+
+/// Token ids to a tag of 4 classes at each of 6 positions, stored inline.
+#[fusegraph::model(loss = SequenceCrossEntropy<4>, input = u32, inline)]
+pub struct InlineTagger {
+    tok: Embedding<20, 4, 6, 0>,
+    pos: PositionalEmbedding<6, 4, 6>,
+    head: PerPosition<Dense<4, 4>, 6>,
+}
+
+#[test]
+fn a_token_model_reads_its_ids_where_they_are_and_trains_from_an_arena() {
+    type Tok = Embedding<20, 4, 6, 0>;
+    type Pos = PositionalEmbedding<6, 4, 6>;
+    type Head = PerPosition<Dense<4, 4>, 6>;
+    assert_eq!(
+        <InlineTagger as Model>::ACTIVATIONS,
+        activations::<Tok>() + activations::<Pos>() + activations::<Head>(),
+        "no copy of the ids beside the activations"
+    );
+    type Arena<'a> = EmbeddedStep<'a, InlineTagger, keras::Adam, 4>;
+    let mut arena = vec![0.0; Arena::FLOATS];
+    let mut model = InlineTagger::init(Seed(3));
+    let mut twin = InlineTagger::init(Seed(3));
+    let rule = keras::Adam::default().with_lr(0.05);
+    let mut embedded = Arena::new(&model, rule, &mut arena).unwrap();
+    let mut step = TrainStep::<InlineTagger, keras::Adam, 4>::new(&twin, rule);
+    let mut rng = Rng::new(Seed(4));
+    let ids: Vec<u32> = (0..4 * 6).map(|_| rng.below(20)).collect();
+    let tags: Vec<u32> = (0..4 * 6).map(|_| rng.below(4)).collect();
+    let first = embedded.evaluate(&model, &ids, &tags).loss;
+    for _ in 0..20 {
+        let loss = embedded.run(&mut model, &ids, &tags);
+        assert_eq!(loss.to_bits(), step.run(&mut twin, &ids, &tags).to_bits());
+    }
+    assert_eq!(bits(model.params()), bits(twin.params()));
+    let last = embedded.evaluate(&model, &ids, &tags).loss;
+    assert!(last < 0.5 * first, "{first} -> {last}");
+}

@@ -183,7 +183,9 @@ fn output_gradients_scatter_into_the_rows_of_the_ids() {
 }
 
 #[test]
-#[should_panic(expected = "token id 12 at input position 9 is not in 0..12")]
+#[should_panic(
+    expected = "sample 1, position 2: token id 12 is outside the vocabulary of 12 ids (0..12)"
+)]
 fn an_id_past_the_vocabulary_stops_the_step() {
     let mut model = TokenBag::init(Seed(1));
     let mut step = TrainStep::<TokenBag, Sgd, 2>::new(&model, Sgd::default());

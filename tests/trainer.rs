@@ -173,6 +173,7 @@ fn bad_data_is_an_error_naming_what_is_wrong() {
             e,
             TrainError::Batch(BatchError::Label {
                 sample: 2,
+                position: None,
                 label: 3,
                 classes: 3
             })
@@ -858,6 +859,7 @@ fn a_sequence_label_is_checked_against_the_loss_classes_not_the_outputs() {
             e,
             TrainError::Batch(BatchError::Label {
                 sample: 1,
+                position: Some(2),
                 label: 5,
                 classes: 3
             })

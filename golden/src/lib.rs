@@ -42,7 +42,7 @@ mod tensor;
 mod torch;
 
 pub use compare::{compare, CaseResult, Worst, OPTIONAL_KEYS};
-pub use model::CaseInput;
+pub use model::{CaseInput, ModelInput};
 
 use fusegraph::optim::Rule;
 use fusegraph::Model;

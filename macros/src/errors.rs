@@ -552,9 +552,9 @@ pub fn padding_outside(layer: &str, pad: usize, vocab: usize, fixed: &str) -> St
     )
 }
 
-pub fn vocab_too_large(layer: &str, vocab: usize, max: usize) -> String {
+pub fn vocab_too_large(layer: &str, vocab: usize, max: u64) -> String {
     format!(
-        "`{layer}` has {vocab} token ids but ids are carried as f32, exact up to {max}; write a vocabulary of at most {max}"
+        "`{layer}` has {vocab} token ids but ids are `u32`, which address {max}; write a vocabulary of at most {max}"
     )
 }
 

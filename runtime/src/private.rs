@@ -10,16 +10,14 @@ pub use crate::kernels::gemm::Product;
 pub use crate::lane;
 pub use crate::lane::Lane;
 pub use crate::layers::graph;
-pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer};
+pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer, TokenLayer};
 pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad};
 pub use crate::loss::{Loss, Reduce};
 pub use crate::math;
 pub use crate::optim::{LearningRate, Rule};
 pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
-pub use crate::train::{
-    Bytes, GradSink, InputValue, LayerKind, Model, NamedTensor, TokenLayer, View,
-};
+pub use crate::train::{Bytes, GradSink, LayerKind, Model, NamedTensor, View};
 
 use crate::layers::{init_tensor, Tensor, Torch};
 use crate::rng::Rng;

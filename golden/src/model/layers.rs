@@ -220,11 +220,29 @@ impl Node {
                 with_act!(act, |A| dense_forward::<A>(ctx, dims, io))
             }
             Op::Rnn(dims) => rnn_forward(ctx, dims, io),
-            Op::Embedding(dims) => embedding_forward(dims, io),
+            Op::Embedding(_) => unreachable!("Net::parse sends an Embedding token ids alone"),
             Op::Positional(dims) => positional_forward(dims, io),
             Op::LayerNorm { features, .. } => layer_norm_forward(features, io),
             Op::Attention(dims) => attention_forward(ctx, dims, io),
         }
+    }
+
+    /// The layer's forward pass over a model's token ids, as its `TokenLayer` implementation
+    /// runs it: only an `Embedding` reads ids, which [`Net::parse`] checks.
+    pub fn forward_ids(&self, io: Forward<'_, u32>) {
+        let Op::Embedding(dims) = self.op else {
+            unreachable!("Net::parse sends token ids to an Embedding first")
+        };
+        embedding_forward(dims, io);
+    }
+
+    /// The layer's backward pass over a model's token ids, as its `TokenLayer` implementation
+    /// runs it.
+    pub fn backward_ids(&self, io: Backward<'_, u32>) {
+        let Op::Embedding(dims) = self.op else {
+            unreachable!("Net::parse sends token ids to an Embedding first")
+        };
+        embedding_backward(dims, io);
     }
 
     /// The layer's backward pass, as its `Layer` implementation runs it.
@@ -241,7 +259,7 @@ impl Node {
                 with_act!(act, |A| dense_backward::<A>(ctx, dims, io))
             }
             Op::Rnn(dims) => rnn_backward(ctx, dims, io),
-            Op::Embedding(dims) => embedding_backward(dims, io),
+            Op::Embedding(_) => unreachable!("Net::parse sends an Embedding token ids alone"),
             Op::Positional(dims) => positional_backward(dims, io),
             Op::LayerNorm { features, .. } => layer_norm_backward(features, io),
             Op::Attention(dims) => attention_backward(ctx, dims, io),

@@ -6,7 +6,7 @@
 //! model's `+` does: its backward reads the output it wrote.
 
 use super::layers::Net;
-use super::Targets;
+use super::{ModelInput, Targets};
 use fusegraph::layers::{Backward, Ctx, Forward, Grad, Mode};
 use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
 use fusegraph::{Rng, Seed};
@@ -57,26 +57,20 @@ impl<'n> Machine<'n> {
         }
     }
 
-    /// The model these buffers serve.
-    pub fn net(&self) -> &Net {
-        self.net
-    }
-
     /// The gradients of the last [`loss_and_backward`](Self::loss_and_backward) (or input
     /// gradient), laid out as the parameters.
     pub fn grads(&self) -> &[f32] {
         &self.grads
     }
 
-    /// Samples in `x`.
-    fn batch_of(&self, x: &[f32]) -> usize {
+    /// Samples in an input of `len` values (or ids).
+    fn batch_of(&self, len: usize) -> usize {
         let n = self.net.inputs();
         assert!(
-            n > 0 && x.len().is_multiple_of(n),
-            "input length {} is not a multiple of {n}",
-            x.len()
+            n > 0 && len.is_multiple_of(n),
+            "input length {len} is not a multiple of {n}"
         );
-        let batch = x.len() / n;
+        let batch = len / n;
         assert!(
             batch <= self.max_batch,
             "batch of {batch} samples exceeds the maximum {}",
@@ -86,8 +80,8 @@ impl<'n> Machine<'n> {
     }
 
     /// The forward pass over the samples of `x`; returns their number.
-    fn forward(&mut self, params: &[f32], x: &[f32], mode: Mode) -> usize {
-        let batch = self.batch_of(x);
+    fn forward(&mut self, params: &[f32], x: &ModelInput, mode: Mode) -> usize {
+        let batch = self.batch_of(x.len());
         let mut ctx = Ctx {
             gemm: &mut self.gemm,
             scratch: &mut self.scratch,
@@ -96,26 +90,45 @@ impl<'n> Machine<'n> {
             mode,
         };
         let mut rest = &mut self.acts[..];
-        // The input of every node so far: `x`, then each node's output.
-        let mut inputs: Vec<&[f32]> = vec![x];
-        for node in &self.net.nodes {
+        // The input of every node so far: `x` (nothing for ids, which only the first node
+        // reads), then each node's output.
+        let mut inputs: Vec<&[f32]> = vec![match x {
+            ModelInput::Values(x) => x,
+            ModelInput::Ids(_) => &[],
+        }];
+        for (k, node) in self.net.nodes.iter().enumerate() {
             let (y, r) = std::mem::take(&mut rest).split_at_mut(node.outputs * batch);
             let (saved, r) = r.split_at_mut(node.saved * batch);
             let (own, r) = r.split_at_mut(own_len(node) * batch);
             rest = r;
-            let io = Forward {
-                params: &params[node.params.clone()],
-                state: &mut [],
-                x: inputs[inputs.len() - 1],
-                y: if node.residual.is_some() {
-                    &mut *own
-                } else {
-                    &mut *y
-                },
-                saved,
-                batch,
+            let (params, state) = (&params[node.params.clone()], &mut [][..]);
+            let written = if node.residual.is_some() {
+                &mut *own
+            } else {
+                &mut *y
             };
-            node.forward(&mut ctx, io);
+            match x {
+                ModelInput::Ids(ids) if k == 0 => node.forward_ids(Forward {
+                    params,
+                    state,
+                    x: ids,
+                    y: written,
+                    saved,
+                    batch,
+                }),
+                _ => {
+                    let x = inputs[inputs.len() - 1];
+                    let io = Forward {
+                        params,
+                        state,
+                        x,
+                        y: written,
+                        saved,
+                        batch,
+                    };
+                    node.forward(&mut ctx, io)
+                }
+            }
             if let Some(from) = node.residual {
                 let sums = y.iter_mut().zip(&*own).zip(inputs[from]);
                 sums.for_each(|((y, &own), &r)| *y = own + r);
@@ -135,7 +148,14 @@ impl<'n> Machine<'n> {
 
     /// The backward pass from the output gradient already in place; writes the parameter
     /// gradients and, if `with_dx`, d / d x.
-    fn backward(&mut self, params: &[f32], x: &[f32], batch: usize, with_dx: bool, mode: Mode) {
+    fn backward(
+        &mut self,
+        params: &[f32],
+        x: &ModelInput,
+        batch: usize,
+        with_dx: bool,
+        mode: Mode,
+    ) {
         let Machine {
             net,
             grads,
@@ -180,11 +200,26 @@ impl<'n> Machine<'n> {
             if let Some(from) = node.residual {
                 give_residual(before[from - 1], after[0], &mut given[from - 1]);
             }
-            let (input, dx) = match before.last_mut() {
-                Some(d) if given[k - 1] => (ys[k - 1], Grad::Add(d)),
-                Some(d) => (ys[k - 1], Grad::Set(d)),
-                None if with_dx => (x, Grad::Set(&mut dx[..net.inputs() * batch])),
-                None => (x, Grad::Skip),
+            let (input, dx) = match (before.last_mut(), x) {
+                (Some(d), _) if given[k - 1] => (ys[k - 1], Grad::Add(d)),
+                (Some(d), _) => (ys[k - 1], Grad::Set(d)),
+                (None, ModelInput::Ids(ids)) => {
+                    node.backward_ids(Backward {
+                        params: &params[node.params.clone()],
+                        x: ids,
+                        y: owns[k],
+                        saved: saved[k],
+                        dy: &mut *after[0],
+                        dx: Grad::Skip,
+                        dparams: &mut grads[node.params.clone()],
+                        batch,
+                    });
+                    continue;
+                }
+                (None, ModelInput::Values(x)) if with_dx => {
+                    (&x[..], Grad::Set(&mut dx[..net.inputs() * batch]))
+                }
+                (None, ModelInput::Values(x)) => (&x[..], Grad::Skip),
             };
             let io = Backward {
                 params: &params[node.params.clone()],
@@ -202,7 +237,7 @@ impl<'n> Machine<'n> {
 
     /// Forward in training mode, the loss of a batch and backward into the gradients; returns
     /// the loss.
-    pub fn loss_and_backward(&mut self, params: &[f32], x: &[f32], y: &Targets) -> f32 {
+    pub fn loss_and_backward(&mut self, params: &[f32], x: &ModelInput, y: &Targets) -> f32 {
         let batch = self.forward(params, x, Mode::Train);
         let (out, grad) = self.output_ranges(batch);
         let n = self.net.outputs();
@@ -222,14 +257,14 @@ impl<'n> Machine<'n> {
     }
 
     /// The model's output for a batch (inference mode).
-    pub fn predict(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+    pub fn predict(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
         let batch = self.forward(params, x, Mode::Eval);
         let (out, _) = self.output_ranges(batch);
         &self.acts[out]
     }
 
     /// d sum(output) / d params for a batch (inference mode), laid out as the parameters.
-    pub fn output_gradients(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+    pub fn output_gradients(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
         let batch = self.forward(params, x, Mode::Eval);
         let (_, grad) = self.output_ranges(batch);
         self.node_grads[grad].fill(1.0);
@@ -237,11 +272,13 @@ impl<'n> Machine<'n> {
         &self.grads
     }
 
-    /// d sum(output) / d x for a batch (inference mode).
-    pub fn input_gradient(&mut self, params: &[f32], x: &[f32]) -> &[f32] {
+    /// d sum(output) / d x for a batch (inference mode); zeros for token ids, which have no
+    /// gradient.
+    pub fn input_gradient(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
         let batch = self.forward(params, x, Mode::Eval);
         let (_, grad) = self.output_ranges(batch);
         self.node_grads[grad].fill(1.0);
+        self.dx.fill(0.0);
         self.backward(params, x, batch, true, Mode::Eval);
         &self.dx[..self.net.inputs() * batch]
     }
@@ -311,7 +348,7 @@ mod tests {
     }
 
     /// The gradient of an MSE loss of `net` on the batch `x` matches central differences.
-    fn params_match_finite_differences(net: &Net, x: &[f32]) {
+    fn params_match_finite_differences(net: &Net, x: &ModelInput) {
         let batch = x.len() / net.inputs();
         let mut m = Machine::new(net, batch);
         let params = values(net.layout.len(), 4.0);
@@ -338,7 +375,7 @@ mod tests {
             {"name": "head", "type": "Dense", "in": 4, "units": 2}
         ]}))
         .unwrap();
-        params_match_finite_differences(&net, &values(4 * 3, 2.0));
+        params_match_finite_differences(&net, &ModelInput::Values(values(4 * 3, 2.0)));
     }
 
     #[test]
@@ -357,7 +394,8 @@ mod tests {
             ]}),
         )
         .unwrap();
-        params_match_finite_differences(&net, &[3.0, 1.0, 4.0, 1.0, 0.0, 2.0, 2.0, 4.0]);
+        let ids = ModelInput::Ids(vec![3, 1, 4, 1, 0, 2, 2, 4]);
+        params_match_finite_differences(&net, &ids);
     }
 
     #[test]
@@ -366,7 +404,7 @@ mod tests {
         let batch = 3;
         let mut m = Machine::new(&net, batch);
         let params = values(net.layout.len(), 1.0);
-        let x = values(net.inputs() * batch, 2.0);
+        let x = ModelInput::Values(values(net.inputs() * batch, 2.0));
         let targets = values(net.outputs() * batch, 3.0);
         let y = Targets::Mse(targets.clone());
         let loss = m.loss_and_backward(&params, &x, &y);
@@ -377,8 +415,12 @@ mod tests {
             f64::from(Mse::loss(m.predict(p, &x), &targets, 2))
         });
         let dx = m.input_gradient(&params, &x).to_vec();
+        let ModelInput::Values(x) = x else {
+            unreachable!("the input is features")
+        };
         check("x", &x, &dx, |x| {
-            m.predict(&params, x).iter().map(|&v| f64::from(v)).sum()
+            let x = ModelInput::Values(x.to_vec());
+            m.predict(&params, &x).iter().map(|&v| f64::from(v)).sum()
         });
     }
 }

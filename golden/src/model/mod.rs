@@ -72,10 +72,47 @@ impl Targets {
     }
 }
 
+/// A batch of a model case's inputs, `[samples] + input_shape` row-major, as the model reads
+/// them.
+#[derive(Debug)]
+pub enum ModelInput {
+    /// `f32` features.
+    Values(Vec<f32>),
+    /// Token ids (`"input_dtype": "int (token ids)"`), read from the file as integers.
+    Ids(Vec<u32>),
+}
+
+impl ModelInput {
+    /// The tensor `v` (named `what` in messages) as `net` reads it, and its samples.
+    fn parse(net: &Net, v: &Value, what: &str) -> Result<(ModelInput, usize), String> {
+        let x = Tensor::parse(v, what)?;
+        let size = samples(net, &x, what)?;
+        if !net.tokens {
+            return Ok((ModelInput::Values(x.data), size));
+        }
+        let ids = v["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| format!("{what} holds something other than token ids"))?;
+        Ok((ModelInput::Ids(ids), size))
+    }
+
+    /// Values (or ids) in the batch.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            ModelInput::Values(v) => v.len(),
+            ModelInput::Ids(ids) => ids.len(),
+        }
+    }
+}
+
 /// One training batch.
 pub(crate) struct Batch {
-    /// Inputs, `[size] + input_shape`, row-major.
-    pub x: Vec<f32>,
+    /// Inputs.
+    pub x: ModelInput,
     /// Targets.
     pub y: Targets,
     /// Samples.
@@ -90,8 +127,10 @@ pub(crate) struct ModelCase {
     pub params: Vec<f32>,
     /// The batch of each step.
     pub batches: Vec<Batch>,
-    /// The probe batch, with its shape.
-    pub probe: Tensor,
+    /// The probe batch.
+    pub probe: ModelInput,
+    /// Its shape, `[samples] + input_shape`.
+    pub probe_shape: Vec<usize>,
 }
 
 impl ModelCase {
@@ -149,20 +188,25 @@ impl ModelCase {
                 ));
             }
         }
-        let probe = Tensor::parse(&inputs["probe_x"], "inputs.probe_x")?;
-        samples(&net, &probe, "inputs.probe_x")?;
+        let (probe, probe_samples) = ModelInput::parse(&net, &inputs["probe_x"], "inputs.probe_x")?;
+        let probe_shape = [probe_samples]
+            .iter()
+            .chain(&net.input_shape)
+            .copied()
+            .collect();
         Ok(ModelCase {
             net,
             params,
             batches,
             probe,
+            probe_shape,
         })
     }
 
     /// The most samples in one batch (the probe's included).
     fn max_batch(&self) -> usize {
         let most = self.batches.iter().map(|b| b.size).max().unwrap_or(0);
-        most.max(self.probe.shape.first().copied().unwrap_or(0))
+        most.max(self.probe_shape[0])
     }
 }
 
@@ -179,11 +223,7 @@ fn samples(net: &Net, x: &Tensor, what: &str) -> Result<usize, String> {
 
 /// One entry of `inputs.batches`, for the loss named `loss`.
 fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> {
-    let x = Tensor::parse(&b["x"], &format!("{what}.x"))?;
-    let size = samples(net, &x, &format!("{what}.x"))?;
-    if net.tokens && !x.data.iter().all(|&v| v >= 0.0 && v.fract() == 0.0) {
-        return Err(format!("{what}.x holds something other than token ids"));
-    }
+    let (x, size) = ModelInput::parse(net, &b["x"], &format!("{what}.x"))?;
     let y = Tensor::parse(&b["y"], &format!("{what}.y"))?;
     let y = match loss {
         "softmax_cross_entropy" => {
@@ -218,7 +258,7 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
         }
         other => return Err(format!("unsupported loss `{other}`")),
     };
-    Ok(Batch { x: x.data, y, size })
+    Ok(Batch { x, y, size })
 }
 
 /// The `[batch, seq]` class indices of a `sequence_cross_entropy` batch, for a model whose
@@ -330,6 +370,13 @@ where
             "the model trains with {}; the case with {:?}",
             std::any::type_name::<M::Loss>(),
             parsed.batches[0].y
+        ));
+    }
+    if M::Input::of_case(&parsed.probe).is_none() {
+        return Err(format!(
+            "the model reads {}; the case's model {}",
+            std::any::type_name::<M::Input>(),
+            if net.tokens { "token ids" } else { "features" }
         ));
     }
     if parsed.max_batch() > B {

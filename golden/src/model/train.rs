@@ -3,7 +3,7 @@
 //! (a `#[fusegraph::model]` type and its `TrainStep`).
 
 use super::machine::Machine;
-use super::{Batch, ModelCase};
+use super::{Batch, ModelCase, ModelInput};
 use crate::state::Conventions;
 use crate::tensor::to_json;
 use fusegraph::loss::Loss;
@@ -25,11 +25,11 @@ pub(crate) trait Trainee {
     /// The parameters.
     fn params(&self) -> &[f32];
     /// The model's output for a batch.
-    fn predict(&mut self, x: &[f32]) -> &[f32];
+    fn predict(&mut self, x: &ModelInput) -> &[f32];
     /// d sum(output) / d x for a batch; `None` for token ids, which have none.
-    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]>;
+    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]>;
     /// d sum(output) / d params for a batch, laid out as the parameters.
-    fn output_gradients(&mut self, x: &[f32]) -> &[f32];
+    fn output_gradients(&mut self, x: &ModelInput) -> &[f32];
     /// The optimizer.
     fn optimizer(&self) -> &Optimizer<Self::Rule>;
 }
@@ -45,8 +45,8 @@ pub(crate) fn record<T: Trainee>(
     conventions: Conventions,
 ) -> Result<Value, String> {
     let layout = &case.net.layout;
-    let probe = &case.probe;
-    let out_shape: Vec<usize> = probe.shape[..1]
+    let (probe, probe_shape) = (&case.probe, &case.probe_shape);
+    let out_shape: Vec<usize> = probe_shape[..1]
         .iter()
         .chain(&case.net.output_shape)
         .copied()
@@ -54,13 +54,13 @@ pub(crate) fn record<T: Trainee>(
     let embedding_grad = case
         .net
         .tokens
-        .then(|| layout.tensors(t.output_gradients(&probe.data)))
+        .then(|| layout.tensors(t.output_gradients(probe)))
         .and_then(|grads| grads.as_object()?.get(&layout.names[0]).cloned());
     let (mut probe_outputs, mut input_grads) = (Vec::new(), Vec::new());
     let mut measure = |t: &mut T| {
-        probe_outputs.push(to_json(&out_shape, t.predict(&probe.data)));
-        if let Some(dx) = t.input_gradient(&probe.data) {
-            input_grads.push(to_json(&probe.shape, dx));
+        probe_outputs.push(to_json(&out_shape, t.predict(probe)));
+        if let Some(dx) = t.input_gradient(probe) {
+            input_grads.push(to_json(probe_shape, dx));
         }
     };
     measure(t);
@@ -121,16 +121,16 @@ impl<R: Rule> Trainee for Dynamic<'_, R> {
         &self.params
     }
 
-    fn predict(&mut self, x: &[f32]) -> &[f32] {
+    fn predict(&mut self, x: &ModelInput) -> &[f32] {
         self.machine.predict(&self.params, x)
     }
 
-    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]> {
-        let tokens = self.machine.net().tokens;
-        (!tokens).then(|| self.machine.input_gradient(&self.params, x))
+    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+        let features = matches!(x, ModelInput::Values(_));
+        features.then(|| self.machine.input_gradient(&self.params, x))
     }
 
-    fn output_gradients(&mut self, x: &[f32]) -> &[f32] {
+    fn output_gradients(&mut self, x: &ModelInput) -> &[f32] {
         self.machine.output_gradients(&self.params, x)
     }
 
@@ -139,10 +139,10 @@ impl<R: Rule> Trainee for Dynamic<'_, R> {
     }
 }
 
-/// How a case's inputs (ids as `f32` for token models) reach a typed model.
+/// How a case's inputs reach a typed model: as they are, features or token ids.
 pub trait CaseInput: InputValue {
-    /// The case's values as the model's input.
-    fn from_case(x: &[f32]) -> Vec<Self>;
+    /// The case's inputs as the model's, if they are of its type.
+    fn of_case(x: &ModelInput) -> Option<&[Self]>;
     /// d sum(output) / d x, if the input has a gradient.
     fn input_gradient<'s, M: Model<Input = Self>, R: Rule, const B: usize>(
         step: &'s mut TrainStep<M, R, B>,
@@ -152,8 +152,11 @@ pub trait CaseInput: InputValue {
 }
 
 impl CaseInput for f32 {
-    fn from_case(x: &[f32]) -> Vec<f32> {
-        x.to_vec()
+    fn of_case(x: &ModelInput) -> Option<&[f32]> {
+        match x {
+            ModelInput::Values(x) => Some(x),
+            ModelInput::Ids(_) => None,
+        }
     }
     fn input_gradient<'s, M: Model<Input = f32>, R: Rule, const B: usize>(
         step: &'s mut TrainStep<M, R, B>,
@@ -165,9 +168,11 @@ impl CaseInput for f32 {
 }
 
 impl CaseInput for u32 {
-    fn from_case(x: &[f32]) -> Vec<u32> {
-        // The harness checked that every id is a whole number in the vocabulary.
-        x.iter().map(|&v| v as u32).collect()
+    fn of_case(x: &ModelInput) -> Option<&[u32]> {
+        match x {
+            ModelInput::Values(_) => None,
+            ModelInput::Ids(ids) => Some(ids),
+        }
     }
     fn input_gradient<'s, M: Model<Input = u32>, R: Rule, const B: usize>(
         _step: &'s mut TrainStep<M, R, B>,
@@ -196,6 +201,16 @@ impl<M: Model, R: Rule, const B: usize> Typed<M, R, B> {
     }
 }
 
+impl<M: Model, R: Rule, const B: usize> Typed<M, R, B>
+where
+    M::Input: CaseInput,
+{
+    /// The inputs `x` as the model reads them.
+    fn inputs(x: &ModelInput) -> &[M::Input] {
+        M::Input::of_case(x).expect("run_typed checked that the case's inputs are the model's")
+    }
+}
+
 impl<M: Model, R: Rule, const B: usize> Trainee for Typed<M, R, B>
 where
     M::Input: CaseInput,
@@ -204,8 +219,8 @@ where
 
     fn gradients(&mut self, batch: &Batch) -> f32 {
         let y = Self::targets(batch);
-        let x = M::Input::from_case(&batch.x);
-        self.step.gradients(&mut self.model, &x, y)
+        self.step
+            .gradients(&mut self.model, Self::inputs(&batch.x), y)
     }
 
     fn grads(&self) -> &[f32] {
@@ -214,27 +229,23 @@ where
 
     fn step(&mut self, batch: &Batch) -> f32 {
         let y = Self::targets(batch);
-        let x = M::Input::from_case(&batch.x);
-        self.step.run(&mut self.model, &x, y)
+        self.step.run(&mut self.model, Self::inputs(&batch.x), y)
     }
 
     fn params(&self) -> &[f32] {
         self.model.params()
     }
 
-    fn predict(&mut self, x: &[f32]) -> &[f32] {
-        let x = M::Input::from_case(x);
-        self.step.predict(&self.model, &x)
+    fn predict(&mut self, x: &ModelInput) -> &[f32] {
+        self.step.predict(&self.model, Self::inputs(x))
     }
 
-    fn input_gradient(&mut self, x: &[f32]) -> Option<&[f32]> {
-        let x = M::Input::from_case(x);
-        M::Input::input_gradient(&mut self.step, &self.model, &x)
+    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+        M::Input::input_gradient(&mut self.step, &self.model, Self::inputs(x))
     }
 
-    fn output_gradients(&mut self, x: &[f32]) -> &[f32] {
-        let x = M::Input::from_case(x);
-        self.step.output_gradients(&self.model, &x)
+    fn output_gradients(&mut self, x: &ModelInput) -> &[f32] {
+        self.step.output_gradients(&self.model, Self::inputs(x))
     }
 
     fn optimizer(&self) -> &Optimizer<R> {

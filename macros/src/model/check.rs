@@ -901,9 +901,9 @@ mod tests {
             ),
             (
                 "loss = SoftmaxCrossEntropy, input = u32",
-                "e: Embedding<20000000, 1, 4>, head: Dense<4, 4>",
-                "`e` has 20000000 token ids but ids are carried as f32, exact up to 16777216; \
-                 write a vocabulary of at most 16777216",
+                "e: Embedding<5000000000, 1, 4>, head: Dense<4, 4>",
+                "`e` has 5000000000 token ids but ids are `u32`, which address 4294967296; \
+                 write a vocabulary of at most 4294967296",
             ),
             (
                 "loss = SoftmaxCrossEntropy",

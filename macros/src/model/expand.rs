@@ -113,6 +113,9 @@ struct Expansion<'a> {
     s: Vec<Ident>,
     /// `__d{k}`: the gradient of node `k`'s output.
     d: Vec<Ident>,
+    /// Whether the input holds token ids (`input = u32`), which go to the layers that read
+    /// them as they are.
+    tokens: bool,
 }
 
 /// `prefix0`, `prefix1`, ... up to `prefix{count - 1}`.
@@ -134,6 +137,10 @@ impl<'a> Expansion<'a> {
         let p = p();
         let l = quote!(#p::Layer);
         let (nf, nn) = (def.fields.len(), net.nodes.len());
+        let tokens = match &def.input {
+            Some(syn::Type::Path(t)) => !t.path.is_ident("f32"),
+            other => other.is_some(),
+        };
         Expansion {
             def,
             net,
@@ -145,6 +152,26 @@ impl<'a> Expansion<'a> {
             y: idents("__y", nn),
             s: idents("__s", nn),
             d: idents("__d", nn),
+            tokens,
+        }
+    }
+
+    /// Whether node `k` reads token ids: it reads the input of a model with `input = u32`.
+    fn reads_ids(&self, k: usize) -> bool {
+        self.tokens && self.net.nodes[k].inputs.contains(&Src::X)
+    }
+
+    /// The `pass` (`forward` or `backward`) of layer `ty` at node `k`: `Layer`'s, or
+    /// `TokenLayer`'s over the ids when the node reads them.
+    fn layer_pass(&self, k: usize, ty: &syn::Type, pass: &str) -> TokenStream {
+        let p = &self.p;
+        if self.reads_ids(k) {
+            let pass = format_ident!("{}_ids", pass);
+            quote!(<#ty as #p::TokenLayer>::#pass)
+        } else {
+            // Out of line, so that a model's passes grow linearly with its layers.
+            let pass = format_ident!("{}_layer", pass);
+            quote!(#p::#pass::<#ty>)
         }
     }
 
@@ -243,9 +270,8 @@ impl<'a> Expansion<'a> {
             return TokenStream::new();
         };
         let span = syn::spanned::Spanned::span(ty);
-        let is_f32 = matches!(ty, syn::Type::Path(t) if t.path.is_ident("f32"));
         let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
-        let tokens = readers.filter(|_| !is_f32).map(|n| match n.op {
+        let tokens = readers.filter(|_| self.tokens).map(|n| match n.op {
             Op::Layer(f) => {
                 let ty = self.tys[f];
                 let span = syn::spanned::Spanned::span(ty);
@@ -289,11 +315,7 @@ impl<'a> Expansion<'a> {
     /// `input_checks` makes `TokenLayer`s), 0 for `f32` features.
     fn vocab(&self) -> TokenStream {
         let p = &self.p;
-        let tokens = match &self.def.input {
-            Some(syn::Type::Path(t)) => !t.path.is_ident("f32"),
-            other => other.is_some(),
-        };
-        if !tokens {
+        if !self.tokens {
             return quote!(0usize);
         }
         let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
@@ -306,24 +328,15 @@ impl<'a> Expansion<'a> {
         })
     }
 
-    /// Values per sample that hold the input as `f32` when it is not `f32` itself.
-    fn carried(&self) -> TokenStream {
-        let (p, name, width) = (&self.p, &self.def.name, &self.net.input.tokens);
-        quote!(#width * <<#name as #p::Model>::Input as #p::InputValue>::CARRIED)
-    }
-
-    /// The per-sample layouts: the activation buffer holds the input as `f32` if it is not
-    /// (token ids), then each node's output and what its layer saves, node after node; the
-    /// gradient buffer each node's output gradient.
+    /// The per-sample layouts: the activation buffer holds each node's output and what its
+    /// layer saves, node after node; the gradient buffer each node's output gradient.
     fn layouts(&self) -> TokenStream {
         let nodes = 0..self.net.nodes.len();
-        let carried = self.carried();
         let acts = nodes.clone().flat_map(|k| [self.width(k), self.saved(k)]);
         let grads = nodes.clone().map(|k| self.width(k));
         let count = proc_macro2::Literal::usize_unsuffixed(nodes.len());
         quote! {
-            const __CARRIED: usize = #carried;
-            const __ACTS: [usize; 2 * #count + 1] = [__CARRIED, #(#acts),*];
+            const __ACTS: [usize; 2 * #count] = [#(#acts),*];
             const __GRADS: [usize; #count] = [#(#grads),*];
         }
     }
@@ -483,8 +496,11 @@ impl<'a> Expansion<'a> {
                 let (ty, input) = (self.tys[*f], &ins[0]);
                 let (of, of1, sf, sf1) =
                     (&self.o[*f], &self.o[*f + 1], &self.st[*f], &self.st[*f + 1]);
-                quote!(#p::forward_layer::<#ty>(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
+                let forward = self.layer_pass(k, ty, "forward");
+                quote!(#forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
             }
+            // `input_checks` refuses it: token ids go to a layer first.
+            _ if self.reads_ids(k) => TokenStream::new(),
             Op::Act(act) => {
                 let (input, w) = (&ins[0], self.width(k));
                 quote!(<#act as #p::Activation>::forward(#input, #yk, #w);)
@@ -540,17 +556,21 @@ impl<'a> Expansion<'a> {
         let (p, yk, sk, dk) = (&self.p, &self.y[k], &self.s[k], &self.d[k]);
         let n = &self.net.nodes[k];
         let ins = self.inputs(k);
+        let reads_ids = self.reads_ids(k);
         let mut grad = |src: Src| self.gradient(given, src);
         match &n.op {
             Op::Layer(f) => {
                 let (ty, of, of1, input) = (self.tys[*f], &self.o[*f], &self.o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
+                let backward = self.layer_pass(k, ty, "backward");
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);
-                    #p::backward_layer::<#ty>(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
+                    #backward(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
                     sink.done(#of..#of1);
                 }
             }
+            // `input_checks` refuses it: token ids go to a layer first.
+            _ if reads_ids => TokenStream::new(),
             Op::Act(act) => {
                 let (input, w) = (&ins[0], self.width(k));
                 let gi = grad(n.inputs[0]);
@@ -617,8 +637,7 @@ impl<'a> Expansion<'a> {
                 acts: &mut [f32],
                 batch: usize,
             ) {
-                let [__carried, #(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
-                let x = <Self::Input as #p::InputValue>::to_f32(x, __carried);
+                let [#(#acts),*] = #p::split_mut(acts, &__ACTS, batch);
                 #(#forward)*
             }
 
@@ -631,8 +650,7 @@ impl<'a> Expansion<'a> {
                 mut dx: #p::Grad<'_>,
                 batch: usize,
             ) {
-                let [__carried, #(#acts),*] = #p::split(acts, &__ACTS, batch);
-                let x = <Self::Input as #p::InputValue>::as_f32(x, __carried);
+                let [#(#acts),*] = #p::split(acts, &__ACTS, batch);
                 let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
                 #(#backward)*
             }

@@ -66,7 +66,7 @@ pub enum Mistake {
         fixed: String,
     },
     /// A vocabulary larger than `max` ids.
-    VocabTooLarge { vocab: usize, max: usize },
+    VocabTooLarge { vocab: usize, max: u64 },
     /// A window (`what`: a kernel, a pooling window) of `k` along `along` (of size `n`) with
     /// valid padding, longer than the input.
     WindowTooLong {
@@ -102,8 +102,8 @@ pub struct Layer {
 /// The most stacked layers of a recurrent type (the runtime's `MAX_RNN_LAYERS`).
 const MAX_RNN_LAYERS: usize = 8;
 
-/// The largest vocabulary of an `Embedding` (the runtime's `MAX_VOCAB`, 2^24).
-const MAX_VOCAB: usize = 1 << 24;
+/// The largest vocabulary of an `Embedding`: every id a `u32` addresses, 2^32.
+const MAX_VOCAB: u64 = 1 << 32;
 
 /// The last path segment's name and its generic arguments.
 fn segments(ty: &Type) -> Option<(String, Vec<&GenericArgument>)> {
@@ -496,7 +496,7 @@ pub fn layer(ty: &Type) -> Option<Layer> {
                 ("the width", width),
                 ("the sequence length", t),
             ]);
-            if vocab > MAX_VOCAB {
+            if vocab as u64 > MAX_VOCAB {
                 mistakes.push(Mistake::VocabTooLarge {
                     vocab,
                     max: MAX_VOCAB,

@@ -14,8 +14,8 @@ pub(crate) fn expect(layer: &str, what: &str, len: usize, expected: usize) {
     );
 }
 
-/// Checks the buffers of [`Layer::forward`].
-pub(crate) fn forward<L: Layer>(io: &Forward<'_>) {
+/// Checks the buffers of [`Layer::forward`] (or of a token layer's, over ids).
+pub(crate) fn forward<L: Layer>(io: &Forward<'_, impl Sized>) {
     let l = type_name::<L>();
     expect(l, "params", io.params.len(), L::PARAMS);
     expect(l, "state", io.state.len(), L::STATE);
@@ -24,8 +24,8 @@ pub(crate) fn forward<L: Layer>(io: &Forward<'_>) {
     expect(l, "saved", io.saved.len(), io.batch * L::SAVED);
 }
 
-/// Checks the buffers of [`Layer::backward`].
-pub(crate) fn backward<L: Layer>(io: &Backward<'_>) {
+/// Checks the buffers of [`Layer::backward`] (or of a token layer's, over ids).
+pub(crate) fn backward<L: Layer>(io: &Backward<'_, impl Sized>) {
     let l = type_name::<L>();
     expect(l, "params", io.params.len(), L::PARAMS);
     expect(l, "dparams", io.dparams.len(), L::PARAMS);

@@ -2,8 +2,9 @@
 //! [`PositionalEmbedding`] adds a learned row per position. Both are constant-size types over
 //! functions that take their sizes at run time ([`EmbeddingDims`], [`PositionalDims`]).
 
-use super::{buffers, Backward, Ctx, Forward, Init, Layer, Tensor};
-use crate::train::{TokenLayer, MAX_VOCAB};
+use super::token::OutsideVocabulary;
+use super::{buffers, Backward, Ctx, Forward, Init, Layer, Tensor, TokenLayer};
+use core::fmt;
 
 /// [`Embedding`]'s `PAD` when no token is padding.
 pub const NO_PADDING: usize = usize::MAX;
@@ -28,42 +29,64 @@ impl EmbeddingDims {
     }
 }
 
-/// The table row of the id `v` (an id carried as `f32`) at position `at` of the batch.
+/// A token id as an input holds it: a `u32` from a model's input, or a whole number written
+/// as `f32` in a layer's `f32` input.
+trait Id: Copy + fmt::Display {
+    /// The table row the id names, if it is one of `0..vocab`.
+    fn row(self, vocab: usize) -> Option<usize>;
+}
+
+impl Id for u32 {
+    fn row(self, vocab: usize) -> Option<usize> {
+        usize::try_from(self).ok().filter(|&r| r < vocab)
+    }
+}
+
+impl Id for f32 {
+    fn row(self, vocab: usize) -> Option<usize> {
+        let r = self as usize;
+        (self >= 0.0 && r < vocab && r as f32 == self).then_some(r)
+    }
+}
+
+/// The table row of the id at flat index `at` of a batch of `dims.seq` ids a sample.
 ///
 /// # Panics
-/// If `v` is not an integer in `0..vocab`: a wrong id is the caller's bug, never a read of
-/// another row.
-fn row_of(v: f32, vocab: usize, at: usize) -> usize {
-    let id = v as usize;
-    assert!(
-        v >= 0.0 && id < vocab && id as f32 == v,
-        "Embedding: token id {v} at input position {at} is not in 0..{vocab}"
-    );
-    id
+/// If the id is not one of `0..vocab`, naming its sample, its position and the id as given: a
+/// wrong id is the caller's bug, never a read of another row.
+fn row_of<I: Id>(id: I, dims: &EmbeddingDims, at: usize) -> usize {
+    match id.row(dims.vocab) {
+        Some(r) => r,
+        None => panic!(
+            "Embedding: {}",
+            OutsideVocabulary {
+                sample: at / dims.seq,
+                position: at % dims.seq,
+                id,
+                vocab: dims.vocab,
+            }
+        ),
+    }
 }
 
 /// `y[s] = table[x[s]]` for each of the `batch * seq` ids of `io.x`.
-///
-/// # Panics
-/// If an id is not in `0..vocab` (see [`Embedding`]).
-pub fn embedding_forward(dims: EmbeddingDims, io: Forward<'_>) {
+fn gather<I: Id>(dims: EmbeddingDims, io: Forward<'_, I>) {
     let d = dims.dim;
     let ids = &io.x[..io.batch * dims.seq];
-    for (at, (&v, y)) in ids.iter().zip(io.y.chunks_exact_mut(d)).enumerate() {
-        let r = row_of(v, dims.vocab, at);
+    for (at, (&id, y)) in ids.iter().zip(io.y.chunks_exact_mut(d)).enumerate() {
+        let r = row_of(id, &dims, at);
         y.copy_from_slice(&io.params[r * d..(r + 1) * d]);
     }
 }
 
-/// d loss / d table: the output gradient of every position added into the row of its id, in
-/// sample and position order, the padding row left at 0. Ids have no gradient: `io.dx`, if
-/// asked for, gets zeros.
-pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_>) {
+/// The output gradient of every position added into the row of its id, in sample and
+/// position order, the padding row left at 0; `io.dx`, if asked for, gets zeros.
+fn scatter<I: Id>(dims: EmbeddingDims, io: Backward<'_, I>) {
     let d = dims.dim;
     io.dparams.fill(0.0);
     let ids = &io.x[..io.batch * dims.seq];
-    for (at, (&v, dy)) in ids.iter().zip(io.dy.chunks_exact(d)).enumerate() {
-        let r = row_of(v, dims.vocab, at);
+    for (at, (&id, dy)) in ids.iter().zip(io.dy.chunks_exact(d)).enumerate() {
+        let r = row_of(id, &dims, at);
         if Some(r) == dims.padding {
             continue;
         }
@@ -76,33 +99,53 @@ pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_>) {
     }
 }
 
+/// `y[s] = table[x[s]]` for each of the `batch * seq` ids of `io.x`.
+///
+/// # Panics
+/// If an id is not in `0..vocab` (see [`Embedding`]).
+pub fn embedding_forward(dims: EmbeddingDims, io: Forward<'_, u32>) {
+    gather(dims, io);
+}
+
+/// d loss / d table: the output gradient of every position added into the row of its id, in
+/// sample and position order, the padding row left at 0. Ids have no gradient: `io.dx`, if
+/// asked for, gets zeros.
+///
+/// # Panics
+/// If an id is not in `0..vocab` (see [`Embedding`]).
+pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_, u32>) {
+    scatter(dims, io);
+}
+
 /// A token embedding, PyTorch's `nn.Embedding(VOCAB, DIM, padding_idx=PAD)` over `SEQ` ids
 /// per sample: `[SEQ]` ids in, `[SEQ, DIM]` rows out.
 ///
-/// The first layer of a model with `input = u32` (or of any model: ids given as `f32` must
-/// be whole numbers). Parameter: `weight` `[VOCAB, DIM]` (PyTorch's name and layout),
+/// The first layer of a model with `input = u32`, which hands it the ids as they are
+/// ([`TokenLayer`]); in a layer's `f32` input ([`Layer::forward`]) an id is a whole number.
+/// Parameter: `weight` `[VOCAB, DIM]` (PyTorch's name and layout),
 /// initialized from `N(0, 1)` as PyTorch does, with the padding row at 0. The padding id's row
 /// is read like any other but its gradient is always 0, so it stays where it starts. Ids have
 /// no gradient; an input gradient through this layer is 0.
 ///
-/// A vocabulary of more than 2^24 ids ([`MAX_VOCAB`]) or a `PAD` outside it does not compile.
+/// A vocabulary of no ids or of more than a `u32` addresses (2^32), or a `PAD` outside it,
+/// does not compile.
 ///
 /// # Panics
-/// `forward` and `backward` panic on an id outside `0..VOCAB`: a wrong id is the caller's bug
-/// and is never read as another row.
+/// Its forward and backward passes panic on an id outside `0..VOCAB`, naming its sample, its
+/// position and the id: a wrong id is the caller's bug and is never read as another row.
 ///
 /// ```
-/// use fusegraph_runtime::layers::{Ctx, Embedding, Forward, Layer, Mode};
+/// use fusegraph_runtime::layers::{Ctx, Embedding, Forward, Mode, TokenLayer};
 /// use fusegraph_runtime::rng::{Rng, Seed};
 ///
 /// type Tok = Embedding<3, 2, 2>;
 /// let table = [0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
-/// let ids = [2.0, 0.0];
+/// let ids: [u32; 2] = [2, 0];
 /// let mut y = [0.0; 4];
 /// let mut rng = Rng::new(Seed(0));
 /// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval };
 /// let io = Forward { params: &table, state: &mut [], x: &ids, y: &mut y, saved: &mut [], batch: 1 };
-/// Tok::forward(&mut ctx, io);
+/// Tok::forward_ids(&mut ctx, io);
 /// assert_eq!(y, [20.0, 21.0, 0.0, 1.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -120,8 +163,8 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize>
     /// layer is used.
     pub const DIMS: EmbeddingDims = {
         assert!(
-            VOCAB > 0 && VOCAB <= MAX_VOCAB,
-            "Embedding: VOCAB must be in 1..=16777216 (2^24), where every id is exact as f32"
+            VOCAB > 0 && VOCAB - 1 <= u32::MAX as usize,
+            "Embedding: VOCAB must be in 1..=4294967296 (2^32), the ids a u32 addresses"
         );
         assert!(
             PAD == NO_PADDING || PAD < VOCAB,
@@ -166,12 +209,12 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> L
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
-        embedding_forward(Self::DIMS, io);
+        gather(Self::DIMS, io);
     }
 
     fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
-        embedding_backward(Self::DIMS, io);
+        scatter(Self::DIMS, io);
     }
 
     fn finish_init(params: &mut [f32]) {
@@ -185,6 +228,16 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> T
     for Embedding<VOCAB, DIM, SEQ, PAD>
 {
     const VOCAB: usize = VOCAB;
+
+    fn forward_ids(_ctx: &mut Ctx<'_>, io: Forward<'_, u32>) {
+        buffers::forward::<Self>(&io);
+        embedding_forward(Self::DIMS, io);
+    }
+
+    fn backward_ids(_ctx: &mut Ctx<'_>, io: Backward<'_, u32>) {
+        buffers::backward::<Self>(&io);
+        embedding_backward(Self::DIMS, io);
+    }
 }
 
 /// The sizes of a learned positional embedding, for [`positional_forward`] and
@@ -334,20 +387,23 @@ mod tests {
         check.run::<E>(&lookup(3));
     }
 
+    fn ctx(rng: &mut Rng) -> Ctx<'_> {
+        Ctx {
+            gemm: &mut [],
+            scratch: &mut [],
+            rng,
+            first_sample: 0,
+            mode: Mode::Train,
+        }
+    }
+
     #[test]
     fn the_padding_row_is_read_but_gets_no_gradient() {
         type E = Embedding<6, 2, 4, 1>;
         let table: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
-        let ids = [1.0, 3.0, 1.0, 0.0];
+        let ids: [u32; 4] = [1, 3, 1, 0];
         let (mut y, dy) = (vec![0.0; 8], vec![1.0; 8]);
         let mut rng = Rng::new(Seed(0));
-        let mut ctx = Ctx {
-            gemm: &mut [],
-            scratch: &mut [],
-            rng: &mut rng,
-            first_sample: 0,
-            mode: Mode::Train,
-        };
         let io = Forward {
             params: &table,
             state: &mut [],
@@ -356,7 +412,7 @@ mod tests {
             saved: &mut [],
             batch: 1,
         };
-        E::forward(&mut ctx, io);
+        E::forward_ids(&mut ctx(&mut rng), io);
         assert_eq!(y, [2.5, 3.5, 6.5, 7.5, 2.5, 3.5, 0.5, 1.5]);
         let mut dparams = vec![f32::NAN; 12];
         let io = Backward {
@@ -369,7 +425,7 @@ mod tests {
             dparams: &mut dparams,
             batch: 1,
         };
-        E::backward(&mut ctx, io);
+        E::backward_ids(&mut ctx(&mut rng), io);
         let mut expected = vec![0.0; 12];
         expected[..2].fill(1.0);
         expected[6..8].fill(1.0);
@@ -379,17 +435,84 @@ mod tests {
         assert_eq!(&params[..4], [1.0, 1.0, 0.0, 0.0]);
     }
 
-    fn forward_ids(ids: &[f32]) {
+    /// The output and table gradient of layer `E` with table `table` on the inputs `x`,
+    /// through `forward` and `backward`: its passes over `f32` values or over ids.
+    fn pass<E: Layer, X>(
+        table: &[f32],
+        x: &[X],
+        forward: fn(&mut Ctx<'_>, Forward<'_, X>),
+        backward: fn(&mut Ctx<'_>, Backward<'_, X>),
+    ) -> (Vec<f32>, Vec<f32>) {
+        let batch = x.len() / E::IN;
+        let (mut y, mut dparams) = (vec![0.0; batch * E::OUT], vec![0.0; E::PARAMS]);
+        let mut dy: Vec<f32> = (0..y.len())
+            .map(|i| ((i + 1) as f32 * 0.37).sin())
+            .collect();
+        let mut rng = Rng::new(Seed(0));
+        let mut ctx = ctx(&mut rng);
+        let (params, state, saved) = (table, &mut [][..], &mut [][..]);
+        forward(
+            &mut ctx,
+            Forward {
+                params,
+                state,
+                x,
+                y: &mut y,
+                saved,
+                batch,
+            },
+        );
+        let (saved, dx) = (&[][..], Grad::Skip);
+        let io = Backward {
+            params,
+            x,
+            y: &y,
+            saved,
+            dy: &mut dy,
+            dx,
+            dparams: &mut dparams,
+            batch,
+        };
+        backward(&mut ctx, io);
+        (y, dparams)
+    }
+
+    /// [`pass`] of `E` over the ids `ids`.
+    fn pass_ids<E: TokenLayer>(table: &[f32], ids: &[u32]) -> (Vec<f32>, Vec<f32>) {
+        pass::<E, u32>(table, ids, E::forward_ids, E::backward_ids)
+    }
+
+    #[test]
+    fn ids_and_whole_numbers_read_the_same_rows_and_give_the_same_gradient() {
+        type E = Embedding<9, 3, 5, 2>;
+        let table: Vec<f32> = (0..27).map(|i| (i as f32 * 0.61).cos()).collect();
+        let ids: Vec<u32> = (0..15).map(|i| (i * 7) % 9).collect();
+        let (y, dparams) = pass_ids::<E>(&table, &ids);
+        let values: Vec<f32> = ids.iter().map(|&id| id as f32).collect();
+        let (y_values, dparams_values) = pass::<E, f32>(&table, &values, E::forward, E::backward);
+        assert_eq!(bits(&y), bits(&y_values));
+        assert_eq!(bits(&dparams), bits(&dparams_values));
+        assert_eq!(&y[3..6], &table[21..24], "sample 0, position 1 reads row 7");
+    }
+
+    #[test]
+    fn ids_past_two_to_the_24_read_their_own_rows() {
+        // 2^24 + 1 is not an `f32`: carried as one it would read row 2^24.
+        const V: usize = (1 << 24) + 2;
+        type E = Embedding<V, 1, 2>;
+        let table: Vec<f32> = (0..V).map(|i| (i % 1000) as f32).collect();
+        let ids = [(1u32 << 24) + 1, 1 << 24];
+        let (y, dparams) = pass_ids::<E>(&table, &ids);
+        assert_eq!(y, [table[(1 << 24) + 1], table[1 << 24]]);
+        assert_eq!(y, [217.0, 216.0]);
+        let touched: Vec<usize> = (0..V).filter(|&r| dparams[r] != 0.0).collect();
+        assert_eq!(touched, [1 << 24, (1 << 24) + 1]);
+    }
+
+    fn forward_values(ids: &[f32]) {
         type E = Embedding<4, 2, 1>;
         let mut y = vec![0.0; 2 * ids.len()];
         let mut rng = Rng::new(Seed(0));
-        let mut ctx = Ctx {
-            gemm: &mut [],
-            scratch: &mut [],
-            rng: &mut rng,
-            first_sample: 0,
-            mode: Mode::Eval,
-        };
         let io = Forward {
             params: &[0.0; 8],
             state: &mut [],
@@ -398,34 +521,44 @@ mod tests {
             saved: &mut [],
             batch: ids.len(),
         };
-        E::forward(&mut ctx, io);
+        E::forward(&mut ctx(&mut rng), io);
     }
 
     #[test]
-    #[should_panic(expected = "token id 4 at input position 1 is not in 0..4")]
-    fn an_id_past_the_vocabulary_is_refused() {
-        forward_ids(&[3.0, 4.0]);
+    #[should_panic(
+        expected = "Embedding: sample 1, position 2: token id 4294967295 is outside the vocabulary of 4 ids (0..4)"
+    )]
+    fn an_id_past_the_vocabulary_is_refused_as_given_where_it_is() {
+        type E = Embedding<4, 2, 3>;
+        let ids = [0, 1, 2, 3, 0, u32::MAX];
+        let mut rng = Rng::new(Seed(0));
+        let io = Forward {
+            params: &[0.0; 8],
+            state: &mut [],
+            x: &ids,
+            y: &mut [0.0; 12],
+            saved: &mut [],
+            batch: 2,
+        };
+        E::forward_ids(&mut ctx(&mut rng), io);
     }
 
     #[test]
-    #[should_panic(expected = "token id 1.5 at input position 0 is not in 0..4")]
-    fn a_fractional_id_is_refused() {
-        forward_ids(&[1.5]);
+    #[should_panic(expected = "sample 1, position 0: token id 4 is outside the vocabulary of 4")]
+    fn a_value_past_the_vocabulary_is_refused() {
+        forward_values(&[3.0, 4.0]);
     }
 
     #[test]
-    #[should_panic(expected = "token id -1 at input position 0 is not in 0..4")]
-    fn a_negative_id_is_refused() {
-        forward_ids(&[-1.0]);
+    #[should_panic(expected = "sample 0, position 0: token id 1.5 is outside the vocabulary")]
+    fn a_fractional_value_is_refused() {
+        forward_values(&[1.5]);
     }
 
     #[test]
-    fn every_u32_past_the_largest_vocabulary_stays_out_of_it() {
-        for id in [MAX_VOCAB as u32, MAX_VOCAB as u32 + 1, u32::MAX] {
-            let mut carried = [0.0];
-            let v = <u32 as crate::train::InputValue>::to_f32(&[id], &mut carried)[0];
-            assert!(v >= MAX_VOCAB as f32, "{id} became {v}");
-        }
+    #[should_panic(expected = "sample 0, position 0: token id -1 is outside the vocabulary")]
+    fn a_negative_value_is_refused() {
+        forward_values(&[-1.0]);
     }
 
     #[test]

@@ -181,15 +181,16 @@ pub struct Ctx<'a> {
 }
 
 /// The buffers of one [`Layer::forward`] call, each sized from the layer's constants and
-/// `batch`.
-pub struct Forward<'a> {
+/// `batch`. The input holds `f32` values, or (`X = u32`) the token ids of a model's input that
+/// a [`TokenLayer`] reads.
+pub struct Forward<'a, X = f32> {
     /// The layer's parameters, [`PARAMS`](Layer::PARAMS) values in the order of its
     /// [`TENSORS`](Layer::TENSORS).
     pub params: &'a [f32],
     /// The layer's non-trainable state, [`STATE`](Layer::STATE) values, updated in training.
     pub state: &'a mut [f32],
-    /// The input, `batch * IN` values.
-    pub x: &'a [f32],
+    /// The input, `batch * IN` values (or ids).
+    pub x: &'a [X],
     /// The output, `batch * OUT` values, overwritten.
     pub y: &'a mut [f32],
     /// What the call saves for [`Layer::backward`], `batch * SAVED` values, overwritten.
@@ -199,12 +200,13 @@ pub struct Forward<'a> {
 }
 
 /// The buffers of one [`Layer::backward`] call: what [`Layer::forward`] saw and wrote, the
-/// output gradient and where the gradients go.
-pub struct Backward<'a> {
+/// output gradient and where the gradients go. The input is what [`Forward`]'s was: `f32`
+/// values, or (`X = u32`) token ids, which have no gradient.
+pub struct Backward<'a, X = f32> {
     /// The layer's parameters, as `forward` saw them.
     pub params: &'a [f32],
-    /// The input `forward` saw, `batch * IN` values.
-    pub x: &'a [f32],
+    /// The input `forward` saw, `batch * IN` values (or ids).
+    pub x: &'a [X],
     /// The output `forward` wrote, `batch * OUT` values.
     pub y: &'a [f32],
     /// What `forward` saved, `batch * SAVED` values.
@@ -308,6 +310,7 @@ pub mod per_position;
 pub mod pool;
 pub mod reshape;
 pub mod rnn;
+pub mod token;
 
 pub use activation::{
     Act, Activation, Elementwise, Elu, Gelu, Identity, LeakyRelu, Relu, Sigmoid, Softmax, Swish,
@@ -336,3 +339,4 @@ pub use rnn::{
     rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, CellKind, Gru, GruCell, Last, Lstm,
     LstmCell, Recurrent, RecurrentCell, RnnDims, RnnOutput, Sequence,
 };
+pub use token::TokenLayer;

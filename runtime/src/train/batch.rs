@@ -5,6 +5,7 @@
 use super::input::InputValue;
 use super::model::Model;
 use super::step::Target;
+use crate::layers::token::OutsideVocabulary;
 use crate::loss::{Loss, TargetValue};
 use core::fmt;
 
@@ -40,7 +41,10 @@ pub enum BatchError {
     Label {
         /// The sample, counting from 0.
         sample: usize,
-        /// Its label.
+        /// The label's position in the sample, for a loss with a label per position
+        /// (`SequenceCrossEntropy`); `None` for one label per sample.
+        position: Option<usize>,
+        /// The label, as given.
         label: u32,
         /// The classes: labels are `0..classes`.
         classes: usize,
@@ -52,7 +56,7 @@ pub enum BatchError {
         sample: usize,
         /// The id's position in the sample.
         position: usize,
-        /// The id.
+        /// The id, as given.
         id: u32,
         /// The ids the model reads: `0..vocab`.
         vocab: usize,
@@ -76,22 +80,33 @@ impl fmt::Display for BatchError {
             } => write!(f, "{samples} samples need {expected} targets, not {given}"),
             BatchError::Label {
                 sample,
+                position,
                 label,
                 classes,
-            } => write!(
-                f,
-                "sample {sample} has label {label}, but the model has {classes} classes (0..{classes})"
-            ),
+            } => {
+                write!(f, "sample {sample}")?;
+                if let Some(position) = position {
+                    write!(f, ", position {position}")?;
+                }
+                write!(f, ": label {label} is not a class of {classes} (write ")?;
+                match classes {
+                    1 => write!(f, "0)"),
+                    2 => write!(f, "0 or 1)"),
+                    _ => write!(f, "0 to {})", classes - 1),
+                }
+            }
             BatchError::TokenId {
                 sample,
                 position,
                 id,
                 vocab,
-            } => write!(
-                f,
-                "sample {sample} has token id {id} at position {position}, but the model reads \
-                 ids 0..{vocab}"
-            ),
+            } => OutsideVocabulary {
+                sample,
+                position,
+                id,
+                vocab,
+            }
+            .fmt(f),
         }
     }
 }
@@ -158,11 +173,15 @@ pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
     };
     match first_at_or_past(y, TargetValue::class, classes) {
         None => Ok(()),
-        Some((i, label)) => Err(BatchError::Label {
-            sample: i / <M::Loss as Loss>::targets_per_sample(M::OUT).max(1),
-            label,
-            classes,
-        }),
+        Some((i, label)) => {
+            let per_sample = <M::Loss as Loss>::targets_per_sample(M::OUT).max(1);
+            Err(BatchError::Label {
+                sample: i / per_sample,
+                position: (per_sample > 1).then_some(i % per_sample),
+                label,
+                classes,
+            })
+        }
     }
 }
 

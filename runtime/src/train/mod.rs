@@ -21,7 +21,7 @@ pub use allocated::TrainStep;
 pub use batch::BatchError;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
-pub use input::{InputValue, TokenLayer, MAX_VOCAB};
+pub use input::InputValue;
 pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, NamedTensor, View};
 pub use sink::GradSink;
 pub use state::StatePart;

@@ -116,8 +116,7 @@ pub trait Model: Sized {
     const PARAMS: usize;
     /// Non-trainable state (normalization statistics).
     const STATE: usize;
-    /// Activation values per sample: the input as `f32` when it is not
-    /// ([`InputValue::CARRIED`]), every node's output and what its layer saves.
+    /// Activation values per sample: every node's output and what its layer saves.
     const ACTIVATIONS: usize;
     /// Per-sample offset of the output node in the activation buffer.
     const OUTPUT_OFFSET: usize;
@@ -140,7 +139,8 @@ pub trait Model: Sized {
     /// What the input holds: `f32` features or `u32` token ids.
     type Input: InputValue;
     /// The token ids the input may hold, `0..VOCAB`, when it holds ids: the smallest
-    /// vocabulary of the layers that read it ([`TokenLayer::VOCAB`](super::TokenLayer::VOCAB)).
+    /// vocabulary of the layers that read it
+    /// ([`TokenLayer::VOCAB`](crate::layers::TokenLayer::VOCAB)).
     /// 0 for `f32` features.
     const VOCAB: usize;
 

@@ -172,25 +172,24 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// [`Fused`](crate::optim::Fused)). Returns the loss of the batch before the update.
     ///
     /// # Panics
-    /// If `x` is not whole samples or holds more than `B` of them, or `y` is not their
-    /// targets; in the loss, on a class label outside its classes; in an `Embedding`, on a
-    /// token id outside its vocabulary. [`try_run`](Self::try_run) returns each of these as a
-    /// [`BatchError`] instead.
+    /// With the message of the [`BatchError`] that [`try_run`](Self::try_run) returns, at the
+    /// caller's line: if `x` is not whole samples or holds more than `B` of them, `y` is not
+    /// their targets, a class label is outside the loss's classes or a token id outside the
+    /// model's vocabulary (`"sample 3, position 7: token id 4294967295 is outside the
+    /// vocabulary of 40 ids (0..40)"`).
+    #[track_caller]
     pub fn run<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         x: &[M::Input],
         y: &Y,
     ) -> f32 {
-        let (batch, loss) = self.forward_loss(model, x, y.as_targets());
-        self.backward_and_update(model, x, batch);
-        loss
+        expect(self.try_run(model, x, y))
     }
 
     /// [`run`](Self::run), or a [`BatchError`] (and nothing changed) where it panics: a
     /// batch that is not whole samples, more than `B` samples, targets that are not theirs, a
-    /// class label outside the loss's classes or a token id outside the vocabulary. On a
-    /// batch that fits, the same bits as `run`.
+    /// class label outside the loss's classes or a token id outside the vocabulary.
     pub fn try_run<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
@@ -198,8 +197,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         y: &Y,
     ) -> Result<f32, BatchError> {
         let y = y.as_targets();
-        batch::labelled::<M>(x, y, B)?;
-        Ok(self.run(model, x, y))
+        let batch = batch::labelled::<M>(x, y, B)?;
+        let loss = self.forward_loss(model, x, y, batch);
+        self.backward_and_update(model, x, batch);
+        Ok(loss)
     }
 
     /// [`run`](Self::run), except that a batch whose loss or any gradient is NaN or infinite
@@ -210,6 +211,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ///
     /// # Panics
     /// As [`run`](Self::run).
+    #[track_caller]
     pub fn run_or_skip<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
@@ -219,8 +221,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         U: AllGradientsFirst,
     {
+        let y = y.as_targets();
+        let batch = expect(batch::labelled::<M>(x, y, B));
         self.keep_state(model);
-        let loss = self.gradients(model, x, y.as_targets());
+        let loss = self.gradients_of(model, x, y, batch);
         let b = &self.bufs;
         update_or_skip(&mut self.optimizer, &b.state, model, loss, &b.grads)
     }
@@ -229,7 +233,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// parameters, in training mode, without an update.
     ///
     /// # Panics
-    /// As [`run`](Self::run); [`try_gradients`](Self::try_gradients) returns an error.
+    /// As [`run`](Self::run); [`try_gradients`](Self::try_gradients) returns the error.
+    #[track_caller]
     pub fn gradients<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
@@ -239,15 +244,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         U: AllGradientsFirst,
     {
-        let (batch, loss) = self.forward_loss(model, x, y.as_targets());
-        self.backward(
-            Gradients::Store(model.params()),
-            x,
-            batch,
-            false,
-            Mode::Train,
-        );
-        loss
+        expect(self.try_gradients(model, x, y))
     }
 
     /// [`gradients`](Self::gradients), or a [`BatchError`] where it panics (see
@@ -262,8 +259,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         U: AllGradientsFirst,
     {
         let y = y.as_targets();
-        batch::labelled::<M>(x, y, B)?;
-        Ok(self.gradients(model, x, y))
+        let batch = batch::labelled::<M>(x, y, B)?;
+        Ok(self.gradients_of(model, x, y, batch))
     }
 
     /// [`gradients`](Self::gradients) of one shard of a larger global batch, whose first
@@ -274,7 +271,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ///
     /// # Panics
     /// As [`gradients`](Self::gradients);
-    /// [`try_shard_gradients`](Self::try_shard_gradients) returns an error.
+    /// [`try_shard_gradients`](Self::try_shard_gradients) returns the error.
+    #[track_caller]
     pub fn shard_gradients<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
@@ -285,10 +283,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         U: AllGradientsFirst,
     {
-        self.first_sample = first_sample;
-        let loss = self.gradients(model, x, y.as_targets());
-        self.first_sample = 0;
-        loss
+        expect(self.try_shard_gradients(model, x, y, first_sample))
     }
 
     /// [`shard_gradients`](Self::shard_gradients), or a [`BatchError`] where it panics (see
@@ -304,24 +299,28 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         U: AllGradientsFirst,
     {
         let y = y.as_targets();
-        batch::labelled::<M>(x, y, B)?;
-        Ok(self.shard_gradients(model, x, y, first_sample))
+        let batch = batch::labelled::<M>(x, y, B)?;
+        self.first_sample = first_sample;
+        let loss = self.gradients_of(model, x, y, batch);
+        self.first_sample = 0;
+        Ok(loss)
     }
 
     /// The model's output for a batch (inference mode).
     ///
     /// # Panics
-    /// If `x` is not whole samples or holds more than `B` of them; in an `Embedding`, on a
-    /// token id outside its vocabulary. [`try_predict`](Self::try_predict) returns an error.
+    /// With the message of the [`BatchError`] that [`try_predict`](Self::try_predict)
+    /// returns, at the caller's line: if `x` is not whole samples or holds more than `B` of
+    /// them, or a token id is outside the model's vocabulary.
+    #[track_caller]
     pub fn predict(&mut self, model: &M, x: &[M::Input]) -> &[f32] {
-        let batch = self.forward_eval(model, x);
-        self.output(batch)
+        expect(self.try_predict(model, x))
     }
 
     /// [`predict`](Self::predict), or a [`BatchError`] where it panics.
     pub fn try_predict(&mut self, model: &M, x: &[M::Input]) -> Result<&[f32], BatchError> {
-        batch::input::<M>(x, B)?;
-        Ok(self.predict(model, x))
+        let batch = batch::input::<M>(x, B)?;
+        Ok(self.predict_of(model, x, batch))
     }
 
     /// d sum(output) / d params for a batch, from the model's current weights (inference
@@ -331,17 +330,13 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     ///
     /// # Panics
     /// As [`predict`](Self::predict);
-    /// [`try_output_gradients`](Self::try_output_gradients) returns an error.
+    /// [`try_output_gradients`](Self::try_output_gradients) returns the error.
+    #[track_caller]
     pub fn output_gradients(&mut self, model: &M, x: &[M::Input]) -> &[f32]
     where
         U: AllGradientsFirst,
     {
-        let batch = self.forward_eval(model, x);
-        let g = M::OUTPUT_GRAD_OFFSET * batch;
-        self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
-        let to = Gradients::Store(model.params());
-        self.backward(to, x, batch, false, Mode::Eval);
-        &self.bufs.grads
+        expect(self.try_output_gradients(model, x))
     }
 
     /// [`output_gradients`](Self::output_gradients), or a [`BatchError`] where it panics.
@@ -349,23 +344,25 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         U: AllGradientsFirst,
     {
-        batch::input::<M>(x, B)?;
-        Ok(self.output_gradients(model, x))
+        let batch = batch::input::<M>(x, B)?;
+        self.forward_eval(model, x, batch);
+        self.seed_output_gradient(batch);
+        let to = Gradients::Store(model.params());
+        self.backward(to, x, batch, false, Mode::Eval);
+        Ok(&self.bufs.grads)
     }
 
     /// d sum(output) / d x for a batch, from the model's current weights (inference mode).
     ///
     /// # Panics
-    /// If `x` is not whole samples or holds more than `B` of them;
-    /// [`try_input_gradient`](Self::try_input_gradient) returns an error.
+    /// As [`predict`](Self::predict);
+    /// [`try_input_gradient`](Self::try_input_gradient) returns the error.
+    #[track_caller]
     pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32]
     where
         M: Model<Input = f32>,
     {
-        let batch = self.forward_eval(model, x);
-        let g = M::OUTPUT_GRAD_OFFSET * batch;
-        self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
-        self.input_backward(model, x, batch)
+        expect(self.try_input_gradient(model, x))
     }
 
     /// [`input_gradient`](Self::input_gradient), or a [`BatchError`] where it panics.
@@ -373,16 +370,18 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         M: Model<Input = f32>,
     {
-        batch::input::<M>(x, B)?;
-        Ok(self.input_gradient(model, x))
+        let batch = batch::input::<M>(x, B)?;
+        self.forward_eval(model, x, batch);
+        self.seed_output_gradient(batch);
+        Ok(self.input_backward(model, x, batch))
     }
 
     /// d loss / d x for a batch, from the model's current weights (inference mode).
     ///
     /// # Panics
-    /// If `x` is not whole samples or holds more than `B` of them, or `y` is not their
-    /// targets; in the loss, on a class label outside its classes.
-    /// [`try_loss_input_gradient`](Self::try_loss_input_gradient) returns an error.
+    /// As [`run`](Self::run);
+    /// [`try_loss_input_gradient`](Self::try_loss_input_gradient) returns the error.
+    #[track_caller]
     pub fn loss_input_gradient<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
@@ -392,11 +391,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         M: Model<Input = f32>,
     {
-        let y = y.as_targets();
-        let batch = self.forward_eval(model, x);
-        expect(batch::target_count::<M>(batch, y));
-        self.loss_gradient(y, batch);
-        self.input_backward(model, x, batch)
+        expect(self.try_loss_input_gradient(model, x, y))
     }
 
     /// [`loss_input_gradient`](Self::loss_input_gradient), or a [`BatchError`] where it
@@ -411,8 +406,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         M: Model<Input = f32>,
     {
         let y = y.as_targets();
-        batch::labelled::<M>(x, y, B)?;
-        Ok(self.loss_input_gradient(model, x, y))
+        let batch = batch::labelled::<M>(x, y, B)?;
+        self.forward_eval(model, x, batch);
+        self.loss_gradient(y, batch);
+        Ok(self.input_backward(model, x, batch))
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode);
@@ -420,40 +417,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// positions of a sequence loss).
     ///
     /// # Panics
-    /// If `x` is not whole samples or `y` is not their targets; in the loss, on a class label
-    /// outside its classes; in an `Embedding`, on a token id outside its vocabulary.
-    /// [`try_evaluate`](Self::try_evaluate) returns an error.
+    /// As [`run`](Self::run), but for any number of samples, counted from the first of `x`;
+    /// [`try_evaluate`](Self::try_evaluate) returns the error.
+    #[track_caller]
     pub fn evaluate<Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
         x: &[M::Input],
         y: &Y,
     ) -> Evaluation {
-        self.evaluate_batches(model, x, y.as_targets())
-    }
-
-    /// [`evaluate`](Self::evaluate) over targets read as a slice.
-    fn evaluate_batches(&mut self, model: &M, x: &[M::Input], y: &[Target<M>]) -> Evaluation {
-        let samples = expect(batch::samples::<M>(x, usize::MAX));
-        expect(batch::target_count::<M>(samples, y));
-        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let (mut loss, mut correct) = (0.0f64, 0usize);
-        let mut has_accuracy = true;
-        for (xs, ys) in x.chunks(B * M::IN).zip(y.chunks(B * per)) {
-            let out = self.predict(model, xs);
-            let batch = xs.len() / M::IN;
-            loss += f64::from(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as f64;
-            match <M::Loss as Loss>::correct(out, ys, M::OUT) {
-                Some(c) => correct += c,
-                None => has_accuracy = false,
-            }
-        }
-        let seen_f = samples.max(1) as f64;
-        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
-        Evaluation {
-            loss: (loss / seen_f) as f32,
-            accuracy: has_accuracy.then(|| (correct as f64 / scored) as f32),
-        }
+        expect(self.try_evaluate(model, x, y))
     }
 
     /// [`evaluate`](Self::evaluate), or a [`BatchError`] where it panics; a sample's place
@@ -465,8 +438,25 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         y: &Y,
     ) -> Result<Evaluation, BatchError> {
         let y = y.as_targets();
-        batch::labelled::<M>(x, y, usize::MAX)?;
-        Ok(self.evaluate_batches(model, x, y))
+        let samples = batch::labelled::<M>(x, y, usize::MAX)?;
+        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+        let (mut loss, mut correct) = (0.0f64, 0usize);
+        let mut has_accuracy = true;
+        for (xs, ys) in x.chunks(B * M::IN).zip(y.chunks(B * per)) {
+            let batch = xs.len() / M::IN;
+            let out = self.predict_of(model, xs, batch);
+            loss += f64::from(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as f64;
+            match <M::Loss as Loss>::correct(out, ys, M::OUT) {
+                Some(c) => correct += c,
+                None => has_accuracy = false,
+            }
+        }
+        let seen_f = samples.max(1) as f64;
+        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
+        Ok(Evaluation {
+            loss: (loss / seen_f) as f32,
+            accuracy: has_accuracy.then(|| (correct as f64 / scored) as f32),
+        })
     }
 
     /// Copies the model's running statistics aside (into the buffer of inference's copy),
@@ -476,12 +466,28 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The forward pass in training mode over the model's own state, and the loss and its
-    /// gradient; returns the batch size and the loss.
-    fn forward_loss(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>]) -> (usize, f32) {
+    /// gradient, for a checked batch of `batch` samples; returns the loss.
+    fn forward_loss(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        y: &[Target<M>],
+        batch: usize,
+    ) -> f32 {
         let (params, state) = model.split_mut();
-        let batch = self.forward(params, Some(state), x, Mode::Train);
-        expect(batch::target_count::<M>(batch, y));
-        (batch, self.loss_gradient(y, batch))
+        self.forward(params, Some(state), x, batch, Mode::Train);
+        self.loss_gradient(y, batch)
+    }
+
+    /// The loss of a checked batch of `batch` samples and its gradients, without an update.
+    fn gradients_of(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>], batch: usize) -> f32
+    where
+        U: AllGradientsFirst,
+    {
+        let loss = self.forward_loss(model, x, y, batch);
+        let to = Gradients::Store(model.params());
+        self.backward(to, x, batch, false, Mode::Train);
+        loss
     }
 
     /// The backward pass of [`run`](Self::run) after its forward pass over `batch` samples,
@@ -508,21 +514,34 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         }
     }
 
-    /// The forward pass in inference mode over a copy of the model's state.
-    fn forward_eval(&mut self, model: &M, x: &[M::Input]) -> usize {
-        self.bufs.state.copy_from_slice(model.state());
-        self.forward(model.params(), None, x, Mode::Eval)
+    /// The model's output for a checked batch of `batch` samples (inference mode).
+    fn predict_of(&mut self, model: &M, x: &[M::Input], batch: usize) -> &[f32] {
+        self.forward_eval(model, x, batch);
+        self.output(batch)
     }
 
-    /// The forward pass in `mode`; `state` is the model's own in training, the copy otherwise.
+    /// The forward pass in inference mode over a copy of the model's state.
+    fn forward_eval(&mut self, model: &M, x: &[M::Input], batch: usize) {
+        self.bufs.state.copy_from_slice(model.state());
+        self.forward(model.params(), None, x, batch, Mode::Eval);
+    }
+
+    /// d sum(output) / d output, all ones, at the output's place of the node gradients.
+    fn seed_output_gradient(&mut self, batch: usize) {
+        let g = M::OUTPUT_GRAD_OFFSET * batch;
+        self.bufs.node_grads[g..g + M::OUT * batch].fill(1.0);
+    }
+
+    /// The forward pass over a checked batch of `batch` samples in `mode`; `state` is the
+    /// model's own in training, the copy otherwise.
     fn forward(
         &mut self,
         params: &[f32],
         state: Option<&mut [f32]>,
         x: &[M::Input],
+        batch: usize,
         mode: Mode,
-    ) -> usize {
-        let batch = expect(batch::samples::<M>(x, B));
+    ) {
         let mut rng = self.stream();
         let first = self.first_sample;
         let b = &mut self.bufs;
@@ -532,7 +551,6 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             None => &mut b.state,
         };
         M::forward(&mut ctx, params, state, x, &mut b.acts, batch);
-        batch
     }
 
     /// The loss of the last forward pass over `batch` samples, and its gradient at the

@@ -22,7 +22,7 @@
 # rebuild, time(256) / time(16) > 4 (16 times the layers in at most 4 times the time: linear
 # growth over a fixed cost), or time(256) > LIMIT_SECONDS (default 6 s, the 2-core machines
 # CI runs on). A model's `forward` and `backward` call each layer out of line
-# (`__private_0_1::forward_layer`), so they grow by a few lines of code per layer; when every
+# (`Layer::forward_out_of_line`), so they grow by a few lines of code per layer; when every
 # layer was inlined into them, N = 256 took 13.5 s and N = 512 36 s.
 set -euo pipefail
 

@@ -155,19 +155,3 @@ pub fn split_mut<'a, const N: usize>(
         head
     })
 }
-
-/// `L`'s forward pass as a call of its own. Used by `#[model]` for every layer node: a model's
-/// `forward` is then one call per layer, so its size, and the time the optimizer spends on it,
-/// grow linearly with the layers, and layers of one type share one compiled body. Inlined, a
-/// deep model's `forward` held every layer's kernels and took its optimizer superlinear time.
-#[inline(never)]
-pub fn forward_layer<L: Layer>(ctx: &mut Ctx<'_>, io: crate::layers::Forward<'_>) {
-    L::forward(ctx, io);
-}
-
-/// `L`'s backward pass as a call of its own, for the reasons of [`forward_layer`]. Used by
-/// `#[model]`.
-#[inline(never)]
-pub fn backward_layer<L: Layer>(ctx: &mut Ctx<'_>, io: crate::layers::Backward<'_>) {
-    L::backward(ctx, io);
-}

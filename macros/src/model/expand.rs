@@ -161,17 +161,17 @@ impl<'a> Expansion<'a> {
         self.tokens && self.net.nodes[k].inputs.contains(&Src::X)
     }
 
-    /// The `pass` (`forward` or `backward`) of layer `ty` at node `k`: `Layer`'s, or
-    /// `TokenLayer`'s over the ids when the node reads them.
-    fn layer_pass(&self, k: usize, ty: &syn::Type, pass: &str) -> TokenStream {
-        let p = &self.p;
+    /// A call of the `pass` (`forward` or `backward`) of layer `ty` at node `k` with `args`:
+    /// `TokenLayer`'s pass over the ids when the node reads them, else `Layer`'s pass out of
+    /// line (`forward_out_of_line`), so that a model's passes grow linearly with its layers.
+    fn layer_call(&self, k: usize, ty: &syn::Type, pass: &str, args: TokenStream) -> TokenStream {
+        let (p, l) = (&self.p, &self.l);
         if self.reads_ids(k) {
             let pass = format_ident!("{}_ids", pass);
-            quote!(<#ty as #p::TokenLayer>::#pass)
+            quote!(<#ty as #p::TokenLayer>::#pass(#args))
         } else {
-            // Out of line, so that a model's passes grow linearly with its layers.
-            let pass = format_ident!("{}_layer", pass);
-            quote!(#p::#pass::<#ty>)
+            let pass = format_ident!("{}_out_of_line", pass);
+            quote!(<#ty as #l>::#pass(#args))
         }
     }
 
@@ -496,8 +496,9 @@ impl<'a> Expansion<'a> {
                 let (ty, input) = (self.tys[*f], &ins[0]);
                 let (of, of1, sf, sf1) =
                     (&self.o[*f], &self.o[*f + 1], &self.st[*f], &self.st[*f + 1]);
-                let forward = self.layer_pass(k, ty, "forward");
-                quote!(#forward(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });)
+                let io = quote!(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });
+                let call = self.layer_call(k, ty, "forward", io);
+                quote!(#call;)
             }
             // `input_checks` refuses it: token ids go to a layer first.
             _ if self.reads_ids(k) => TokenStream::new(),
@@ -562,10 +563,11 @@ impl<'a> Expansion<'a> {
             Op::Layer(f) => {
                 let (ty, of, of1, input) = (self.tys[*f], &self.o[*f], &self.o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                let backward = self.layer_pass(k, ty, "backward");
+                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
+                let call = self.layer_call(k, ty, "backward", io);
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);
-                    #backward(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
+                    #call;
                     sink.done(#of..#of1);
                 }
             }

@@ -289,6 +289,21 @@ pub trait Layer {
     /// into `io.dparams` (overwriting it) and d loss / d x into `io.dx`. `io.x`, `io.y` and
     /// `io.saved` are what `forward` saw and wrote.
     fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>);
+    /// [`forward`](Self::forward) as a call of its own, never inlined, which is what a model of
+    /// `#[fusegraph::model]` calls for each layer: its passes then grow by one call a layer, and
+    /// layers of one type share one compiled body, so the time the compiler's optimizer spends
+    /// on a model grows linearly with its depth. (Inlined, a model of 256 layers held every
+    /// layer's kernels in one function.) Not meant to be overridden.
+    #[inline(never)]
+    fn forward_out_of_line(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        Self::forward(ctx, io);
+    }
+    /// [`backward`](Self::backward) as a call of its own, for the reasons of
+    /// [`forward_out_of_line`](Self::forward_out_of_line).
+    #[inline(never)]
+    fn backward_out_of_line(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        Self::backward(ctx, io);
+    }
 }
 
 mod buffers;

@@ -3,7 +3,7 @@
 //! same features of every parameter.
 
 use super::{Backward, Forward};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::lane::{pieces, Lane};
 use wide::f32x8;
 
 /// The forward pass of a layer with `K` learnable per-feature parameters (what `activation!`
@@ -40,9 +40,9 @@ pub fn per_feature_forward<const K: usize>(
         return;
     }
     for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
-        for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
-            store_partial(&mut yr[i..i + k], f(load_padded(&xr[i..i + k], 0.0), p));
+        for (i, k) in pieces::<f32x8>(n) {
+            let p = core::array::from_fn(|j| f32x8::load_padded(&params[j * n + i..j * n + i + k]));
+            f(f32x8::load_padded(&xr[i..i + k]), p).store_partial(&mut yr[i..i + k]);
         }
     }
 }
@@ -113,19 +113,19 @@ pub fn per_feature_backward<const K: usize>(
     }
     let rows = x.chunks_exact(n).zip(y.chunks_exact(n));
     for ((xr, yr), dr) in rows.zip(dy.chunks_exact_mut(n)) {
-        for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
+        for (i, k) in pieces::<f32x8>(n) {
+            let p = core::array::from_fn(|j| f32x8::load_padded(&params[j * n + i..j * n + i + k]));
             let (gx, gp) = f(
-                load_padded(&xr[i..i + k], 0.0),
-                load_padded(&yr[i..i + k], 0.0),
+                f32x8::load_padded(&xr[i..i + k]),
+                f32x8::load_padded(&yr[i..i + k]),
                 p,
             );
-            let d = load_padded(&dr[i..i + k], 0.0);
+            let d = f32x8::load_padded(&dr[i..i + k]);
             for (j, g) in gp.into_iter().enumerate() {
                 let acc = &mut dparams[j * n + i..j * n + i + k];
-                store_partial(acc, load_padded(acc, 0.0) + d * g);
+                (f32x8::load_padded(acc) + d * g).store_partial(acc);
             }
-            store_partial(&mut dr[i..i + k], d * gx);
+            (d * gx).store_partial(&mut dr[i..i + k]);
         }
     }
     dx.give(dy);

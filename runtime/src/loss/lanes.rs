@@ -2,36 +2,45 @@
 //! pass over `f32x8` lanes, summed in `f64` in a fixed order.
 
 use super::{check_lengths, inv_count, Reduce};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::lane::{pieces, Lane, MAX_LANES};
 use crate::LANES;
 use wide::f32x8;
 
-/// A deterministic sum of `f32` lane values in `f64`: each value is widened and added to the
-/// accumulator of its position in the lane, and the eight accumulators are added in a fixed
-/// order at the end, so the result depends on the values and their order only (not on
-/// threads, alignment or how a caller chunks its slices beyond their length).
-pub(super) struct LaneSum([f64; LANES]);
+/// A deterministic sum of `f32` values in `f64`: value `i` of the walk is widened and added to
+/// accumulator `i % 8` (its position in an `f32x8` lane), and the eight accumulators are added
+/// in a fixed order at the end, so the result depends on the values and their order only (not
+/// on the lane type, threads, alignment or how a caller chunks its slices into whole lanes).
+pub(super) struct LaneSum {
+    /// The accumulators, in lane order.
+    sums: [f64; LANES],
+    /// Values added so far.
+    count: usize,
+}
 
 impl LaneSum {
     /// Zero in every accumulator.
     pub(super) fn new() -> LaneSum {
-        LaneSum([0.0; LANES])
+        LaneSum {
+            sums: [0.0; LANES],
+            count: 0,
+        }
     }
 
-    /// Adds the first `k` lanes of `v`; the others (a padded tail) are left out.
+    /// Adds the first `k` lanes of `v`, the next `k` values of the walk; the others (a padded
+    /// tail) are left out.
     #[inline(always)]
-    pub(super) fn add(&mut self, v: f32x8, k: usize) {
-        let v = v.to_array();
-        for (j, (a, x)) in self.0.iter_mut().zip(v).enumerate() {
-            if j < k {
-                *a += f64::from(x);
-            }
+    pub(super) fn add<L: Lane>(&mut self, v: L, k: usize) {
+        let mut lanes = [0.0; MAX_LANES];
+        v.store(&mut lanes);
+        for &x in &lanes[..k] {
+            self.sums[self.count % LANES] += f64::from(x);
+            self.count += 1;
         }
     }
 
     /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`.
     pub(super) fn total(&self) -> f64 {
-        let a = &self.0;
+        let a = &self.sums;
         ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
     }
 }
@@ -68,17 +77,17 @@ pub fn lanes_loss_and_grad(
     assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
     let count = f32x8::splat(pred.len() as f32);
     let mut sum = LaneSum::new();
-    for (i, k) in pieces(pred.len()) {
+    for (i, k) in pieces::<f32x8>(pred.len()) {
         let (v, d) = f(
-            load_padded(&pred[i..i + k], 0.0),
-            load_padded(&target[i..i + k], 0.0),
+            f32x8::load_padded(&pred[i..i + k]),
+            f32x8::load_padded(&target[i..i + k]),
         );
         sum.add(v, k);
         let d = match reduce {
             Reduce::Mean => d / count,
             Reduce::Sum => d,
         };
-        store_partial(&mut grad[i..i + k], d);
+        d.store_partial(&mut grad[i..i + k]);
     }
     reduce_sum(sum.total(), pred.len(), reduce)
 }
@@ -98,11 +107,11 @@ pub fn lanes_loss(
 ) -> f32 {
     check_lengths(pred, target, n);
     let mut sum = LaneSum::new();
-    for (i, k) in pieces(pred.len()) {
+    for (i, k) in pieces::<f32x8>(pred.len()) {
         sum.add(
             f(
-                load_padded(&pred[i..i + k], 0.0),
-                load_padded(&target[i..i + k], 0.0),
+                f32x8::load_padded(&pred[i..i + k]),
+                f32x8::load_padded(&target[i..i + k]),
             ),
             k,
         );

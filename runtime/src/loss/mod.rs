@@ -15,7 +15,6 @@ mod targets;
 
 pub use targets::Targets;
 
-use crate::kernels::simd::{load_padded, pieces};
 use crate::lane::{self, Lane, OnLanes};
 use lanes::LaneSum;
 
@@ -310,10 +309,8 @@ impl SoftmaxCrossEntropy {
                 z,
                 max,
                 out: &mut *out,
+                sum: &mut sum,
             });
-            for (i, n) in pieces(out.len()) {
-                sum.add(load_padded(&out[i..i + n], 0.0), n);
-            }
         }
         (f64::from(max), sum.total())
     }
@@ -342,11 +339,12 @@ impl OnLanes for RowMax<'_> {
     }
 }
 
-/// `out = e^(z - max)`, on any lane type.
+/// `out = e^(z - max)`, added to `sum`, on any lane type.
 struct ShiftedExponentials<'a> {
     z: &'a [f32],
     max: f32,
     out: &'a mut [f32],
+    sum: &'a mut LaneSum,
 }
 
 impl OnLanes for ShiftedExponentials<'_> {
@@ -357,6 +355,7 @@ impl OnLanes for ShiftedExponentials<'_> {
         for (i, n) in lane::pieces::<L>(self.z.len()) {
             let e = (L::load_padded(&self.z[i..i + n]) - m).exp();
             e.store_partial(&mut self.out[i..i + n]);
+            self.sum.add(e, n);
         }
     }
 }
@@ -499,31 +498,27 @@ mod tests {
 
     #[test]
     fn cross_entropy_exponentials_give_the_same_bits_on_every_lane_type() {
-        use crate::lane::{run_on, Lanes};
+        use crate::lane::Tested;
         let row = wide_row(150);
-        let max = run_on(Lanes::Wide, RowMax(&row));
+        let max = Tested::One.run(RowMax(&row));
         assert_eq!(max, row.iter().fold(f32::MIN, |m, &v| m.max(v)));
         let mut want = vec![0.0; row.len()];
         let z = &row;
-        run_on(
-            Lanes::Wide,
-            ShiftedExponentials {
+        Tested::One.run(ShiftedExponentials {
+            z,
+            max,
+            out: &mut want,
+            sum: &mut LaneSum::new(),
+        });
+        for lanes in Tested::every() {
+            assert_eq!(lanes.run(RowMax(&row)).to_bits(), max.to_bits());
+            let mut got = vec![f32::NAN; row.len()];
+            lanes.run(ShiftedExponentials {
                 z,
                 max,
-                out: &mut want,
-            },
-        );
-        for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
-            assert_eq!(run_on(lanes, RowMax(&row)).to_bits(), max.to_bits());
-            let mut got = vec![f32::NAN; row.len()];
-            run_on(
-                lanes,
-                ShiftedExponentials {
-                    z,
-                    max,
-                    out: &mut got,
-                },
-            );
+                out: &mut got,
+                sum: &mut LaneSum::new(),
+            });
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{lanes:?}");
         }

@@ -2,15 +2,13 @@
 
 use super::kernel::PARALLEL_THRESHOLD;
 use crate::kernels::parallel::join;
-use crate::kernels::simd;
-use crate::LANES;
-use wide::f32x8;
+use crate::lane::{self, EightSums, Lane, OnLanes};
 
 /// Elements per leaf of the summation tree. The tree splits a slice at whole blocks, so its
 /// shape (and the rounding of the result) depends only on the length.
 pub const REDUCE_BLOCK: usize = 4096;
 
-/// Inner blocks are summed in `f32x8`, then widened to `f64`.
+/// Inner blocks are summed in `f32x8` lane order ([`EightSums`]), then widened to `f64`.
 const INNER: usize = 256;
 
 /// The sum of squares of `x`, accumulated in a fixed order: the same bits serially and on any
@@ -35,25 +33,37 @@ fn tree(x: &[f32], par: bool) -> f64 {
     sa + sb
 }
 
+/// The sum of squares of one leaf, on the lanes [`lane::dispatch`] picks.
 fn leaf(x: &[f32]) -> f64 {
-    let mut total = 0.0f64;
-    for block in x.chunks(INNER) {
-        let mut acc = f32x8::ZERO;
-        let mut lanes = block.chunks_exact(LANES);
-        for c in &mut lanes {
-            let v = simd::load(c);
-            acc += v * v;
+    lane::dispatch(Leaf(x))
+}
+
+/// [`leaf`], on any lane type: each block of [`INNER`] values in `f32x8` lane order, the eight
+/// sums widened and added in lane order.
+struct Leaf<'a>(&'a [f32]);
+
+impl OnLanes for Leaf<'_> {
+    type Output = f64;
+    #[inline(always)]
+    fn run<L: Lane>(self) -> f64 {
+        let mut total = 0.0f64;
+        for block in self.0.chunks(INNER) {
+            let mut acc = EightSums::new();
+            for (i, n) in lane::pieces::<L>(block.len()) {
+                let v = L::load_padded(&block[i..i + n]);
+                acc.add(v * v, n);
+            }
+            total += acc.lanes().iter().map(|&a| f64::from(a)).sum::<f64>();
         }
-        let v = simd::load_padded(lanes.remainder(), 0.0);
-        acc += v * v;
-        total += acc.to_array().iter().map(|&a| f64::from(a)).sum::<f64>();
+        total
     }
-    total
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lane::Tested;
+    use crate::LANES;
 
     fn reference(x: &[f32]) -> f64 {
         x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
@@ -79,6 +89,28 @@ mod tests {
             tree(x.as_slice(), false).to_bits(),
             tree(x.as_slice(), true).to_bits()
         );
+    }
+
+    /// Every lane type sums a leaf with the bits of eight `f32` sums in lane order, widened and
+    /// added in lane order.
+    #[test]
+    fn leaves_give_the_bits_of_eight_lane_sums_on_every_lane_type() {
+        let x = alloc_free::Vec::new(INNER * 2 + 13);
+        for n in [0, 1, 7, 8, 9, 16, 17, INNER - 1, INNER + 3, INNER * 2 + 13] {
+            let x = &x.as_slice()[..n];
+            let mut want = 0.0f64;
+            for block in x.chunks(INNER) {
+                let mut sums = [0.0f32; LANES];
+                for (i, v) in block.iter().enumerate() {
+                    sums[i % LANES] += v * v;
+                }
+                want += sums.iter().map(|&a| f64::from(a)).sum::<f64>();
+            }
+            for lanes in Tested::every() {
+                let got = lanes.run(Leaf(x));
+                assert_eq!(got.to_bits(), want.to_bits(), "{lanes:?}, {n} values");
+            }
+        }
     }
 
     /// A fixed-size test vector, so the tests run without `alloc`.

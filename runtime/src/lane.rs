@@ -147,10 +147,11 @@ use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAss
 /// The most lanes of any [`Lane`] type.
 pub const MAX_LANES: usize = 16;
 
-/// `f32` lanes (eight, or sixteen) and what lane code does with them. Comparisons give masks
-/// (every bit of a lane set where the comparison holds, clear elsewhere) of the same type,
-/// which `select` reads. The methods are named as `wide`'s, so generated code reads the same over [`f32x8`]
-/// and over a type parameter bounded by `Lane`.
+/// `f32` lanes (one, eight or sixteen) and what lane code does with them: loads and stores,
+/// padded tails, arithmetic, comparisons, selects, bit operations and the transcendental
+/// functions. Comparisons give masks (every bit of a lane set where the comparison holds,
+/// clear elsewhere) of the same type, which `select` reads. The methods are named as `wide`'s,
+/// so lane code reads the same over [`f32x8`] and over a type parameter bounded by `Lane`.
 pub trait Lane:
     Copy
     + Send
@@ -165,7 +166,7 @@ pub trait Lane:
     + MulAssign
     + DivAssign
 {
-    /// `f32` lanes: 8, or 16 for AVX-512 registers; at most [`MAX_LANES`].
+    /// `f32` lanes: 1 for one `f32`, 8, or 16 for AVX-512 registers; at most [`MAX_LANES`].
     const LANES: usize;
     /// Zero in every lane.
     const ZERO: Self;

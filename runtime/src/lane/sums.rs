@@ -74,3 +74,55 @@ impl EightSums {
         f32x8::from(self.lanes()).reduce_add()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::{pieces, OnLanes, Tested};
+    extern crate std;
+    use std::vec::Vec;
+
+    /// The eight sums of a slice, each lane of type `L` given with garbage past its values.
+    struct Walk<'a>(&'a [f32]);
+
+    impl OnLanes for Walk<'_> {
+        type Output = ([u32; LANES], u32);
+        fn run<L: Lane>(self) -> ([u32; LANES], u32) {
+            let mut sums = EightSums::new();
+            for (i, n) in pieces::<L>(self.0.len()) {
+                let v = L::load_padded(&self.0[i..i + n]);
+                let garbage = L::splat(f32::NAN);
+                let mask = L::load_padded(&[1.0; MAX_LANES][..n]).simd_gt(L::ZERO);
+                sums.add(mask.select(v, garbage), n);
+            }
+            (sums.lanes().map(f32::to_bits), sums.total().to_bits())
+        }
+    }
+
+    /// Every lane type sums as an `f32x8` pass over zero-padded lanes does, signed zeros
+    /// included, whatever its lanes past the values hold.
+    #[test]
+    fn every_lane_type_adds_in_f32x8_order() {
+        for len in [0, 1, 5, 8, 9, 15, 16, 17, 33, 100] {
+            let values: Vec<f32> = (0..len)
+                .map(|i| match i % 7 {
+                    0 => -0.0,
+                    k => (k as f32 - 3.5) * 1.3e-3 * (i as f32 + 1.0),
+                })
+                .collect();
+            let mut want = f32x8::ZERO;
+            for chunk in values.chunks(LANES) {
+                let mut lane = [0.0; LANES];
+                lane[..chunk.len()].copy_from_slice(chunk);
+                want += f32x8::from(lane);
+            }
+            let want = (
+                want.to_array().map(f32::to_bits),
+                want.reduce_add().to_bits(),
+            );
+            for lanes in Tested::every() {
+                assert_eq!(lanes.run(Walk(&values)), want, "{lanes:?}, {len} values");
+            }
+        }
+    }
+}

@@ -78,10 +78,15 @@ macro_rules! compare {
     )*};
 }
 
-/// [`Lane`]'s `exp`, `exp_m1` and `tanh` through the ports of `wide`'s code in `exp`.
-#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+/// [`Lane`]'s `exp`, `exp_m1` and `tanh` through the ports of `wide`'s code in `exp`, and
+/// `erf` through the runtime's own in `erf` (for every lane type but `f32x8`, which runs
+/// `wide`'s exponentials).
 macro_rules! exponentials {
     () => {
+        #[inline(always)]
+        fn erf(self) -> Self {
+            erf::erf(self)
+        }
         #[inline(always)]
         fn exp(self) -> Self {
             exp::exp(self)

@@ -14,7 +14,7 @@
 //! [`run`], which its caller enters after checking the CPU. Outside the lane module only the GEMM
 //! names the type, in its kernel entry points, which check the CPU the same way.
 
-use super::exp;
+use super::{erf, exp};
 use super::{Lane, MulAdd, OnLanes};
 use crate::LANES;
 #[cfg(target_arch = "x86")]
@@ -128,10 +128,6 @@ impl Lane for Avx2 {
     }
     through_wide!(signum, ln, ln_1p, cosh, sinh);
     exponentials!();
-    #[inline(always)]
-    fn erf(self) -> Self {
-        super::erf::erf(self)
-    }
     #[inline(always)]
     fn min(self, other: Self) -> Self {
         Avx2::from_wide(self.wide().min(other.wide()))

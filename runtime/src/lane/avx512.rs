@@ -14,7 +14,7 @@
 //! [`run`], which its caller enters after checking the CPU. Outside the lane module only the GEMM
 //! names the type, in its kernel entry points, which check the CPU the same way.
 
-use super::exp;
+use super::{erf, exp};
 use super::{Lane, MulAdd, OnLanes};
 #[cfg(target_arch = "x86")]
 use core::arch::x86::*;
@@ -200,10 +200,6 @@ impl Lane for Avx512 {
     fn abs(self) -> Self {
         // SAFETY: see the module docs.
         Avx512::from_int(unsafe { _mm512_andnot_si512(SIGN.bits(), self.bits()) })
-    }
-    #[inline(always)]
-    fn erf(self) -> Self {
-        super::erf::erf(self)
     }
     exponentials!();
     through_wide!(

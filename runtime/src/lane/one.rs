@@ -8,7 +8,7 @@
 //! `round_ties_even`, ...) runs `wide`'s code on the value in every lane of an [`f32x8`] and
 //! keeps the first, so it gives `wide`'s bits by construction.
 
-use super::{exp, Lane};
+use super::{erf, exp, Lane};
 use wide::f32x8;
 
 /// The bits of a true mask.
@@ -73,22 +73,7 @@ impl Lane for f32 {
         binary: min, max, powf_simd;
         ternary: mul_add, mul_neg_add
     );
-    #[inline(always)]
-    fn exp(self) -> Self {
-        exp::exp(self)
-    }
-    #[inline(always)]
-    fn exp_m1(self) -> Self {
-        exp::exp_m1(self)
-    }
-    #[inline(always)]
-    fn tanh(self) -> Self {
-        exp::tanh(self)
-    }
-    #[inline(always)]
-    fn erf(self) -> Self {
-        super::erf::erf(self)
-    }
+    exponentials!();
     #[inline(always)]
     fn simd_gt(self, other: Self) -> Self {
         mask(self > other)

@@ -22,7 +22,7 @@ pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
 /// If `y` is not whole rows of `row.len()` values.
 pub(crate) fn add_to_each_row(y: &mut [f32], row: &[f32]) {
     assert!(
-        row.is_empty() && y.is_empty() || !row.is_empty() && y.len() % row.len() == 0,
+        row.is_empty() && y.is_empty() || !row.is_empty() && y.len().is_multiple_of(row.len()),
         "add_to_each_row: {} values are not rows of {}",
         y.len(),
         row.len()

@@ -78,7 +78,7 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
         let Some((dx, add)) = dx.destination() else {
             return;
         };
-        let by = (ctx.mode == Mode::Train).then_some(&*saved);
+        let by = (ctx.mode == Mode::Train).then_some(saved);
         lane::dispatch(Scale {
             from: dy,
             by,

@@ -65,6 +65,17 @@ pub fn per_feature_forward<F: PerFeature<K>, const K: usize>(io: Forward<'_>, n:
     }
 }
 
+/// The lanes of features `i..i + k` of each of the `K` parameter tensors of `n` values.
+#[inline(always)]
+fn parameter_lanes<L: Lane, const K: usize>(
+    params: &[f32],
+    n: usize,
+    i: usize,
+    k: usize,
+) -> [L; K] {
+    core::array::from_fn(|j| L::load_padded(&params[j * n + i..j * n + i + k]))
+}
+
 /// [`per_feature_forward`], on any lane type.
 struct ForwardPass<'a, F, const K: usize> {
     params: &'a [f32],
@@ -81,7 +92,7 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
         let (params, n) = (self.params, self.n);
         for (xr, yr) in self.x.chunks_exact(n).zip(self.y.chunks_exact_mut(n)) {
             for (i, k) in pieces::<L>(n) {
-                let p = core::array::from_fn(|j| L::load_padded(&params[j * n + i..j * n + i + k]));
+                let p = parameter_lanes(params, n, i, k);
                 F::lane(L::load_padded(&xr[i..i + k]), p).store_partial(&mut yr[i..i + k]);
             }
         }
@@ -190,7 +201,7 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for BackwardPass<'_, F, K> {
         let rows = self.x.chunks_exact(n).zip(self.y.chunks_exact(n));
         for ((xr, yr), dr) in rows.zip(self.dy.chunks_exact_mut(n)) {
             for (i, k) in pieces::<L>(n) {
-                let p = core::array::from_fn(|j| L::load_padded(&params[j * n + i..j * n + i + k]));
+                let p = parameter_lanes(params, n, i, k);
                 let (gx, gp) = F::lane_grads(
                     L::load_padded(&xr[i..i + k]),
                     L::load_padded(&yr[i..i + k]),

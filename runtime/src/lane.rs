@@ -6,7 +6,8 @@
 //! - [`Lane`]: `f32` lanes and everything lane code does with them: loads and stores (whole,
 //!   zero-padded tails, partial stores), arithmetic, comparisons and selects, bit operations and
 //!   the transcendental functions of generated code (`optimizer!`, `activation!`, `loss!`).
-//!   [`MulAdd`] adds the GEMM's multiply-add, rounded as the capability's instructions round it.
+//!   `MulAdd` (crate-internal) adds the GEMM's multiply-add, rounded as the capability's
+//!   instructions round it.
 //! - [`OnLanes`] and [`dispatch`]: element-wise work written once over a `Lane` type, run on
 //!   the lanes of [`Capability::active`]; [`pieces`] walks a slice a lane at a time.
 //! - The lane functions that `wide` does not provide, each with the semantics of its scalar

@@ -1,38 +1,38 @@
-//! Which instruction set the runtime's SIMD code runs on: one [`Capability`], chosen once per
-//! process, for the matrix products and the element-wise passes alike.
-//!
-//! `wide` picks its instructions when the crate is compiled, so a default build (`cargo build
-//! --release` without `RUSTFLAGS`) runs SSE2 code on x86_64. The GEMM's microkernel and the
-//! lane passes are also compiled for AVX2 with FMA and for AVX-512F, and
-//! [`Capability::active`] picks the best one the CPU has, once, the first time SIMD code runs:
-//!
-//! | capability | lanes | chosen when |
-//! |---|---|---|
-//! | [`Capability::Avx512`] | sixteen, one AVX-512 register | the CPU has AVX-512F (feature `std`), or the build enables it |
-//! | [`Capability::Avx2Fma`] | eight, one AVX register | the CPU has AVX2 and FMA (feature `std`), or the build enables them |
-//! | [`Capability::Portable`] | `wide`'s `f32x8` with the build's instructions; one `f32` on targets without SIMD | otherwise |
-//!
-//! Without the `std` feature there is no detection: the choice is the best capability the
-//! build's target features enable (`-C target-cpu` or `-C target-feature`).
-//!
-//! # Bits
-//!
-//! The element-wise passes give the same bits on every capability (see [`lane`](super)). The
-//! matrix products round `mul_add` once on AVX2+FMA and AVX-512F, and as `wide` does on
-//! `Portable` (once where the build enables FMA or NEON, twice otherwise): a default build on an
-//! AVX2 machine gives the bits of a `-C target-cpu=native` build, and a `Portable` product
-//! without FMA (SSE2) gives other bits (see [`gemm`](crate::kernels::gemm)).
-//!
-//! The environment variable `FUSEGRAPH_CPU_CAPABILITY` caps the choice, as PyTorch's
-//! `ATEN_CPU_CAPABILITY` does: `portable`, `avx2` or `avx512` (the best capability available
-//! at or below it). Set it to the same value on every machine of a cluster whose CPUs differ,
-//! to get the same products everywhere; a value it does not know is refused with a panic naming
-//! the values it knows, since a mistyped cap would silently change the bits.
+//! [`Capability`]: the one instruction set of the process, detected once.
 
 use core::fmt;
 use core::sync::atomic::{AtomicU8, Ordering};
 
-/// An instruction set the runtime's SIMD code is compiled for (see the [module docs](self)).
+/// An instruction set the runtime's SIMD code runs on: one capability, chosen once per process,
+/// for the matrix products and the element-wise passes alike.
+///
+/// `wide` picks its instructions when the crate is compiled, so a default build (`cargo build
+/// --release` without `RUSTFLAGS`) runs SSE2 code on x86_64. The GEMM's microkernel and the
+/// lane passes are also compiled for AVX2 with FMA and for AVX-512F, and
+/// [`Capability::active`] picks the best one the CPU has, once, the first time SIMD code runs:
+///
+/// | capability | lanes | chosen when |
+/// |---|---|---|
+/// | [`Capability::Avx512`] | sixteen, one AVX-512 register | the CPU has AVX-512F (feature `std`), or the build enables it |
+/// | [`Capability::Avx2Fma`] | eight, one AVX register | the CPU has AVX2 and FMA (feature `std`), or the build enables them |
+/// | [`Capability::Portable`] | `wide`'s `f32x8` with the build's instructions; one `f32` on targets without SIMD | otherwise |
+///
+/// Without the `std` feature there is no detection: the choice is the best capability the
+/// build's target features enable (`-C target-cpu` or `-C target-feature`).
+///
+/// # Bits
+///
+/// The element-wise passes give the same bits on every capability (see [`lane`](crate::lane)). The
+/// matrix products round `mul_add` once on AVX2+FMA and AVX-512F, and as `wide` does on
+/// `Portable` (once where the build enables FMA or NEON, twice otherwise): a default build on an
+/// AVX2 machine gives the bits of a `-C target-cpu=native` build, and a `Portable` product
+/// without FMA (SSE2) gives other bits (see [`gemm`](crate::kernels::gemm)).
+///
+/// The environment variable `FUSEGRAPH_CPU_CAPABILITY` caps the choice, as PyTorch's
+/// `ATEN_CPU_CAPABILITY` does: `portable`, `avx2` or `avx512` (the best capability available
+/// at or below it). Set it to the same value on every machine of a cluster whose CPUs differ,
+/// to get the same products everywhere; a value it does not know is refused with a panic naming
+/// the values it knows, since a mistyped cap would silently change the bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Capability {
     /// `wide`'s `f32x8`, with the instructions the build's target features give it.

@@ -360,6 +360,23 @@ pub fn dispatch<W: OnLanes>(work: W) -> W::Output {
     run_available(Capability::active(), work)
 }
 
+/// Values below which [`dispatch_for`] runs work inline on the portable lanes: a dispatch is a
+/// call into code compiled for other instructions, which costs more than a pass over a few
+/// lanes.
+const INLINE_BELOW: usize = 256;
+
+/// Runs `work`, a pass over `len` values, on the lanes of [`Capability::active`], or inline on
+/// those of [`Capability::Portable`] when it is shorter than a dispatch is worth: the same
+/// bits either way.
+#[inline(always)]
+pub fn dispatch_for<W: OnLanes>(len: usize, work: W) -> W::Output {
+    if len < INLINE_BELOW {
+        work.run::<Portable>()
+    } else {
+        dispatch(work)
+    }
+}
+
 /// Runs `work` on the lanes of `capability` if it is [available](Capability::available), else
 /// on those of [`Capability::Portable`]. Tests compare the capabilities with each other and
 /// with `work.run::<f32>()`, the one-lane reference.

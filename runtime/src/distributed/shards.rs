@@ -88,12 +88,15 @@ pub fn add_shard(sum: &mut [f32], g: &[f32], weight: f32, first: bool) {
         "a shard's gradient is as long as the sum"
     );
     if !sum.is_empty() {
-        lane::dispatch(AddShard {
-            sum,
-            g,
-            weight,
-            first,
-        });
+        lane::dispatch_for(
+            sum.len(),
+            AddShard {
+                sum,
+                g,
+                weight,
+                first,
+            },
+        );
     }
 }
 

@@ -1,22 +1,22 @@
 //! Element-wise slice operations that many passes share: sums and copies of whole slices, on
-//! the lanes [`dispatch`] picks. Each adds in a fixed order, element by element, so it gives
+//! the lanes [`dispatch_for`](super::dispatch_for) picks. Each adds in a fixed order, element by element, so it gives
 //! the same bits on every lane type.
 
-use super::{dispatch, pieces, Lane, OnLanes, Portable};
+use super::{dispatch_for, pieces, Lane, OnLanes, Portable};
 
-/// `dst[i] += src[i]`, on the lanes [`dispatch`] picks.
+/// `dst[i] += src[i]`, on the lanes [`dispatch_for`] picks.
 ///
 /// # Panics
 /// If the lengths differ.
 pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len(), "add_assign: lengths differ");
     if !dst.is_empty() {
-        dispatch(AddToRows { y: dst, row: src });
+        dispatch_for(dst.len(), AddToRows { y: dst, row: src });
     }
 }
 
 /// `y[r * row.len() + j] += row[j]` for every row `r` of `y` (a bias added to every sample, a
-/// gradient to every position), on the lanes [`dispatch`] picks.
+/// gradient to every position), on the lanes [`dispatch_for`] picks.
 ///
 /// # Panics
 /// If `y` is not whole rows of `row.len()` values.
@@ -28,7 +28,7 @@ pub(crate) fn add_to_each_row(y: &mut [f32], row: &[f32]) {
         row.len()
     );
     if !y.is_empty() {
-        dispatch(AddToRows { y, row });
+        dispatch_for(y.len(), AddToRows { y, row });
     }
 }
 
@@ -61,18 +61,24 @@ impl OnLanes for AddToRows<'_> {
 #[inline(always)]
 pub(crate) fn copy(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len(), "copy: lengths differ");
-    for (i, n) in pieces::<Portable>(dst.len()) {
-        Portable::load_padded(&src[i..i + n]).store_partial(&mut dst[i..i + n]);
+    let mut d = dst.chunks_exact_mut(Portable::LANES);
+    let mut s = src.chunks_exact(Portable::LANES);
+    for (d, s) in (&mut d).zip(&mut s) {
+        Portable::load(s).store(d);
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    if !d.is_empty() {
+        Portable::load_padded(s).store_partial(d);
     }
 }
 
 /// `acc[j] += row[j]` for every `row` of `rows` (each `acc.len()` values long), row after
 /// row: the column sums of a row-major matrix, in a fixed order. Runs on the lanes
-/// [`dispatch`] picks, a block of columns in registers while every row is added to it (the
+/// [`dispatch_for`] picks, a block of columns in registers while every row is added to it (the
 /// same additions in the same order, so the same bits on every lane type).
 pub(crate) fn add_rows(acc: &mut [f32], rows: &[f32]) {
     if !acc.is_empty() {
-        dispatch(ColumnSums { acc, rows });
+        dispatch_for(rows.len(), ColumnSums { acc, rows });
     }
 }
 

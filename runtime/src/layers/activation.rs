@@ -431,7 +431,7 @@ impl Softmax {
     pub(crate) fn row_backward(y: &[f32], dy: &mut [f32]) {
         assert_eq!(y.len(), dy.len(), "softmax: y and dy lengths differ");
         if !y.is_empty() {
-            lane::dispatch(SoftmaxRowBackward { y, dy });
+            lane::dispatch_for(y.len(), SoftmaxRowBackward { y, dy });
         }
     }
 }

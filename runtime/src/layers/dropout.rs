@@ -64,12 +64,15 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
                 *m = if drop { 0.0 } else { Self::SCALE };
             }
         }
-        lane::dispatch(Scale {
-            from: x,
-            by: Some(&*saved),
-            to: y,
-            add: false,
-        });
+        lane::dispatch_for(
+            y.len(),
+            Scale {
+                from: x,
+                by: Some(&*saved),
+                to: y,
+                add: false,
+            },
+        );
     }
 
     fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
@@ -79,12 +82,15 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
             return;
         };
         let by = (ctx.mode == Mode::Train).then_some(saved);
-        lane::dispatch(Scale {
-            from: dy,
-            by,
-            to: dx,
-            add,
-        });
+        lane::dispatch_for(
+            dx.len(),
+            Scale {
+                from: dy,
+                by,
+                to: dx,
+                add,
+            },
+        );
     }
 }
 

@@ -55,13 +55,16 @@ pub fn per_feature_forward<F: PerFeature<K>, const K: usize>(io: Forward<'_>, n:
     let Forward { params, x, y, .. } = io;
     check_rows(params, K, x, y, n);
     if n > 0 && !y.is_empty() {
-        lane::dispatch(ForwardPass::<F, K> {
-            params,
-            x,
-            y,
-            n,
-            f: PhantomData,
-        });
+        lane::dispatch_for(
+            y.len(),
+            ForwardPass::<F, K> {
+                params,
+                x,
+                y,
+                n,
+                f: PhantomData,
+            },
+        );
     }
 }
 
@@ -169,15 +172,18 @@ pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, 
         return;
     }
     if !dy.is_empty() {
-        lane::dispatch(BackwardPass::<F, K> {
-            params,
-            x,
-            y,
-            dy: &mut *dy,
-            dparams,
-            n,
-            f: PhantomData,
-        });
+        lane::dispatch_for(
+            dy.len(),
+            BackwardPass::<F, K> {
+                params,
+                x,
+                y,
+                dy: &mut *dy,
+                dparams,
+                n,
+                f: PhantomData,
+            },
+        );
     }
     dx.give(dy);
 }

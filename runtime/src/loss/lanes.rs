@@ -32,6 +32,15 @@ impl LaneSum {
     pub(super) fn add<L: Lane>(&mut self, v: L, k: usize) {
         let mut lanes = [0.0; MAX_LANES];
         v.store(&mut lanes);
+        if k == L::LANES && L::LANES.is_multiple_of(LANES) && self.count.is_multiple_of(LANES) {
+            for chunk in lanes[..k].chunks_exact(LANES) {
+                for (a, &x) in self.sums.iter_mut().zip(chunk) {
+                    *a += f64::from(x);
+                }
+            }
+            self.count += k;
+            return;
+        }
         for &x in &lanes[..k] {
             self.sums[self.count % LANES] += f64::from(x);
             self.count += 1;
@@ -85,12 +94,15 @@ pub fn lanes_loss_and_grad<F: LaneLoss>(
 ) -> f32 {
     check_lengths(pred, target, n);
     assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
-    let sum = lane::dispatch(LossPass::<F> {
-        pred,
-        target,
-        grad: Some((grad, reduce)),
-        loss: PhantomData,
-    });
+    let sum = lane::dispatch_for(
+        pred.len(),
+        LossPass::<F> {
+            pred,
+            target,
+            grad: Some((grad, reduce)),
+            loss: PhantomData,
+        },
+    );
     reduce_sum(sum, pred.len(), reduce)
 }
 
@@ -102,12 +114,15 @@ pub fn lanes_loss_and_grad<F: LaneLoss>(
 #[inline(always)]
 pub fn lanes_loss<F: LaneLoss>(pred: &[f32], target: &[f32], n: usize, reduce: Reduce) -> f32 {
     check_lengths(pred, target, n);
-    let sum = lane::dispatch(LossPass::<F> {
-        pred,
-        target,
-        grad: None,
-        loss: PhantomData,
-    });
+    let sum = lane::dispatch_for(
+        pred.len(),
+        LossPass::<F> {
+            pred,
+            target,
+            grad: None,
+            loss: PhantomData,
+        },
+    );
     reduce_sum(sum, pred.len(), reduce)
 }
 

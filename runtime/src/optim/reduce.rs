@@ -33,9 +33,9 @@ fn tree(x: &[f32], par: bool) -> f64 {
     sa + sb
 }
 
-/// The sum of squares of one leaf, on the lanes [`lane::dispatch`] picks.
+/// The sum of squares of one leaf, on the lanes [`lane::dispatch_for`] picks.
 fn leaf(x: &[f32]) -> f64 {
-    lane::dispatch(Leaf(x))
+    lane::dispatch_for(x.len(), Leaf(x))
 }
 
 /// [`leaf`], on any lane type: each block of [`INNER`] values in `f32x8` lane order, the eight

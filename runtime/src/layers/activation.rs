@@ -448,12 +448,7 @@ impl OnLanes for SoftmaxRowBackward<'_> {
     fn run<L: Lane>(self) {
         let (y, dy) = (self.y, self.dy);
         let mut dot = EightSums::new();
-        for (i, n) in lane::pieces::<L>(y.len()) {
-            dot.add(
-                L::load_padded(&y[i..i + n]) * L::load_padded(&dy[i..i + n]),
-                n,
-            );
-        }
+        dot.add_products(y, dy);
         let dot = L::splat(dot.total());
         for (i, n) in lane::pieces::<L>(y.len()) {
             let d = L::load_padded(&y[i..i + n]) * (L::load_padded(&dy[i..i + n]) - dot);
@@ -497,9 +492,7 @@ fn softmax_row<L: Lane>(y: &mut [f32]) {
     let m = L::splat(lane::max_of::<L>(y));
     map_lanes(y, |v: L| (v - m).exp());
     let mut sum = EightSums::new();
-    for (i, n) in lane::pieces::<L>(y.len()) {
-        sum.add(L::load_padded(&y[i..i + n]), n);
-    }
+    sum.add_slice(y);
     let by = L::splat(sum.total());
     map_lanes(y, |v: L| v / by);
 }

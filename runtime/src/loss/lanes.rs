@@ -5,6 +5,7 @@ use super::{check_lengths, inv_count, Reduce};
 use crate::lane::{self, pieces, Lane, OnLanes, MAX_LANES};
 use crate::LANES;
 use core::marker::PhantomData;
+use wide::f32x8;
 
 /// A deterministic sum of `f32` values in `f64`: value `i` of the walk is widened and added to
 /// accumulator `i % 8` (its position in an `f32x8` lane), and the eight accumulators are added
@@ -44,6 +45,14 @@ impl LaneSum {
         for &x in &lanes[..k] {
             self.sums[self.count % LANES] += f64::from(x);
             self.count += 1;
+        }
+    }
+
+    /// Adds the values of `s`, the next `s.len()` values of the walk, eight at a time.
+    #[inline(always)]
+    pub(super) fn add_slice(&mut self, s: &[f32]) {
+        for (i, k) in pieces::<f32x8>(s.len()) {
+            self.add(f32x8::load_padded(&s[i..i + k]), k);
         }
     }
 

@@ -2,7 +2,7 @@
 
 use super::kernel::PARALLEL_THRESHOLD;
 use crate::kernels::parallel::join;
-use crate::lane::{self, EightSums, Lane, OnLanes};
+use crate::lane::EightSums;
 
 /// Elements per leaf of the summation tree. The tree splits a slice at whole blocks, so its
 /// shape (and the rounding of the result) depends only on the length.
@@ -33,36 +33,21 @@ fn tree(x: &[f32], par: bool) -> f64 {
     sa + sb
 }
 
-/// The sum of squares of one leaf, on the lanes [`lane::dispatch_for`] picks.
+/// The sum of squares of one leaf: each block of [`INNER`] values in `f32x8` lane order
+/// ([`EightSums`]), the eight sums widened and added in lane order.
 fn leaf(x: &[f32]) -> f64 {
-    lane::dispatch_for(x.len(), Leaf(x))
-}
-
-/// [`leaf`], on any lane type: each block of [`INNER`] values in `f32x8` lane order, the eight
-/// sums widened and added in lane order.
-struct Leaf<'a>(&'a [f32]);
-
-impl OnLanes for Leaf<'_> {
-    type Output = f64;
-    #[inline(always)]
-    fn run<L: Lane>(self) -> f64 {
-        let mut total = 0.0f64;
-        for block in self.0.chunks(INNER) {
-            let mut acc = EightSums::new();
-            for (i, n) in lane::pieces::<L>(block.len()) {
-                let v = L::load_padded(&block[i..i + n]);
-                acc.add(v * v, n);
-            }
-            total += acc.lanes().iter().map(|&a| f64::from(a)).sum::<f64>();
-        }
-        total
+    let mut total = 0.0f64;
+    for block in x.chunks(INNER) {
+        let mut acc = EightSums::new();
+        acc.add_products(block, block);
+        total += acc.lanes().iter().map(|&a| f64::from(a)).sum::<f64>();
     }
+    total
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lane::Tested;
     use crate::LANES;
 
     fn reference(x: &[f32]) -> f64 {
@@ -91,10 +76,9 @@ mod tests {
         );
     }
 
-    /// Every lane type sums a leaf with the bits of eight `f32` sums in lane order, widened and
-    /// added in lane order.
+    /// A leaf has the bits of eight `f32` sums in lane order, widened and added in lane order.
     #[test]
-    fn leaves_give_the_bits_of_eight_lane_sums_on_every_lane_type() {
+    fn leaves_give_the_bits_of_eight_lane_sums() {
         let x = alloc_free::Vec::new(INNER * 2 + 13);
         for n in [0, 1, 7, 8, 9, 16, 17, INNER - 1, INNER + 3, INNER * 2 + 13] {
             let x = &x.as_slice()[..n];
@@ -106,10 +90,7 @@ mod tests {
                 }
                 want += sums.iter().map(|&a| f64::from(a)).sum::<f64>();
             }
-            for lanes in Tested::every() {
-                let got = lanes.run(Leaf(x));
-                assert_eq!(got.to_bits(), want.to_bits(), "{lanes:?}, {n} values");
-            }
+            assert_eq!(leaf(x).to_bits(), want.to_bits(), "{n} values");
         }
     }
 

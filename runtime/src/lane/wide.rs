@@ -49,21 +49,6 @@ impl Lane for f32x8 {
         s[..LANES].copy_from_slice(self.as_array());
     }
     #[inline(always)]
-    fn load_padded(s: &[f32]) -> Self {
-        if s.len() >= LANES {
-            return Lane::load(s);
-        }
-        // A guarded loop of constant length: a copy of unknown length would be a call to
-        // `memmove`, which costs more than the lane itself.
-        let mut a = [0.0; LANES];
-        for (j, d) in a.iter_mut().enumerate() {
-            if j < s.len() {
-                *d = s[j];
-            }
-        }
-        f32x8::from(a)
-    }
-    #[inline(always)]
     fn store_partial(self, s: &mut [f32]) {
         if s.len() >= LANES {
             return Lane::store(self, s);

@@ -6,7 +6,7 @@
 //!     cargo run --release --example bench_gemm
 //! ```
 //!
-//! Our kernel runs on the instruction set [`Kernel::active`] picks when the program starts
+//! Our kernel runs on the instruction set [`Capability::active`] picks when the program starts
 //! (AVX-512F, AVX2+FMA, or `wide`'s `f32x8` as compiled), as `matrixmultiply` and `gemm`
 //! detect the CPU at run time: the default build is as fast as a native one. The column
 //! "portable" runs our kernel on `f32x8` as this build compiled it (two SSE2 halves on x86_64
@@ -32,8 +32,8 @@
 //!
 //! The whole run takes about 20 seconds.
 
-use fusegraph_runtime::kernels::cpu::Kernel;
 use fusegraph_runtime::kernels::gemm::{self as fg, MatMut, MatRef, PARALLEL_FLOPS};
+use fusegraph_runtime::lane::Capability;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -116,7 +116,7 @@ fn run_portable(s: &Shape, bf: &mut Bufs) {
     let a = MatRef::new(a, s.m, s.k, ars, acs);
     let b = MatRef::new(b, s.k, s.n, brs, bcs);
     let c = MatMut::row_major(c, s.m, s.n);
-    fg::gemm_on(Kernel::Portable, 1.0, a, b, 0.0, c, ws);
+    fg::gemm_on(Capability::Portable, 1.0, a, b, 0.0, c, ws);
 }
 
 /// `matrixmultiply::sgemm` (allocates its packing buffers on every call).
@@ -539,8 +539,8 @@ fn main() {
     }
     println!(
         "fusegraph kernel: {} (compiled: {})",
-        Kernel::active(),
-        Kernel::compiled()
+        Capability::active(),
+        Capability::compiled()
     );
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)

@@ -51,8 +51,8 @@ mod timing;
 mod w5;
 
 use against_gemm::against_gemm;
-use fusegraph::kernels::cpu::Kernel;
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
+use fusegraph::lane::Capability;
 use fusegraph::optim::keras::{Adam, SgdMomentum};
 use fusegraph::optim::Rule;
 use fusegraph::optim::{Full, Fused, UpdateMode};
@@ -555,8 +555,8 @@ fn main() {
          interleaved samples per variant",
         cfg!(target_feature = "avx2"),
         cfg!(target_feature = "fma"),
-        Kernel::active(),
-        Kernel::compiled(),
+        Capability::active(),
+        Capability::compiled(),
     );
     let fractions = if wanted("mlp") {
         let f = mnist_table(1);

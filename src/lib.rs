@@ -445,11 +445,11 @@ pub use fusegraph_macros::model;
 /// # What it generates
 ///
 /// For each definition, the unit struct (with `Clone, Copy, Debug, Default, PartialEq, Eq`), its
-/// constants, and inside `const _: () = { .. };` two `#[inline(always)]` functions on
-/// [`f32x8`](fusegraph_runtime::f32x8) lanes, one for the value and one for the value and the
-/// derivative (each sub-expression they share, such as `pred - target`, computed once), and an
-/// implementation of [`loss::Loss`] that hands them to the runtime's lane passes of
-/// element-wise losses: one pass over the slices, the tail
+/// constants, and inside `const _: () = { .. };` two `#[inline(always)]` functions on lanes of
+/// any [`lane::Lane`] type, one for the value and one for the value and the derivative (each
+/// sub-expression they share, such as `pred - target`, computed once), and an implementation of
+/// [`loss::Loss`] that hands them to the runtime's lane passes of element-wise losses: one pass
+/// over the slices on the lanes of the process's [`lane::Capability`], the tail
 /// padded into a lane and left out of the sum, each element's value computed in `f32` and summed
 /// in `f64` in a fixed order; the gradient is the derivative divided by the count for `mean`.
 /// `correct` returns `None`.

@@ -21,17 +21,12 @@ fn private_item(name: &str) -> TokenStream {
     quote!(#p::#name)
 }
 
-/// The SIMD lane type, `f32x8`.
-pub fn f32x8() -> TokenStream {
-    private_item("f32x8")
-}
-
 /// The scalar math functions of generated `f32` and `f64` code.
 pub fn math() -> TokenStream {
     private_item("math")
 }
 
-/// The lane math functions of generated `f32x8` code.
+/// The lane math functions of generated lane code.
 pub fn lane() -> TokenStream {
     private_item("lane")
 }

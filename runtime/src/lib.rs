@@ -36,7 +36,6 @@ pub mod checkpoint;
 #[cfg(feature = "std")]
 pub mod data;
 pub mod distributed;
-mod erf;
 #[cfg(feature = "std")]
 pub mod fit;
 #[cfg(feature = "std")]

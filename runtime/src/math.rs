@@ -110,7 +110,7 @@ float_impl!(
     libm::floorf,
     libm::cosf,
     libm::expm1f,
-    crate::erf::erf
+    crate::lane::erf::<f32>
 );
 float_impl!(
     f64,

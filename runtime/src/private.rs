@@ -5,13 +5,12 @@
 
 #[cfg(feature = "alloc")]
 pub use crate::aligned::AlignedFloats;
-pub use crate::f32x8;
 pub use crate::kernels::gemm::Product;
 pub use crate::lane;
 pub use crate::lane::Lane;
 pub use crate::layers::graph;
 pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer, TokenLayer};
-pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad};
+pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad, LaneLoss};
 pub use crate::loss::{Loss, Reduce};
 pub use crate::math;
 pub use crate::optim::{LearningRate, Rule};
@@ -26,7 +25,7 @@ use crate::rng::Rng;
 /// initializers, the per-feature passes of learnable activations and the activations of the
 /// graph form's methods.
 pub mod layers {
-    pub use crate::layers::per_feature::{per_feature_backward, per_feature_forward};
+    pub use crate::layers::per_feature::{per_feature_backward, per_feature_forward, PerFeature};
     pub use crate::layers::{
         Backward, Elu, Forward, Gelu, Init, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh, Tensor,
     };

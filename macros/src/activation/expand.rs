@@ -74,7 +74,7 @@ fn layer(
     grads: TokenStream,
 ) -> TokenStream {
     let name = &def.name;
-    let f = paths::f32x8();
+    let f = lane_type();
     let p = paths::private();
     let l = paths::layers();
     let k = Literal::usize_unsuffixed(learned.len());
@@ -108,18 +108,25 @@ fn layer(
                 const TENSORS: &'static [#l::Tensor] = &[#(#tensors),*];
                 #describe
                 fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
-                    #l::per_feature_forward(
-                        __io,
-                        N,
-                        |__x: #f, [#(#ps),*]: [#f; #k]| -> #f { #lane },
-                    );
+                    #l::per_feature_forward::<Self, #k>(__io, N);
                 }
                 fn backward(_: &mut #p::Ctx<'_>, __io: #l::Backward<'_>) {
-                    #l::per_feature_backward(
-                        __io,
-                        N,
-                        |__x: #f, __y: #f, [#(#ps),*]: [#f; #k]| -> (#f, [#f; #k]) { #grads },
-                    );
+                    #l::per_feature_backward::<Self, #k>(__io, N);
+                }
+            }
+            #[allow(unused_parens, clippy::all)]
+            impl<const N: usize> #l::PerFeature<#k> for #name<N> {
+                #[inline(always)]
+                fn lane<#f: #p::Lane>(__x: #f, [#(#ps),*]: [#f; #k]) -> #f {
+                    #lane
+                }
+                #[inline(always)]
+                fn lane_grads<#f: #p::Lane>(
+                    __x: #f,
+                    __y: #f,
+                    [#(#ps),*]: [#f; #k],
+                ) -> (#f, [#f; #k]) {
+                    #grads
                 }
             }
         };
@@ -164,7 +171,7 @@ fn implementation(def: &Def, needs_z: bool, lane: TokenStream, grad: TokenStream
 pub fn fallback(def: &Def) -> TokenStream {
     let params = def.body.as_ref().map(|b| b.params.len()).unwrap_or(0);
     let head = header(def, &vec![(0.0, String::new()); params]);
-    let f = paths::f32x8();
+    let f = lane_type();
     if def.learnable {
         let learned: Vec<(String, f64)> = def
             .body
@@ -202,7 +209,7 @@ fn learnable(def: &Def, c: &Checked, consts: &dyn Fn(usize) -> TokenStream) -> T
         }
         _ => quote!(__x),
     };
-    let f = paths::f32x8();
+    let f = lane_type();
     let (lets, out) = emit::lanes_shared(&[&c.forward], &f, &refs);
     let lane = quote!(#(#lets)* #(#out)*);
     let mut outputs: Vec<&TExpr> = vec![&c.grad];
@@ -222,12 +229,8 @@ pub fn activation(def: &Def, c: &Checked) -> TokenStream {
     let values: Vec<(f64, String)> = c.consts.iter().map(|k| (k.value, k.text.clone())).collect();
     let head = header(def, &values);
     let params = constants_of(def);
-    // Learnable layers run on `f32x8`; element-wise activations on the dispatched lane type.
-    let f = if def.learnable {
-        paths::f32x8()
-    } else {
-        lane_type()
-    };
+    // Every activation runs on the dispatched lane type.
+    let f = lane_type();
     let consts = |i: usize| {
         let id = const_ident(&params[i].name);
         quote!(#f::splat(Self::#id))
@@ -302,7 +305,7 @@ mod tests {
             "/// PReLU.\npub PRelu[alpha = 0.25](x) = if x > 0.0 { x } else { alpha * x };"
                 .parse()
                 .unwrap();
-        let f = paths::f32x8();
+        let f = quote!(__L);
         let p = paths::private();
         let l = paths::layers();
         let want = quote! {
@@ -328,26 +331,29 @@ mod tests {
                         ::core::result::Result::Ok(())
                     }
                     fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
-                        #l::per_feature_forward(
-                            __io,
-                            N,
-                            |__x: #f, [__p0]: [#f; 1]| -> #f {
-                                __x.simd_gt(#f::splat(0f32)).select(__x, (__p0 * __x))
-                            },
-                        );
+                        #l::per_feature_forward::<Self, 1>(__io, N);
                     }
                     fn backward(_: &mut #p::Ctx<'_>, __io: #l::Backward<'_>) {
-                        #l::per_feature_backward(
-                            __io,
-                            N,
-                            |__x: #f, __y: #f, [__p0]: [#f; 1]| -> (#f, [#f; 1]) {
-                                let __t0: #f = __x.simd_gt(#f::splat(0f32));
-                                (
-                                    __t0.select(#f::splat(1f32), __p0),
-                                    [__t0.select(#f::splat(0f32), __x)]
-                                )
-                            },
-                        );
+                        #l::per_feature_backward::<Self, 1>(__io, N);
+                    }
+                }
+                #[allow(unused_parens, clippy::all)]
+                impl<const N: usize> #l::PerFeature<1> for PRelu<N> {
+                    #[inline(always)]
+                    fn lane<#f: #p::Lane>(__x: #f, [__p0]: [#f; 1]) -> #f {
+                        __x.simd_gt(#f::splat(0f32)).select(__x, (__p0 * __x))
+                    }
+                    #[inline(always)]
+                    fn lane_grads<#f: #p::Lane>(
+                        __x: #f,
+                        __y: #f,
+                        [__p0]: [#f; 1],
+                    ) -> (#f, [#f; 1]) {
+                        let __t0: #f = __x.simd_gt(#f::splat(0f32));
+                        (
+                            __t0.select(#f::splat(1f32), __p0),
+                            [__t0.select(#f::splat(0f32), __x)]
+                        )
                     }
                 }
             };

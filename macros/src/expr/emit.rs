@@ -1,6 +1,6 @@
 //! IR to Rust: scalar code (`f32` or `f64`, math from `::fusegraph::__private_0_1::math`) and lane
-//! code over a lane type: `::fusegraph::__private_0_1::f32x8`, or a type parameter bounded by
-//! the runtime's `Lane` trait, whose methods have `f32x8`'s names. Generated code never uses
+//! code over a type parameter bounded by the runtime's `Lane` trait, whose methods have
+//! `wide`'s `f32x8`'s names. Generated code never uses
 //! `mul_add`: the frameworks round every operation, and so do we.
 
 use super::ast::{BinOp, CmpOp, Func};
@@ -173,7 +173,7 @@ pub fn lane(
     .emit(e)
 }
 
-/// Lane code over `f32x8` for several outputs computed together, each sub-expression that is not a literal
+/// Lane code over the lane type `f` for several outputs computed together, each sub-expression that is not a literal
 /// or a name and occurs more than once (by structural equality) computed once into a
 /// `let __tN` first: the `let`s, then each output's expression.
 pub fn lanes_shared(
@@ -373,7 +373,7 @@ mod tests {
         );
         let g = select(c, mul(s.clone(), x()), add(s.clone(), t3.clone()));
         let refs = |_: Ref| quote!(__x);
-        let (lets, outs) = lanes_shared(&[&f, &df, &g], &paths::f32x8(), &refs);
+        let (lets, outs) = lanes_shared(&[&f, &df, &g], &quote!(__L), &refs);
         assert!(lets.len() >= 3, "{lets:?}");
         for (i, used) in reads(&lets) {
             assert!(

@@ -2,7 +2,7 @@
 //! `ast` parses Rust syntax into a spanned AST, `ir` resolves names and types every node as a
 //! per-step scalar or a per-element lane, `diff` differentiates IR symbolically, `simplify`
 //! folds what the derivatives leave, and `emit` turns the IR into scalar code and
-//! `wide::f32x8` lane code (common sub-expressions computed once).
+//! lane code over any `Lane` type (common sub-expressions computed once).
 
 pub mod ast;
 pub mod diff;

@@ -54,9 +54,15 @@ pub fn fallback(def: &Def) -> TokenStream {
     }
 }
 
-/// The statements and result of a lane function returning `outs`.
+/// The lane type parameter of the generated lane functions.
+fn lane_type() -> TokenStream {
+    quote!(__L)
+}
+
+/// The statements and result of a lane function returning `outs`, over lanes of type
+/// [`lane_type`].
 fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
-    let f = paths::f32x8();
+    let f = lane_type();
     let name = &def.name;
     let mut used = vec![false; def.consts.len()];
     for e in outs {
@@ -86,7 +92,7 @@ fn lane_body(def: &Def, outs: &[&TExpr]) -> TokenStream {
         }
         _ => unreachable!("a loss reads its prediction, its target and its constants"),
     };
-    let (stmts, values) = emit::lanes_shared(outs, &paths::f32x8(), &refs);
+    let (stmts, values) = emit::lanes_shared(outs, &f, &refs);
     let result = match values.as_slice() {
         [v] => quote!(#v),
         vs => quote!((#(#vs),*)),
@@ -102,7 +108,7 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
     let head = header(def, &c.consts);
     let name = &def.name;
     let p = paths::private();
-    let f = paths::f32x8();
+    let f = lane_type();
     let reduce = match c.reduce {
         Reduce::Mean => quote!(#p::Reduce::Mean),
         Reduce::Sum => quote!(#p::Reduce::Sum),
@@ -114,16 +120,16 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
         #head
 
         const _: () = {
-            #[inline(always)]
             #[allow(unused_parens, clippy::all)]
-            fn __value(__pred: #f, __target: #f) -> #f {
-                #value
-            }
-
-            #[inline(always)]
-            #[allow(unused_parens, clippy::all)]
-            fn __value_and_grad(__pred: #f, __target: #f) -> (#f, #f) {
-                #value_and_grad
+            impl #p::LaneLoss for #name {
+                #[inline(always)]
+                fn value<#f: #p::Lane>(__pred: #f, __target: #f) -> #f {
+                    #value
+                }
+                #[inline(always)]
+                fn value_and_grad<#f: #p::Lane>(__pred: #f, __target: #f) -> (#f, #f) {
+                    #value_and_grad
+                }
             }
 
             impl #p::Loss for #name {
@@ -133,10 +139,10 @@ pub fn loss(def: &Def, c: &Checked) -> TokenStream {
                     n
                 }
                 fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
-                    #p::lanes_loss_and_grad(pred, target, grad, n, #reduce, __value_and_grad)
+                    #p::lanes_loss_and_grad::<Self>(pred, target, grad, n, #reduce)
                 }
                 fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
-                    #p::lanes_loss(pred, target, n, #reduce, __value)
+                    #p::lanes_loss::<Self>(pred, target, n, #reduce)
                 }
                 fn correct(_: &[f32], _: &[f32], _: usize) -> ::core::option::Option<usize> {
                     ::core::option::Option::None

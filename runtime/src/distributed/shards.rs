@@ -1,7 +1,7 @@
 //! [`Shards`]: how a global batch is cut, and the one reduction of shard gradients, in shard
 //! order, that makes a data-parallel step the same bits on any number of processes.
 
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::lane::{self, Lane, OnLanes};
 use core::ops::Range;
 
 /// A global batch cut into `count` shards of `per_shard` samples, in global sample order:
@@ -78,20 +78,48 @@ impl Shards {
 /// Adds one shard's mean gradient into the global one, weighted by its share of the global
 /// batch: `sum = weight * g` for the first shard, `sum += weight * g` (a product, then a sum:
 /// no fused multiply-add) for the next ones. Called in shard order on every process, it gives
-/// the same bits wherever the shards were computed; with one shard of weight 1 the sum is the
-/// shard's gradient itself.
+/// the same bits wherever the shards were computed (on the lanes [`lane::dispatch`] picks,
+/// which give the same bits on every CPU); with one shard of weight 1 the sum is the shard's
+/// gradient itself.
 pub fn add_shard(sum: &mut [f32], g: &[f32], weight: f32, first: bool) {
     assert_eq!(
         sum.len(),
         g.len(),
         "a shard's gradient is as long as the sum"
     );
-    for (i, n) in pieces(sum.len()) {
-        let mut v = load_padded(&g[i..i + n], 0.0) * weight;
-        if !first {
-            v = load_padded(&sum[i..i + n], 0.0) + v;
+    if !sum.is_empty() {
+        lane::dispatch_for(
+            sum.len(),
+            AddShard {
+                sum,
+                g,
+                weight,
+                first,
+            },
+        );
+    }
+}
+
+/// [`add_shard`], on any lane type.
+struct AddShard<'a> {
+    sum: &'a mut [f32],
+    g: &'a [f32],
+    weight: f32,
+    first: bool,
+}
+
+impl OnLanes for AddShard<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let weight = L::splat(self.weight);
+        for (i, n) in lane::pieces::<L>(self.sum.len()) {
+            let mut v = L::load_padded(&self.g[i..i + n]) * weight;
+            if !self.first {
+                v = L::load_padded(&self.sum[i..i + n]) + v;
+            }
+            v.store_partial(&mut self.sum[i..i + n]);
         }
-        store_partial(&mut sum[i..i + n], v);
     }
 }
 

@@ -46,9 +46,9 @@
 //! `mr`x`nr` tile of `C` in `mr * nr / lanes` vector accumulators with `mul_add`, and writes it
 //! back (rows as vectors, or columns gathered into vectors when `C` is column-major). Panels
 //! are zero-padded to full tiles, so edge tiles run the same microkernel and only their valid
-//! part is written back. The vectors are the [`Kernel`]'s: the microkernel and the packing
+//! part is written back. The vectors are the [`Capability`]'s: the microkernel and the packing
 //! are compiled for `wide`'s `f32x8`, for AVX2 with FMA and for AVX-512F, and
-//! [`Kernel::active`] picks one per process from what the CPU has (see [`cpu`](super::cpu)).
+//! [`Capability::active`] picks one per process from what the CPU has (see [`Capability`]).
 //! A kernel may have more than one tile: AVX-512F has 12x32 ([`tile`]) and 16x16.
 //! Two shortcuts skip packing where it does not pay: when `B` spans fewer than
 //! [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it is; and products of at
@@ -112,9 +112,9 @@ pub use view::{MatMut, MatRef};
 
 use view::Terms;
 
-use super::cpu::Kernel;
 use super::parallel::join;
 pub use super::parallel::pool_threads;
+use crate::lane::Capability;
 use micro::{kc_max, Blocking};
 use vector::{Portable, Vector};
 
@@ -143,13 +143,13 @@ impl Tile {
     }
 }
 
-/// Rows of a [`Kernel::Portable`] tile: 6 where `f32x8` is one AVX register, 4 otherwise.
+/// Rows of a [`Capability::Portable`] tile: 6 where `f32x8` is one AVX register, 4 otherwise.
 const PORTABLE_MR: usize = if cfg!(target_feature = "avx") { 6 } else { 4 };
-/// `f32x8` vectors across a [`Kernel::Portable`] tile.
+/// `f32x8` vectors across a [`Capability::Portable`] tile.
 const PORTABLE_NV: usize = if cfg!(target_feature = "avx") { 2 } else { 1 };
-/// Rows of a [`Kernel::Avx2Fma`] tile (12 `__m256` accumulators of the 16 registers).
+/// Rows of a [`Capability::Avx2Fma`] tile (12 `__m256` accumulators of the 16 registers).
 const AVX2_MR: usize = 6;
-/// Rows of a [`Kernel::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
+/// Rows of a [`Capability::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
 const AVX512_MR: usize = 12;
 /// Rows of the AVX-512 kernel's tile one vector wide (16 accumulators).
 const AVX512_NARROW_MR: usize = 16;
@@ -162,7 +162,7 @@ const _: () = assert!(
         && AVX512_NARROW_MR <= micro::MAX_MR
 );
 
-/// A microkernel: the vectors it computes on and its register tile. A [`Kernel`] runs one or
+/// A microkernel: the vectors it computes on and its register tile. A [`Capability`] runs one or
 /// more ([`micros`]), all with the same roundings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Micro {
@@ -217,28 +217,28 @@ impl Micro {
 /// The microkernels a product on `kernel` may run on, the kernel's own first. The AVX-512
 /// kernel adds a tile one vector wide, which a product 16 columns wide fills where the 12x32
 /// tile would be half padding.
-const fn micros(kernel: Kernel) -> &'static [Micro] {
+const fn micros(kernel: Capability) -> &'static [Micro] {
     match kernel {
-        Kernel::Portable => &[Micro::Portable],
-        Kernel::Avx2Fma => &[Micro::Avx2],
-        Kernel::Avx512 => &[Micro::Avx512, Micro::Avx512Narrow],
+        Capability::Portable => &[Micro::Portable],
+        Capability::Avx2Fma => &[Micro::Avx2],
+        Capability::Avx512 => &[Micro::Avx512, Micro::Avx512Narrow],
     }
 }
 
 /// The tile of `kernel`'s own microkernel.
-pub const fn tile(kernel: Kernel) -> Tile {
+pub const fn tile(kernel: Capability) -> Tile {
     micros(kernel)[0].tile()
 }
 
 /// The kernels a product of this build may run on, which the workspace is sized for: every
 /// kernel where the CPU is asked at run time (x86 with `std`), the compiled one elsewhere.
-const CANDIDATES: &[Kernel] = if cfg!(all(
+const CANDIDATES: &[Capability] = if cfg!(all(
     feature = "std",
     any(target_arch = "x86", target_arch = "x86_64")
 )) {
-    &Kernel::ALL
+    &Capability::ALL
 } else {
-    &[Kernel::compiled()]
+    &[Capability::compiled()]
 };
 
 /// Products of at least this many floating-point operations (`2 * m * k * n`) are split across
@@ -362,7 +362,7 @@ impl Plan {
     /// The microkernel of `kernel` and the orientation (`C`, or `Cᵀ = Bᵀ·Aᵀ`) that [`cost`]
     /// estimates cheapest for an `m`x`k`x`n` product whose `C` has strides `(c_rs, c_cs)`; on
     /// a tie, the kernel's own microkernel and `C` as it is.
-    fn new(kernel: Kernel, m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
+    fn new(kernel: Capability, m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
         let mut best: Option<(usize, Plan)> = None;
         for &micro in micros(kernel) {
             let t = micro.tile();
@@ -574,7 +574,7 @@ pub fn workspace_len(m: usize, k: usize, n: usize) -> usize {
 /// result is bit-identical for any number of threads (see the [module docs](self)).
 ///
 /// `workspace` holds the packed panels: [`workspace_len`]`(m, k, n)` is enough; a longer one
-/// is fine. The call does not allocate. It runs on [`Kernel::active`].
+/// is fine. The call does not allocate. It runs on [`Capability::active`].
 ///
 /// # Panics
 /// If the shapes disagree (`A.cols != B.rows`, or `C` is not `A.rows`x`B.cols`) or the
@@ -588,16 +588,16 @@ pub fn gemm(
     c: MatMut<'_>,
     workspace: &mut [f32],
 ) {
-    gemm_on(Kernel::active(), alpha, a, b, beta, c, workspace);
+    gemm_on(Capability::active(), alpha, a, b, beta, c, workspace);
 }
 
 /// [`gemm`] on the given kernel: for benchmarks that compare kernels in one run, and for
-/// tests. Each kernel gives its own bits (see [`cpu`](super::cpu)).
+/// tests. Each kernel gives its own bits (see [`Capability`]).
 ///
 /// # Panics
-/// As [`gemm`], and if the kernel is not [`available`](Kernel::available).
+/// As [`gemm`], and if the kernel is not [`available`](Capability::available).
 pub fn gemm_on(
-    kernel: Kernel,
+    kernel: Capability,
     alpha: f32,
     a: MatRef<'_>,
     b: MatRef<'_>,
@@ -684,7 +684,7 @@ impl PackedB<'_> {
 /// estimated cycles: the compute and load terms of [`cost`] ([`tiles_compute`]), and 4 cycles
 /// (64 sixteenths) for each element of `C` in a tile cut by the edge of `C`, which is written
 /// back one element at a time.
-fn packed_micro(kernel: Kernel, m: usize, k: usize, n: usize) -> Micro {
+fn packed_micro(kernel: Capability, m: usize, k: usize, n: usize) -> Micro {
     let estimate = |micro: &&Micro| {
         let t = micro.tile();
         let compute = tiles_compute(m, k, n, (t.mr, t.nr), t.lanes);
@@ -711,17 +711,17 @@ pub const fn packed_b_len(k: usize, n: usize) -> usize {
 /// Packs `b` into the front of `workspace` for products by [`gemm_packed`] whose `A` has
 /// `rows` rows (which choose the tile), or `None` if `workspace` is shorter than
 /// [`packed_b_len`] asks (the caller then multiplies by `b` with [`gemm`]). Runs on
-/// [`Kernel::active`].
+/// [`Capability::active`].
 pub fn pack_b<'w>(b: MatRef<'_>, rows: usize, workspace: &'w mut [f32]) -> Option<PackedB<'w>> {
-    pack_b_on(Kernel::active(), b, rows, workspace)
+    pack_b_on(Capability::active(), b, rows, workspace)
 }
 
 /// [`pack_b`] on the given kernel, for tests and benchmarks that compare kernels.
 ///
 /// # Panics
-/// If the kernel is not [`available`](Kernel::available).
+/// If the kernel is not [`available`](Capability::available).
 pub fn pack_b_on<'w>(
-    kernel: Kernel,
+    kernel: Capability,
     b: MatRef<'_>,
     rows: usize,
     workspace: &'w mut [f32],

@@ -1,20 +1,25 @@
-//! [`Lane`] on 256-bit AVX2 registers, for x86_64 builds whose `wide` runs on SSE2.
+//! [`Lane`] on 256-bit AVX2 registers, for x86 CPUs that have AVX2 and FMA, whatever the
+//! build's target features.
 //!
 //! The exact operations (`+ - * /`, `sqrt`, negation, `abs`, comparisons, `select`) are one AVX
 //! instruction each, with the semantics of `wide`'s SSE2 code: IEEE single precision, `-x` and
 //! `abs` as sign-bit operations, the comparisons' NaN rules of `_mm_cmp*_ps`, and a bitwise
-//! select. Everything else converts to `wide`'s [`f32x8`] (the same 32 bytes, in the same lane
+//! select; the bit operations and `wide`'s exponentials ([`exp`]) run on the whole register.
+//! Everything else converts to `wide`'s [`f32x8`] (the same 32 bytes, in the same lane
 //! order) and runs its code, so both types give the same bits.
 //!
 //! # Safety
 //!
 //! [`Avx2`] calls `core::arch` intrinsics that need AVX2: its values exist only inside
-//! [`run`], which its caller enters after checking the CPU. The type is private to the lane
-//! module, so no other code can make one.
+//! [`run`], which its caller enters after checking the CPU. Outside the lane module only the GEMM
+//! names the type, in its kernel entry points, which check the CPU the same way.
 
-use super::exp::{self, Register};
-use super::{Lane, OnLanes};
+use super::{erf, exp};
+use super::{Lane, MulAdd, OnLanes};
 use crate::LANES;
+#[cfg(target_arch = "x86")]
+use core::arch::x86::*;
+#[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::*;
 use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 use wide::f32x8;
@@ -31,7 +36,7 @@ pub(super) unsafe fn run<W: OnLanes>(work: W) -> W::Output {
 /// Eight `f32` lanes in one AVX register.
 #[derive(Clone, Copy, Debug)]
 #[repr(transparent)]
-pub(super) struct Avx2(__m256);
+pub(crate) struct Avx2(__m256);
 
 /// `v` in every lane, in a constant (a transmute: `[f32; 8]` and `__m256` are both 32 bytes of
 /// `f32`s in lane order).
@@ -124,10 +129,6 @@ impl Lane for Avx2 {
     through_wide!(signum, ln, ln_1p, cosh, sinh);
     exponentials!();
     #[inline(always)]
-    fn erf(self) -> Self {
-        crate::erf::erf(self)
-    }
-    #[inline(always)]
     fn min(self, other: Self) -> Self {
         Avx2::from_wide(self.wide().min(other.wide()))
     }
@@ -150,25 +151,6 @@ impl Lane for Avx2 {
             )
         })
     }
-}
-
-impl Avx2 {
-    /// Integer bits as lanes.
-    #[inline(always)]
-    fn from_int(x: __m256i) -> Self {
-        // SAFETY: see the module docs.
-        Avx2(unsafe { _mm256_castsi256_ps(x) })
-    }
-
-    /// The bits as integers.
-    #[inline(always)]
-    fn int(self) -> __m256i {
-        // SAFETY: see the module docs.
-        unsafe { _mm256_castps_si256(self.0) }
-    }
-}
-
-impl Register for Avx2 {
     #[inline(always)]
     fn or(self, other: Self) -> Self {
         // SAFETY: see the module docs.
@@ -252,5 +234,29 @@ impl Register for Avx2 {
     fn from_bits(bits: u32) -> Self {
         // SAFETY: see the module docs.
         Avx2::from_int(unsafe { _mm256_set1_epi32(bits as i32) })
+    }
+}
+
+impl Avx2 {
+    /// Integer bits as lanes.
+    #[inline(always)]
+    fn from_int(x: __m256i) -> Self {
+        // SAFETY: see the module docs.
+        Avx2(unsafe { _mm256_castsi256_ps(x) })
+    }
+
+    /// The bits as integers.
+    #[inline(always)]
+    fn int(self) -> __m256i {
+        // SAFETY: see the module docs.
+        unsafe { _mm256_castps_si256(self.0) }
+    }
+}
+
+impl MulAdd for Avx2 {
+    #[inline(always)]
+    fn mul_add_native(self, b: Self, c: Self) -> Self {
+        // SAFETY: see the module docs (the CPU has FMA wherever an `Avx2` exists).
+        Avx2(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
     }
 }

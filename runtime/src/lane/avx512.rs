@@ -11,11 +11,14 @@
 //! # Safety
 //!
 //! [`Avx512`] calls `core::arch` intrinsics that need AVX-512F: its values exist only inside
-//! [`run`], which its caller enters after checking the CPU. The type is private to the lane
-//! module, so no other code can make one.
+//! [`run`], which its caller enters after checking the CPU. Outside the lane module only the GEMM
+//! names the type, in its kernel entry points, which check the CPU the same way.
 
-use super::exp::{self, Register};
-use super::{Lane, OnLanes};
+use super::{erf, exp};
+use super::{Lane, MulAdd, OnLanes};
+#[cfg(target_arch = "x86")]
+use core::arch::x86::*;
+#[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::*;
 use core::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 use wide::f32x8;
@@ -35,7 +38,7 @@ pub(super) unsafe fn run<W: OnLanes>(work: W) -> W::Output {
 /// Sixteen `f32` lanes in one AVX-512 register.
 #[derive(Clone, Copy, Debug)]
 #[repr(transparent)]
-pub(super) struct Avx512(__m512);
+pub(crate) struct Avx512(__m512);
 
 /// `v` in every lane, in a constant (a transmute: `[f32; 16]` and `__m512` are both 64 bytes of
 /// `f32`s in lane order).
@@ -198,10 +201,6 @@ impl Lane for Avx512 {
         // SAFETY: see the module docs.
         Avx512::from_int(unsafe { _mm512_andnot_si512(SIGN.bits(), self.bits()) })
     }
-    #[inline(always)]
-    fn erf(self) -> Self {
-        crate::erf::erf(self)
-    }
     exponentials!();
     through_wide!(
         unary: signum, ln, ln_1p, cosh, sinh;
@@ -218,9 +217,6 @@ impl Lane for Avx512 {
             )
         })
     }
-}
-
-impl Register for Avx512 {
     #[inline(always)]
     fn or(self, other: Self) -> Self {
         // SAFETY: see the module docs.
@@ -296,5 +292,13 @@ impl Register for Avx512 {
     fn from_bits(bits: u32) -> Self {
         // SAFETY: see the module docs.
         Avx512::from_int(unsafe { _mm512_set1_epi32(bits as i32) })
+    }
+}
+
+impl MulAdd for Avx512 {
+    #[inline(always)]
+    fn mul_add_native(self, b: Self, c: Self) -> Self {
+        // SAFETY: see the module docs.
+        Avx512(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
     }
 }

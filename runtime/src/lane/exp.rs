@@ -1,6 +1,6 @@
-//! `wide`'s `exp`, `exp_m1` and `tanh` of `f32x8`, operation for operation, over the x86
-//! register lane types, so that they run on the whole register and give `wide`'s bits; and the
-//! operations the runtime's own `erf` needs, for the same types.
+//! `wide`'s `exp`, `exp_m1` and `tanh` of `f32x8`, operation for operation, over any
+//! [`Lane`] type, so that the register types run them on the whole register and the one-lane
+//! `f32` on its value, and all give `wide`'s bits.
 //!
 //! Each function follows `wide` 1.7's `f32x8` code: the same constants, the same operations in
 //! the same order, the same `mul_add` (fused where the build enables FMA, as `wide`'s) and the
@@ -11,43 +11,6 @@
 //! function with `wide` on awkward values.
 
 use super::Lane;
-use crate::erf::{Lanes, POW2_BIAS};
-
-/// A lane type in one x86 register, with the bit-level operations `wide`'s exponentials use.
-/// Masks are lanes of all ones or all zeros, as [`Lane`]'s comparisons give them.
-pub(super) trait Register: Lane {
-    /// Bitwise and.
-    fn and(self, other: Self) -> Self;
-    /// Bitwise or.
-    fn or(self, other: Self) -> Self;
-    /// Bitwise exclusive or.
-    fn xor(self, other: Self) -> Self;
-    /// Bitwise not.
-    fn not(self) -> Self;
-    /// Whether every lane's sign bit is set.
-    fn all(self) -> bool;
-    /// Whether some lane's sign bit is set.
-    fn any(self) -> bool;
-    /// `wide`'s `round_ties_even` as the build compiles it.
-    fn round_ties_even(self) -> Self;
-    /// `self * a + b`, fused where the build enables FMA (as `wide`'s `mul_add`).
-    fn mul_add(self, a: Self, b: Self) -> Self;
-    /// `b - self * a`, fused where the build enables FMA (as `wide`'s `mul_neg_add`).
-    fn mul_neg_add(self, a: Self, b: Self) -> Self;
-    /// Mask of the lanes that are NaN.
-    fn is_nan(self) -> Self;
-    /// Mask of the lanes that are neither infinite nor NaN.
-    fn is_finite(self) -> Self;
-    /// Mask of the lanes whose sign bit is set.
-    fn is_sign_negative(self) -> Self;
-    /// The lanes as `f32` bits shifted left by 23 (`wide`'s `cast::<_, i32x8>(a) << 23`).
-    fn shl23(self) -> Self;
-    /// `1 << shift` in each lane's bits, `shift` being a whole number in `[0, 23)` (other lanes
-    /// give any value).
-    fn one_shl(shift: Self) -> Self;
-    /// The bits `bits` in every lane.
-    fn from_bits(bits: u32) -> Self;
-}
 
 /// `1/2!` to `1/7!`: the Taylor coefficients of `wide`'s exponential polynomial.
 const P: [f32; 6] = [
@@ -73,7 +36,7 @@ const NAN_POW: u32 = 0x7FC0_0101;
 
 /// `wide`'s `polynomial_5!`: `c3 x + c2`, `c5 x + c4` and `c1 x + c0`, joined by `x²` and `x⁴`.
 #[inline(always)]
-fn polynomial_5<L: Register>(x: L) -> L {
+fn polynomial_5<L: Lane>(x: L) -> L {
     let c = P.map(L::splat);
     let x2 = x * x;
     let x4 = x2 * x2;
@@ -83,7 +46,7 @@ fn polynomial_5<L: Register>(x: L) -> L {
 
 /// `wide`'s `vm_pow2n`: `2^n` for a whole `n`, from its bits, subnormal below `-126`.
 #[inline(always)]
-fn pow2n<L: Register>(n: L) -> L {
+fn pow2n<L: Lane>(n: L) -> L {
     let std_result = (n + L::splat(127.0 + 8_388_608.0)).shl23();
     let is_sub = n.simd_lt(L::splat(-126.0));
     if !is_sub.any() {
@@ -105,7 +68,7 @@ struct Reduced<L> {
 
 /// `e^x` as `2^r (1 + z)`, `z` the polynomial of the reduced argument.
 #[inline(always)]
-fn reduce<L: Register>(x: L) -> Reduced<L> {
+fn reduce<L: Lane>(x: L) -> Reduced<L> {
     let max_r = L::splat(MAX_R);
     let r = (x * L::splat(core::f32::consts::LOG2_E)).round_ties_even();
     let big = r.simd_gt(max_r);
@@ -121,7 +84,7 @@ fn reduce<L: Register>(x: L) -> Reduced<L> {
 
 /// `wide`'s `f32x8::exp`.
 #[inline(always)]
-pub(super) fn exp<L: Register>(x: L) -> L {
+pub(super) fn exp<L: Lane>(x: L) -> L {
     let finite = x.is_finite();
     let neg_underflow = x.simd_lt(L::splat(MIN_X)).and(finite);
     if neg_underflow.all() {
@@ -141,7 +104,7 @@ pub(super) fn exp<L: Register>(x: L) -> L {
 
 /// `wide`'s `f32x8::exp_m1`.
 #[inline(always)]
-pub(super) fn exp_m1<L: Register>(x: L) -> L {
+pub(super) fn exp_m1<L: Lane>(x: L) -> L {
     let minus_one = L::splat(-1.0);
     if x.simd_lt(L::splat(-17.329)).all() {
         return minus_one;
@@ -166,13 +129,13 @@ pub(super) fn exp_m1<L: Register>(x: L) -> L {
 
 /// `self` with its sign flipped where `sign` is negative (`wide`'s `flip_signs`).
 #[inline(always)]
-fn flip_signs<L: Register>(x: L, sign: L) -> L {
+fn flip_signs<L: Lane>(x: L, sign: L) -> L {
     x.xor(sign.and(L::splat(-0.0)))
 }
 
 /// `wide`'s `f32x8::tanh`.
 #[inline(always)]
-pub(super) fn tanh<L: Register>(x: L) -> L {
+pub(super) fn tanh<L: Lane>(x: L) -> L {
     let a = x.abs();
     let large = a.simd_gt(L::splat(9.011));
     let saturated = flip_signs(L::ONE, x);
@@ -183,36 +146,4 @@ pub(super) fn tanh<L: Register>(x: L) -> L {
     let t = exp_m1(L::splat(-2.0) * a);
     let exp_based = flip_signs(-t / (t + L::splat(2.0)), x);
     large.select(saturated, small.select(x, exp_based))
-}
-
-/// What `erf` computes on, as its `f32x8` implementation computes it.
-impl<L: Register> Lanes for L {
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        <L as Lane>::splat(v)
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        Lane::abs(self)
-    }
-    #[inline(always)]
-    fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self {
-        self.simd_lt(bound).select(if_true, if_false)
-    }
-    #[inline(always)]
-    fn all_lt(self, bound: Self) -> bool {
-        self.simd_lt(bound).all()
-    }
-    #[inline(always)]
-    fn any_lt(self, bound: Self) -> bool {
-        self.simd_lt(bound).any()
-    }
-    #[inline(always)]
-    fn with_sign_of(self, of: Self) -> Self {
-        self.or(of.and(<L as Lane>::splat(-0.0)))
-    }
-    #[inline(always)]
-    fn pow2(self) -> Self {
-        (self + <L as Lane>::splat(POW2_BIAS)).shl23()
-    }
 }

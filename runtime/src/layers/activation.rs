@@ -28,11 +28,9 @@
 
 use super::{Backward, Ctx, Forward, Layer, Tensor};
 use crate::kernels::parallel::{for_sample_runs, PerSample};
-use crate::kernels::simd::{add_assign, load_padded, pieces, store_partial};
-use crate::lane::{self, Lane, OnLanes};
+use crate::lane::{self, add_to_each_row, EightSums, Lane, OnLanes};
 use core::marker::PhantomData;
 use fusegraph_macros::activation;
-use wide::f32x8;
 
 /// An activation function over rows of `row` values (the features of one sample).
 ///
@@ -270,13 +268,10 @@ fn check_bias(y: &[f32], bias: &[f32], z: &[f32], row: usize, needs_z: bool) {
     );
 }
 
-/// `y += bias` on every row of `row` values (nothing for an empty `bias`).
-fn add_bias(y: &mut [f32], bias: &[f32], row: usize) {
-    if bias.is_empty() || y.is_empty() {
-        return;
-    }
-    for yr in y.chunks_exact_mut(row) {
-        add_assign(yr, bias);
+/// `y += bias` on every row (nothing for an empty `bias`).
+fn add_bias(y: &mut [f32], bias: &[f32]) {
+    if !bias.is_empty() {
+        add_to_each_row(y, bias);
     }
 }
 
@@ -294,7 +289,7 @@ impl Activation for Identity {
 
     fn forward_bias(y: &mut [f32], bias: &[f32], z: &mut [f32], row: usize) {
         check_bias(y, bias, z, row, false);
-        add_bias(y, bias, row);
+        add_bias(y, bias);
     }
 
     fn backward(_z: &[f32], y: &[f32], dy: &mut [f32], _row: usize) {
@@ -421,10 +416,9 @@ impl Elementwise for Gelu {
 pub struct Softmax;
 
 impl Softmax {
-    /// The softmax of every `row` values of `y`, in place and in one dispatch: the maxima,
-    /// the exponentials and the division on the lanes that [`lane::dispatch`] picks, the sums
-    /// in `f32x8` lanes, so that every lane type adds in the same order and gives the same
-    /// bits. With `causal`, row `i` is the softmax of its first `i + 1` values, and 0 after
+    /// The softmax of every `row` values of `y`, in place and in one dispatch, on the lanes
+    /// that [`lane::dispatch`] picks; the sums in `f32x8` lane order ([`EightSums`]), so that
+    /// every lane type gives the same bits. With `causal`, row `i` is the softmax of its first `i + 1` values, and 0 after
     /// them (a causal attention's weights).
     pub(crate) fn rows(y: &mut [f32], row: usize, causal: bool) {
         if !y.is_empty() {
@@ -432,16 +426,33 @@ impl Softmax {
         }
     }
 
-    /// The gradient through the softmax of one row `y`: `dy` becomes `y * (dy - Σ y dy)`.
+    /// The gradient through the softmax of one row `y`: `dy` becomes `y * (dy - Σ y dy)`, on
+    /// the lanes that [`lane::dispatch`] picks, the sum in `f32x8` lane order.
     pub(crate) fn row_backward(y: &[f32], dy: &mut [f32]) {
-        let mut dot = f32x8::ZERO;
-        for (i, n) in pieces(y.len()) {
-            dot += load_padded(&y[i..i + n], 0.0) * load_padded(&dy[i..i + n], 0.0);
+        assert_eq!(y.len(), dy.len(), "softmax: y and dy lengths differ");
+        if !y.is_empty() {
+            lane::dispatch_for(y.len(), SoftmaxRowBackward { y, dy });
         }
-        let dot = f32x8::splat(dot.reduce_add());
-        for (i, n) in pieces(y.len()) {
-            let d = load_padded(&y[i..i + n], 0.0) * (load_padded(&dy[i..i + n], 0.0) - dot);
-            store_partial(&mut dy[i..i + n], d);
+    }
+}
+
+/// [`Softmax::row_backward`], on any lane type.
+struct SoftmaxRowBackward<'a> {
+    y: &'a [f32],
+    dy: &'a mut [f32],
+}
+
+impl OnLanes for SoftmaxRowBackward<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let (y, dy) = (self.y, self.dy);
+        let mut dot = EightSums::new();
+        dot.add_products(y, dy);
+        let dot = L::splat(dot.total());
+        for (i, n) in lane::pieces::<L>(y.len()) {
+            let d = L::load_padded(&y[i..i + n]) * (L::load_padded(&dy[i..i + n]) - dot);
+            d.store_partial(&mut dy[i..i + n]);
         }
     }
 }
@@ -480,11 +491,9 @@ impl OnLanes for SoftmaxRows<'_> {
 fn softmax_row<L: Lane>(y: &mut [f32]) {
     let m = L::splat(lane::max_of::<L>(y));
     map_lanes(y, |v: L| (v - m).exp());
-    let mut sum = f32x8::ZERO;
-    for (i, n) in pieces(y.len()) {
-        sum += load_padded(&y[i..i + n], 0.0);
-    }
-    let by = L::splat(sum.reduce_add());
+    let mut sum = EightSums::new();
+    sum.add_slice(y);
+    let by = L::splat(sum.total());
     map_lanes(y, |v: L| v / by);
 }
 
@@ -500,7 +509,7 @@ impl Activation for Softmax {
 
     fn forward_bias(y: &mut [f32], bias: &[f32], z: &mut [f32], row: usize) {
         check_bias(y, bias, z, row, false);
-        add_bias(y, bias, row);
+        add_bias(y, bias);
         Self::rows(y, row, false);
     }
 
@@ -637,6 +646,7 @@ mod tests {
     use core::marker::PhantomData;
     use std::vec;
     use std::vec::Vec;
+    use wide::f32x8;
 
     /// An activation with a bias, as a layer, so the shared gradient check can run it.
     struct BiasAct<A, const N: usize>(PhantomData<A>);
@@ -675,7 +685,7 @@ mod tests {
             } = io;
             A::backward(saved, y, dy, N);
             dparams.fill(0.0);
-            crate::kernels::simd::add_rows(dparams, dy);
+            crate::lane::add_rows(dparams, dy);
             dx.give(dy);
         }
     }
@@ -799,7 +809,7 @@ mod tests {
 
     /// Forward with a bias (saving `z`) and backward of `E` on `lanes`, over rows of 37
     /// awkward values: what each writes.
-    fn on_lanes<E: Elementwise>(lanes: lane::Lanes) -> [Vec<f32>; 3] {
+    fn on_lanes<E: Elementwise>(lanes: lane::Tested) -> [Vec<f32>; 3] {
         let special = [
             0.0,
             -0.0,
@@ -822,27 +832,21 @@ mod tests {
         };
         let (mut y, bias) = (values(0), values(5)[..row].to_vec());
         let mut z = vec![0.0; y.len()];
-        lane::run_on(
-            lanes,
-            LaneForwardBias::<E> {
-                y: &mut y,
-                bias: &bias,
-                z: &mut z,
-                row,
-                e: PhantomData,
-            },
-        );
+        lanes.run(LaneForwardBias::<E> {
+            y: &mut y,
+            bias: &bias,
+            z: &mut z,
+            row,
+            e: PhantomData,
+        });
         let mut dy = values(3);
         let z_read = if E::NEEDS_Z { &z[..] } else { &y[..] };
-        lane::run_on(
-            lanes,
-            LaneBackward::<E> {
-                z: z_read,
-                y: &y,
-                dy: &mut dy,
-                e: PhantomData,
-            },
-        );
+        lanes.run(LaneBackward::<E> {
+            z: z_read,
+            y: &y,
+            dy: &mut dy,
+            e: PhantomData,
+        });
         [y, z, dy]
     }
 
@@ -854,8 +858,8 @@ mod tests {
                     .zip(b)
                     .all(|(x, y)| x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan())
             };
-            let want = on_lanes::<E>(lane::Lanes::Wide);
-            for lanes in lane::Lanes::ALL.into_iter().filter(|l| l.available()) {
+            let want = on_lanes::<E>(lane::Tested::One);
+            for lanes in lane::Tested::every() {
                 let got = on_lanes::<E>(lanes);
                 for (g, w) in got.iter().zip(&want) {
                     assert!(same(g, w), "{} on {lanes:?}", E::NAME);
@@ -879,15 +883,16 @@ mod tests {
             .iter()
             .fold(f32::NEG_INFINITY, |m, &v| crate::math::max(m, v));
         let (m, mut sum) = (f32x8::splat(max), f32x8::ZERO);
-        for (i, n) in pieces(y.len()) {
-            let e = (load_padded(&y[i..i + n], f32::NEG_INFINITY) - m).exp();
+        for chunk in y.chunks_mut(8) {
+            let mut v = [f32::NEG_INFINITY; 8];
+            v[..chunk.len()].copy_from_slice(chunk);
+            let e = (f32x8::from(v) - m).exp();
             sum += e;
-            store_partial(&mut y[i..i + n], e);
+            chunk.copy_from_slice(&e.as_array()[..chunk.len()]);
         }
         let sum = f32x8::splat(sum.reduce_add());
-        for (i, n) in pieces(y.len()) {
-            let v = load_padded(&y[i..i + n], 0.0) / sum;
-            store_partial(&mut y[i..i + n], v);
+        for v in y.iter_mut() {
+            *v = (f32x8::splat(*v) / sum).as_array()[0];
         }
     }
 
@@ -903,14 +908,14 @@ mod tests {
             softmax_in_f32x8(seen);
             masked.fill(0.0);
         }
-        for lanes in lane::Lanes::ALL.into_iter().filter(|l| l.available()) {
+        for lanes in lane::Tested::every() {
             let mut got = scores.clone();
             let rows = SoftmaxRows {
                 y: &mut got,
                 row: seq,
                 causal: true,
             };
-            lane::run_on(lanes, rows);
+            lanes.run(rows);
             assert_eq!(bits(&got), bits(&want), "{lanes:?}");
         }
     }
@@ -928,7 +933,7 @@ mod tests {
                 bits(&got),
                 bits(&want),
                 "row of {len} on {:?}",
-                lane::Lanes::active()
+                lane::Capability::active()
             );
         }
     }

@@ -10,7 +10,7 @@ use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
 use crate::kernels::parallel::{for_sample_runs, PerSample};
-use crate::kernels::simd::{add_rows, copy};
+use crate::lane::{add_rows, copy};
 use crate::LANES;
 use core::marker::PhantomData;
 use core::ops::Range;

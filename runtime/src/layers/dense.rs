@@ -8,7 +8,7 @@ use super::{
 use crate::kernels::gemm::{
     gemm, pool_threads, products_workspace_len, MatMut, MatRef, Product, Scaled,
 };
-use crate::kernels::simd::add_rows;
+use crate::lane::add_rows;
 use core::marker::PhantomData;
 
 /// The sizes of a fully connected layer, for [`dense_forward`] and [`dense_backward`]: a

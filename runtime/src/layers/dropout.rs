@@ -1,7 +1,7 @@
 //! Inverted dropout.
 
 use super::{buffers, Backward, Ctx, Forward, Layer, Mode, Tensor};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::lane::{self, Lane, OnLanes};
 use crate::rng::Rng;
 
 /// Inverted dropout of `N` values per sample at a rate of `RATE_PER_MILLE / 1000`.
@@ -64,10 +64,15 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
                 *m = if drop { 0.0 } else { Self::SCALE };
             }
         }
-        for (i, n) in pieces(y.len()) {
-            let v = load_padded(&x[i..i + n], 0.0) * load_padded(&saved[i..i + n], 0.0);
-            store_partial(&mut y[i..i + n], v);
-        }
+        lane::dispatch_for(
+            y.len(),
+            Scale {
+                from: x,
+                by: Some(&*saved),
+                to: y,
+                add: false,
+            },
+        );
     }
 
     fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
@@ -76,16 +81,41 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
         let Some((dx, add)) = dx.destination() else {
             return;
         };
-        let eval = ctx.mode == Mode::Eval;
-        for (i, n) in pieces(dx.len()) {
-            let mut g = load_padded(&dy[i..i + n], 0.0);
-            if !eval {
-                g *= load_padded(&saved[i..i + n], 0.0);
+        let by = (ctx.mode == Mode::Train).then_some(saved);
+        lane::dispatch_for(
+            dx.len(),
+            Scale {
+                from: dy,
+                by,
+                to: dx,
+                add,
+            },
+        );
+    }
+}
+
+/// `to = from * by` (`from` alone without `by`), or `to += ...` with `add`, on any lane type:
+/// the masked values of dropout's forward and backward.
+struct Scale<'a> {
+    from: &'a [f32],
+    by: Option<&'a [f32]>,
+    to: &'a mut [f32],
+    add: bool,
+}
+
+impl OnLanes for Scale<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        for (i, n) in lane::pieces::<L>(self.to.len()) {
+            let mut v = L::load_padded(&self.from[i..i + n]);
+            if let Some(by) = self.by {
+                v *= L::load_padded(&by[i..i + n]);
             }
-            if add {
-                g += load_padded(&dx[i..i + n], 0.0);
+            if self.add {
+                v += L::load_padded(&self.to[i..i + n]);
             }
-            store_partial(&mut dx[i..i + n], g);
+            v.store_partial(&mut self.to[i..i + n]);
         }
     }
 }

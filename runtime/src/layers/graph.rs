@@ -1,7 +1,7 @@
 //! Element-wise operations between nodes of a graph model, forward and backward side by side.
 //! Each works on `batch` rows; gradients go to a [`Grad`] (set or accumulated).
 
-use crate::kernels::simd::add_assign;
+use crate::lane::add_assign;
 use crate::layers::Grad;
 
 /// `y = a + b` (a residual connection).

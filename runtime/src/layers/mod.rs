@@ -7,7 +7,7 @@
 //! its [`Layer::TENSORS`].
 
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
-use crate::kernels::simd::add_assign;
+use crate::lane::add_assign;
 use crate::rng::Rng;
 
 /// Training or inference: Dropout and BatchNorm behave differently.

@@ -3,25 +3,47 @@
 //! same features of every parameter.
 
 use super::{Backward, Forward};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
-use wide::f32x8;
+use crate::lane::{self, pieces, Lane, OnLanes};
+use core::marker::PhantomData;
+
+/// The lane functions of a layer with `K` learnable per-feature parameters, over any [`Lane`]
+/// type: what `activation!` generates for a definition with `[name = value, ..]`, which
+/// [`per_feature_forward`] and [`per_feature_backward`] run on the lanes [`lane::dispatch`]
+/// picks.
+pub trait PerFeature<const K: usize> {
+    /// `f(x, p)`, for lanes of features of `x` and the same features of each parameter.
+    fn lane<L: Lane>(x: L, p: [L; K]) -> L;
+    /// `∂f/∂x` and each `∂f/∂p_j`, for lanes of `x`, of `y = f(x, p)` and of each parameter.
+    fn lane_grads<L: Lane>(x: L, y: L, p: [L; K]) -> (L, [L; K]);
+}
 
 /// The forward pass of a layer with `K` learnable per-feature parameters (what `activation!`
-/// generates for a definition with `[name = value, ..]`): `y = f(x, p)` for each sample of `n`
-/// features, where `io.params` holds the `K` parameters one `[n]` tensor after the other.
-/// `io.state`, `io.saved` and `io.batch` are not read (the rows are those of `io.x`).
+/// generates for a definition with `[name = value, ..]`): `y = F::lane(x, p)` for each
+/// sample of `n` features, where `io.params` holds the `K` parameters one `[n]` tensor after
+/// the other. `io.state`, `io.saved` and `io.batch` are not read (the rows are those of
+/// `io.x`).
 ///
-/// `f` gets eight features of one sample and the same eight features of each parameter; the
-/// last, shorter piece of a sample is padded with zeros into a full lane.
+/// `F` gets a lane of features of one sample and the same features of each parameter, on the
+/// lanes [`lane::dispatch`] picks; the last, shorter piece of a sample is padded with zeros
+/// into a full lane.
 ///
 /// ```
-/// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::__private_0_1::layers::{per_feature_forward, Forward};
+/// use fusegraph_runtime::__private_0_1::layers::{per_feature_forward, Forward, PerFeature};
+/// use fusegraph_runtime::lane::Lane;
 /// // y = a * x, with a per-feature scale `a`.
+/// struct Scale;
+/// impl PerFeature<1> for Scale {
+///     fn lane<L: Lane>(x: L, [a]: [L; 1]) -> L {
+///         a * x
+///     }
+///     fn lane_grads<L: Lane>(x: L, _y: L, [a]: [L; 1]) -> (L, [L; 1]) {
+///         (a, [x])
+///     }
+/// }
 /// let mut y = [0.0; 4];
 /// let (params, x) = ([2.0, 3.0], [1.0, 1.0, 5.0, 5.0]);
 /// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut [], batch: 2 };
-/// per_feature_forward(io, 2, |x, [a]: [f32x8; 1]| a * x);
+/// per_feature_forward::<Scale, 1>(io, 2);
 /// assert_eq!(y, [2.0, 3.0, 10.0, 15.0]);
 /// ```
 ///
@@ -29,20 +51,53 @@ use wide::f32x8;
 /// If `io.params` is not `K * n` values, or `io.x` and `io.y` differ in length or are not rows
 /// of `n`.
 #[inline(always)]
-pub fn per_feature_forward<const K: usize>(
-    io: Forward<'_>,
-    n: usize,
-    f: impl Fn(f32x8, [f32x8; K]) -> f32x8,
-) {
+pub fn per_feature_forward<F: PerFeature<K>, const K: usize>(io: Forward<'_>, n: usize) {
     let Forward { params, x, y, .. } = io;
     check_rows(params, K, x, y, n);
-    if n == 0 {
-        return;
+    if n > 0 && !y.is_empty() {
+        lane::dispatch_for(
+            y.len(),
+            ForwardPass::<F, K> {
+                params,
+                x,
+                y,
+                n,
+                f: PhantomData,
+            },
+        );
     }
-    for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
-        for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
-            store_partial(&mut yr[i..i + k], f(load_padded(&xr[i..i + k], 0.0), p));
+}
+
+/// The lanes of features `i..i + k` of each of the `K` parameter tensors of `n` values.
+#[inline(always)]
+fn parameter_lanes<L: Lane, const K: usize>(
+    params: &[f32],
+    n: usize,
+    i: usize,
+    k: usize,
+) -> [L; K] {
+    core::array::from_fn(|j| L::load_padded(&params[j * n + i..j * n + i + k]))
+}
+
+/// [`per_feature_forward`], on any lane type.
+struct ForwardPass<'a, F, const K: usize> {
+    params: &'a [f32],
+    x: &'a [f32],
+    y: &'a mut [f32],
+    n: usize,
+    f: PhantomData<F>,
+}
+
+impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let (params, n) = (self.params, self.n);
+        for (xr, yr) in self.x.chunks_exact(n).zip(self.y.chunks_exact_mut(n)) {
+            for (i, k) in pieces::<L>(n) {
+                let p = parameter_lanes(params, n, i, k);
+                F::lane(L::load_padded(&xr[i..i + k]), p).store_partial(&mut yr[i..i + k]);
+            }
         }
     }
 }
@@ -52,15 +107,24 @@ pub fn per_feature_forward<const K: usize>(
 /// `io.dparams`, `Σ_samples dy ∂f/∂p_j` (overwriting it). `io.saved` and `io.batch` are not
 /// read.
 ///
-/// `f` gets eight features of `x`, of `y = f(x, p)` and of each parameter, and returns
-/// `∂f/∂x` and each `∂f/∂p_j` there. The sums run sample after sample in batch order, one lane
-/// at a time: the same bits whatever the number of threads.
+/// `F::lane_grads` gets a lane of features of `x`, of `y = f(x, p)` and of each parameter, and
+/// returns `∂f/∂x` and each `∂f/∂p_j` there. The sums run sample after sample in batch order,
+/// one lane at a time: the same bits whatever the number of threads and the lane type.
 ///
 /// ```
-/// use fusegraph_runtime::f32x8;
-/// use fusegraph_runtime::__private_0_1::layers::{per_feature_backward, Backward};
+/// use fusegraph_runtime::__private_0_1::layers::{per_feature_backward, Backward, PerFeature};
+/// use fusegraph_runtime::lane::Lane;
 /// use fusegraph_runtime::layers::Grad;
 /// // y = a * x: dy/dx = a, dy/da = x.
+/// struct Scale;
+/// impl PerFeature<1> for Scale {
+///     fn lane<L: Lane>(x: L, [a]: [L; 1]) -> L {
+///         a * x
+///     }
+///     fn lane_grads<L: Lane>(x: L, _y: L, [a]: [L; 1]) -> (L, [L; 1]) {
+///         (a, [x])
+///     }
+/// }
 /// let (x, y) = ([1.0, 1.0, 5.0, 5.0], [2.0, 3.0, 10.0, 15.0]);
 /// let mut dy = [1.0; 4];
 /// let (mut dx, mut da) = ([0.0; 4], [0.0; 2]);
@@ -74,7 +138,7 @@ pub fn per_feature_forward<const K: usize>(
 ///     dparams: &mut da,
 ///     batch: 2,
 /// };
-/// per_feature_backward(io, 2, |x, _y, [a]: [f32x8; 1]| (a, [x]));
+/// per_feature_backward::<Scale, 1>(io, 2);
 /// assert_eq!((dx, da), ([2.0, 3.0, 2.0, 3.0], [6.0, 6.0]));
 /// ```
 ///
@@ -82,11 +146,7 @@ pub fn per_feature_forward<const K: usize>(
 /// If `io.params` or `io.dparams` is not `K * n` values, or `io.x`, `io.y` and `io.dy` differ
 /// in length or are not rows of `n`.
 #[inline(always)]
-pub fn per_feature_backward<const K: usize>(
-    io: Backward<'_>,
-    n: usize,
-    f: impl Fn(f32x8, f32x8, [f32x8; K]) -> (f32x8, [f32x8; K]),
-) {
+pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, n: usize) {
     let Backward {
         params,
         x,
@@ -111,24 +171,57 @@ pub fn per_feature_backward<const K: usize>(
     if n == 0 {
         return;
     }
-    let rows = x.chunks_exact(n).zip(y.chunks_exact(n));
-    for ((xr, yr), dr) in rows.zip(dy.chunks_exact_mut(n)) {
-        for (i, k) in pieces(n) {
-            let p = core::array::from_fn(|j| load_padded(&params[j * n + i..j * n + i + k], 0.0));
-            let (gx, gp) = f(
-                load_padded(&xr[i..i + k], 0.0),
-                load_padded(&yr[i..i + k], 0.0),
-                p,
-            );
-            let d = load_padded(&dr[i..i + k], 0.0);
-            for (j, g) in gp.into_iter().enumerate() {
-                let acc = &mut dparams[j * n + i..j * n + i + k];
-                store_partial(acc, load_padded(acc, 0.0) + d * g);
-            }
-            store_partial(&mut dr[i..i + k], d * gx);
-        }
+    if !dy.is_empty() {
+        lane::dispatch_for(
+            dy.len(),
+            BackwardPass::<F, K> {
+                params,
+                x,
+                y,
+                dy: &mut *dy,
+                dparams,
+                n,
+                f: PhantomData,
+            },
+        );
     }
     dx.give(dy);
+}
+
+/// [`per_feature_backward`] before `dx` is given, on any lane type.
+struct BackwardPass<'a, F, const K: usize> {
+    params: &'a [f32],
+    x: &'a [f32],
+    y: &'a [f32],
+    dy: &'a mut [f32],
+    dparams: &'a mut [f32],
+    n: usize,
+    f: PhantomData<F>,
+}
+
+impl<F: PerFeature<K>, const K: usize> OnLanes for BackwardPass<'_, F, K> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lane>(self) {
+        let (params, n, dparams) = (self.params, self.n, self.dparams);
+        let rows = self.x.chunks_exact(n).zip(self.y.chunks_exact(n));
+        for ((xr, yr), dr) in rows.zip(self.dy.chunks_exact_mut(n)) {
+            for (i, k) in pieces::<L>(n) {
+                let p = parameter_lanes(params, n, i, k);
+                let (gx, gp) = F::lane_grads(
+                    L::load_padded(&xr[i..i + k]),
+                    L::load_padded(&yr[i..i + k]),
+                    p,
+                );
+                let d = L::load_padded(&dr[i..i + k]);
+                for (j, g) in gp.into_iter().enumerate() {
+                    let acc = &mut dparams[j * n + i..j * n + i + k];
+                    (L::load_padded(acc) + d * g).store_partial(acc);
+                }
+                (d * gx).store_partial(&mut dr[i..i + k]);
+            }
+        }
+    }
 }
 
 fn check_rows(params: &[f32], k: usize, x: &[f32], y: &[f32], n: usize) {
@@ -152,7 +245,30 @@ fn check_rows(params: &[f32], k: usize, x: &[f32], y: &[f32], n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lane::Tested;
     use crate::layers::Grad;
+
+    /// `y = a x + b`.
+    struct Affine;
+    impl PerFeature<2> for Affine {
+        fn lane<L: Lane>(x: L, [a, b]: [L; 2]) -> L {
+            a * x + b
+        }
+        fn lane_grads<L: Lane>(x: L, _y: L, [a, _b]: [L; 2]) -> (L, [L; 2]) {
+            (a, [x, L::ONE])
+        }
+    }
+
+    /// `y = a x²`: `dy/dx = 2 a x`, `dy/da = x²`.
+    struct ScaledSquare;
+    impl PerFeature<1> for ScaledSquare {
+        fn lane<L: Lane>(x: L, [a]: [L; 1]) -> L {
+            a * x * x
+        }
+        fn lane_grads<L: Lane>(x: L, _y: L, [a]: [L; 1]) -> (L, [L; 1]) {
+            (L::splat(2.0) * a * x, [x * x])
+        }
+    }
 
     /// The buffers of a per-feature forward call.
     fn forward_io<'a>(params: &'a [f32], x: &'a [f32], y: &'a mut [f32]) -> Forward<'a> {
@@ -195,7 +311,7 @@ mod tests {
         let x: Vec<f32> = (0..3 * N).map(|i| i as f32 - 15.0).collect();
         let mut y = [0.0; 3 * N];
         let io = forward_io(&params, &x, &mut y);
-        per_feature_forward(io, N, |x, [a, b]: [f32x8; 2]| a * x + b);
+        per_feature_forward::<Affine, 2>(io, N);
         for (i, v) in y.iter().enumerate() {
             assert_eq!(*v, params[i % N] * x[i] + params[N + i % N]);
         }
@@ -209,9 +325,8 @@ mod tests {
             .collect();
         let mut dp = [f32::NAN; 2 * N];
         let mut dx = [0.0; 3 * N];
-        let f = |x, _y, [a, _b]: [f32x8; 2]| (a, [x, f32x8::ONE]);
         let io = backward_io((&params, &x, &y), &mut dy, Grad::Set(&mut dx), &mut dp);
-        per_feature_backward(io, N, f);
+        per_feature_backward::<Affine, 2>(io, N);
         assert_eq!(dx[..], want_dx[..]);
         assert_eq!(dp[..N], want_da[..]);
         assert_eq!(dp[N..], want_db[..]);
@@ -231,11 +346,10 @@ mod tests {
             let mut y = vec![f32::NAN; 2 * n];
             // y = a x²; dy/dx = 2 a x, dy/da = x².
             let io = forward_io(&params, &x, &mut y);
-            per_feature_forward(io, n, |x, [a]: [f32x8; 1]| a * x * x);
+            per_feature_forward::<ScaledSquare, 1>(io, n);
             for i in 0..2 * n {
                 assert_eq!(y[i], params[i % n] * x[i] * x[i], "{n} [{i}]");
             }
-            let f = |x: f32x8, _y, [a]: [f32x8; 1]| (f32x8::splat(2.0) * a * x, [x * x]);
             let dy0: Vec<f32> = (0..2 * n).map(|i| 1.0 - i as f32 * 0.25).collect();
             let want_da: Vec<f32> = (0..n)
                 .map(|j| 0.0 + dy0[j] * (x[j] * x[j]) + dy0[n + j] * (x[n + j] * x[n + j]))
@@ -248,7 +362,7 @@ mod tests {
             let mut dy = dy0.clone();
             let g = Grad::Add(&mut dx[..2 * n]);
             let io = backward_io((&params, &x, &y), &mut dy, g, &mut da[..n]);
-            per_feature_backward(io, n, f);
+            per_feature_backward::<ScaledSquare, 1>(io, n);
             assert_eq!(da[..n], want_da[..], "{n}");
             assert!(da[n].is_nan(), "{n}: nothing past dparams");
             for i in 0..2 * n {
@@ -258,8 +372,45 @@ mod tests {
             // Again, skipping dx: the same parameter gradients, not twice them.
             let mut dy = dy0.clone();
             let io = backward_io((&params, &x, &y), &mut dy, Grad::Skip, &mut da[..n]);
-            per_feature_backward(io, n, f);
+            per_feature_backward::<ScaledSquare, 1>(io, n);
             assert_eq!(da[..n], want_da[..], "{n}: dparams reset");
+        }
+    }
+
+    /// Both passes give the bits of the one-lane reference on every lane type.
+    #[test]
+    fn per_feature_passes_give_the_same_bits_on_every_lane_type() {
+        extern crate std;
+        use std::vec::Vec;
+        let n = 37;
+        let value = |i: usize| ((i * 29 % 43) as f32 - 21.0) * 0.137 + (i % 5) as f32 * 1e-4;
+        let params: Vec<f32> = (0..2 * n).map(|i| value(i + 3)).collect();
+        let x: Vec<f32> = (0..3 * n).map(value).collect();
+        let run = |lanes: Tested| {
+            let mut y = std::vec![0.0; x.len()];
+            lanes.run(ForwardPass::<Affine, 2> {
+                params: &params,
+                x: &x,
+                y: &mut y,
+                n,
+                f: PhantomData,
+            });
+            let mut dy: Vec<f32> = (0..x.len()).map(|i| value(i + 11)).collect();
+            let mut dp = std::vec![0.0; params.len()];
+            lanes.run(BackwardPass::<Affine, 2> {
+                params: &params,
+                x: &x,
+                y: &y,
+                dy: &mut dy,
+                dparams: &mut dp,
+                n,
+                f: PhantomData,
+            });
+            [y, dy, dp].map(|v| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>())
+        };
+        let want = run(Tested::One);
+        for lanes in Tested::every() {
+            assert!(run(lanes) == want, "{lanes:?}");
         }
     }
 }

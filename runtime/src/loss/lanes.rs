@@ -1,37 +1,64 @@
 //! The lane passes of element-wise losses that `loss!` generates: value and gradient in one
-//! pass over `f32x8` lanes, summed in `f64` in a fixed order.
+//! pass over the lanes [`lane::dispatch`] picks, summed in `f64` in a fixed order.
 
 use super::{check_lengths, inv_count, Reduce};
-use crate::kernels::simd::{load_padded, pieces, store_partial};
+use crate::lane::{self, pieces, Lane, OnLanes, MAX_LANES};
 use crate::LANES;
+use core::marker::PhantomData;
 use wide::f32x8;
 
-/// A deterministic sum of `f32` lane values in `f64`: each value is widened and added to the
-/// accumulator of its position in the lane, and the eight accumulators are added in a fixed
-/// order at the end, so the result depends on the values and their order only (not on
-/// threads, alignment or how a caller chunks its slices beyond their length).
-pub(super) struct LaneSum([f64; LANES]);
+/// A deterministic sum of `f32` values in `f64`: value `i` of the walk is widened and added to
+/// accumulator `i % 8` (its position in an `f32x8` lane), and the eight accumulators are added
+/// in a fixed order at the end, so the result depends on the values and their order only (not
+/// on the lane type, threads, alignment or how a caller chunks its slices into whole lanes).
+pub(super) struct LaneSum {
+    /// The accumulators, in lane order.
+    sums: [f64; LANES],
+    /// Values added so far.
+    count: usize,
+}
 
 impl LaneSum {
     /// Zero in every accumulator.
     pub(super) fn new() -> LaneSum {
-        LaneSum([0.0; LANES])
+        LaneSum {
+            sums: [0.0; LANES],
+            count: 0,
+        }
     }
 
-    /// Adds the first `k` lanes of `v`; the others (a padded tail) are left out.
+    /// Adds the first `k` lanes of `v`, the next `k` values of the walk; the others (a padded
+    /// tail) are left out.
     #[inline(always)]
-    pub(super) fn add(&mut self, v: f32x8, k: usize) {
-        let v = v.to_array();
-        for (j, (a, x)) in self.0.iter_mut().zip(v).enumerate() {
-            if j < k {
-                *a += f64::from(x);
+    pub(super) fn add<L: Lane>(&mut self, v: L, k: usize) {
+        let mut lanes = [0.0; MAX_LANES];
+        v.store(&mut lanes);
+        if k == L::LANES && L::LANES.is_multiple_of(LANES) && self.count.is_multiple_of(LANES) {
+            for chunk in lanes[..k].chunks_exact(LANES) {
+                for (a, &x) in self.sums.iter_mut().zip(chunk) {
+                    *a += f64::from(x);
+                }
             }
+            self.count += k;
+            return;
+        }
+        for &x in &lanes[..k] {
+            self.sums[self.count % LANES] += f64::from(x);
+            self.count += 1;
+        }
+    }
+
+    /// Adds the values of `s`, the next `s.len()` values of the walk, eight at a time.
+    #[inline(always)]
+    pub(super) fn add_slice(&mut self, s: &[f32]) {
+        for (i, k) in pieces::<f32x8>(s.len()) {
+            self.add(f32x8::load_padded(&s[i..i + k]), k);
         }
     }
 
     /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`.
     pub(super) fn total(&self) -> f64 {
-        let a = &self.0;
+        let a = &self.sums;
         ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
     }
 }
@@ -44,68 +71,112 @@ fn reduce_sum(sum: f64, count: usize, reduce: Reduce) -> f32 {
     }
 }
 
-/// Value and gradient of an element-wise loss from its lane function `f(pred, target) ->
-/// (value, d value / d pred)`, in one pass over [`f32x8`] lanes; what `loss!` generates calls
-/// it.
+/// The lane functions of an element-wise loss, over any [`Lane`] type: what `loss!` generates
+/// for a loss (the value, and the value with its derivative by the prediction, sharing their
+/// sub-expressions), which [`lanes_loss_and_grad`] and [`lanes_loss`] run on the lanes
+/// [`lane::dispatch`] picks.
+pub trait LaneLoss {
+    /// The value of each element from its prediction and target.
+    fn value<L: Lane>(pred: L, target: L) -> L;
+    /// The value of each element and its derivative by the prediction.
+    fn value_and_grad<L: Lane>(pred: L, target: L) -> (L, L);
+}
+
+/// Value and gradient of the element-wise loss `F`, in one pass over the lanes
+/// [`lane::dispatch`] picks; what `loss!` generates calls it.
 ///
 /// The tail is padded with zeros into a full lane and runs the same lane code; its padded
 /// lanes are left out of the sum and not stored. Each element's value is computed in `f32`
-/// and summed in `f64` (see `LaneSum`); with [`Reduce::Mean`] the sum and each derivative are
-/// divided by the count (an empty batch gives 0).
+/// and summed in `f64` (see `LaneSum`, the same order on every lane type); with
+/// [`Reduce::Mean`] the sum and each derivative are divided by the count (an empty batch
+/// gives 0).
 ///
 /// # Panics
 /// If the lengths of `pred`, `target` and `grad` differ, or are not whole samples of `n`.
 #[inline(always)]
-pub fn lanes_loss_and_grad(
+pub fn lanes_loss_and_grad<F: LaneLoss>(
     pred: &[f32],
     target: &[f32],
     grad: &mut [f32],
     n: usize,
     reduce: Reduce,
-    f: impl Fn(f32x8, f32x8) -> (f32x8, f32x8),
 ) -> f32 {
     check_lengths(pred, target, n);
     assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
-    let count = f32x8::splat(pred.len() as f32);
-    let mut sum = LaneSum::new();
-    for (i, k) in pieces(pred.len()) {
-        let (v, d) = f(
-            load_padded(&pred[i..i + k], 0.0),
-            load_padded(&target[i..i + k], 0.0),
-        );
-        sum.add(v, k);
-        let d = match reduce {
-            Reduce::Mean => d / count,
-            Reduce::Sum => d,
-        };
-        store_partial(&mut grad[i..i + k], d);
-    }
-    reduce_sum(sum.total(), pred.len(), reduce)
+    let sum = lane::dispatch_for(
+        pred.len(),
+        LossPass::<F> {
+            pred,
+            target,
+            grad: Some((grad, reduce)),
+            loss: PhantomData,
+        },
+    );
+    reduce_sum(sum, pred.len(), reduce)
 }
 
-/// The value alone of an element-wise loss from its lane function `f(pred, target)`, computed
-/// and reduced as in [`lanes_loss_and_grad`].
+/// The value alone of the element-wise loss `F`, computed and reduced as in
+/// [`lanes_loss_and_grad`].
 ///
 /// # Panics
 /// If the lengths of `pred` and `target` differ, or are not whole samples of `n`.
 #[inline(always)]
-pub fn lanes_loss(
-    pred: &[f32],
-    target: &[f32],
-    n: usize,
-    reduce: Reduce,
-    f: impl Fn(f32x8, f32x8) -> f32x8,
-) -> f32 {
+pub fn lanes_loss<F: LaneLoss>(pred: &[f32], target: &[f32], n: usize, reduce: Reduce) -> f32 {
     check_lengths(pred, target, n);
-    let mut sum = LaneSum::new();
-    for (i, k) in pieces(pred.len()) {
-        sum.add(
-            f(
-                load_padded(&pred[i..i + k], 0.0),
-                load_padded(&target[i..i + k], 0.0),
-            ),
-            k,
-        );
+    let sum = lane::dispatch_for(
+        pred.len(),
+        LossPass::<F> {
+            pred,
+            target,
+            grad: None,
+            loss: PhantomData,
+        },
+    );
+    reduce_sum(sum, pred.len(), reduce)
+}
+
+/// The pass of [`lanes_loss_and_grad`] (with `grad`) or [`lanes_loss`], on any lane type: the
+/// sum of the values, before the reduction.
+pub(super) struct LossPass<'a, F> {
+    pub(super) pred: &'a [f32],
+    pub(super) target: &'a [f32],
+    pub(super) grad: Option<(&'a mut [f32], Reduce)>,
+    pub(super) loss: PhantomData<F>,
+}
+
+impl<F: LaneLoss> OnLanes for LossPass<'_, F> {
+    type Output = f64;
+    #[inline(always)]
+    fn run<L: Lane>(self) -> f64 {
+        let (pred, target) = (self.pred, self.target);
+        let mut sum = LaneSum::new();
+        let load = |i: usize, k: usize| {
+            (
+                L::load_padded(&pred[i..i + k]),
+                L::load_padded(&target[i..i + k]),
+            )
+        };
+        match self.grad {
+            Some((grad, reduce)) => {
+                let count = L::splat(pred.len() as f32);
+                for (i, k) in pieces::<L>(pred.len()) {
+                    let (p, t) = load(i, k);
+                    let (v, d) = F::value_and_grad(p, t);
+                    sum.add(v, k);
+                    let d = match reduce {
+                        Reduce::Mean => d / count,
+                        Reduce::Sum => d,
+                    };
+                    d.store_partial(&mut grad[i..i + k]);
+                }
+            }
+            None => {
+                for (i, k) in pieces::<L>(pred.len()) {
+                    let (p, t) = load(i, k);
+                    sum.add(F::value(p, t), k);
+                }
+            }
+        }
+        sum.total()
     }
-    reduce_sum(sum.total(), pred.len(), reduce)
 }

@@ -15,7 +15,6 @@ mod targets;
 
 pub use targets::Targets;
 
-use crate::kernels::simd::{load_padded, pieces};
 use crate::lane::{self, Lane, OnLanes};
 use lanes::LaneSum;
 
@@ -311,9 +310,7 @@ impl SoftmaxCrossEntropy {
                 max,
                 out: &mut *out,
             });
-            for (i, n) in pieces(out.len()) {
-                sum.add(load_padded(&out[i..i + n], 0.0), n);
-            }
+            sum.add_slice(out);
         }
         (f64::from(max), sum.total())
     }
@@ -484,11 +481,12 @@ impl<const C: usize> Loss for SequenceCrossEntropy<C> {
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use super::lanes::{lanes_loss, lanes_loss_and_grad};
+    use super::lanes::{lanes_loss, lanes_loss_and_grad, LaneLoss, LossPass};
     use super::*;
+    use crate::lane::Tested;
+    use core::marker::PhantomData;
     use std::vec;
     use std::vec::Vec;
-    use wide::f32x8;
 
     /// A row of logits of many classes, some far below the others.
     fn wide_row(n: usize) -> Vec<f32> {
@@ -499,31 +497,24 @@ mod tests {
 
     #[test]
     fn cross_entropy_exponentials_give_the_same_bits_on_every_lane_type() {
-        use crate::lane::{run_on, Lanes};
         let row = wide_row(150);
-        let max = run_on(Lanes::Wide, RowMax(&row));
+        let max = Tested::One.run(RowMax(&row));
         assert_eq!(max, row.iter().fold(f32::MIN, |m, &v| m.max(v)));
         let mut want = vec![0.0; row.len()];
         let z = &row;
-        run_on(
-            Lanes::Wide,
-            ShiftedExponentials {
+        Tested::One.run(ShiftedExponentials {
+            z,
+            max,
+            out: &mut want,
+        });
+        for lanes in Tested::every() {
+            assert_eq!(lanes.run(RowMax(&row)).to_bits(), max.to_bits());
+            let mut got = vec![f32::NAN; row.len()];
+            lanes.run(ShiftedExponentials {
                 z,
                 max,
-                out: &mut want,
-            },
-        );
-        for lanes in Lanes::ALL.into_iter().filter(|l| l.available()) {
-            assert_eq!(run_on(lanes, RowMax(&row)).to_bits(), max.to_bits());
-            let mut got = vec![f32::NAN; row.len()];
-            run_on(
-                lanes,
-                ShiftedExponentials {
-                    z,
-                    max,
-                    out: &mut got,
-                },
-            );
+                out: &mut got,
+            });
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{lanes:?}");
         }
@@ -743,46 +734,93 @@ mod tests {
         SequenceCrossEntropy::<2>::targets_per_sample(5);
     }
 
+    /// A value of 1 everywhere, padding included, and a derivative of 1.
+    struct Ones;
+    impl LaneLoss for Ones {
+        fn value<L: Lane>(_: L, _: L) -> L {
+            L::ONE
+        }
+        fn value_and_grad<L: Lane>(_: L, _: L) -> (L, L) {
+            (L::ONE, L::ONE)
+        }
+    }
+
+    /// The squared error.
+    struct Squared;
+    impl LaneLoss for Squared {
+        fn value<L: Lane>(p: L, t: L) -> L {
+            Self::value_and_grad(p, t).0
+        }
+        fn value_and_grad<L: Lane>(p: L, t: L) -> (L, L) {
+            ((p - t) * (p - t), (p - t) * L::splat(2.0))
+        }
+    }
+
+    /// Value `t / p + p`, derivative `1 - t / p²`: NaN at the padding (0, 0).
+    struct NanOnPadding;
+    impl LaneLoss for NanOnPadding {
+        fn value<L: Lane>(p: L, t: L) -> L {
+            Self::value_and_grad(p, t).0
+        }
+        fn value_and_grad<L: Lane>(p: L, t: L) -> (L, L) {
+            (t / p + p, L::ONE - t / (p * p))
+        }
+    }
+
+    /// The prediction itself, derivative 1.
+    struct Prediction;
+    impl LaneLoss for Prediction {
+        fn value<L: Lane>(p: L, _: L) -> L {
+            p
+        }
+        fn value_and_grad<L: Lane>(p: L, _: L) -> (L, L) {
+            (p, L::ONE)
+        }
+    }
+
     #[test]
     fn lane_losses_leave_the_padding_out() {
         for len in 0..=17 {
             let pred: Vec<f32> = (0..len).map(|i| i as f32 * 0.25 - 1.0).collect();
             let target: Vec<f32> = (0..len).map(|i| 0.5 - i as f32 * 0.125).collect();
             // A value of 1 everywhere, padding included: only real elements count.
-            let ones = |_: f32x8, _: f32x8| f32x8::ONE;
-            assert_eq!(lanes_loss(&pred, &target, 1, Reduce::Sum, ones), len as f32);
-            let mse = |p: f32x8, t: f32x8| ((p - t) * (p - t), (p - t) * f32x8::splat(2.0));
+            assert_eq!(
+                lanes_loss::<Ones>(&pred, &target, 1, Reduce::Sum),
+                len as f32
+            );
             let mut grad = vec![f32::NAN; len];
             let mut want = vec![f32::NAN; len];
-            let l = lanes_loss_and_grad(&pred, &target, &mut grad, 1, Reduce::Mean, mse);
+            let l = lanes_loss_and_grad::<Squared>(&pred, &target, &mut grad, 1, Reduce::Mean);
             let w = Mse::loss_and_grad(&pred, &target, &mut want, 1);
             // The built-in computes in `f64`, the lanes in `f32`: equal to `f32` rounding.
             assert!((l - w).abs() <= 1e-6 * w.abs(), "{len}: {l} vs {w}");
             for (g, w) in grad.iter().zip(&want) {
                 assert!((g - w).abs() <= 1e-6 * w.abs(), "{len}: {g} vs {w}");
             }
-            assert_eq!(
-                l,
-                lanes_loss(&pred, &target, 1, Reduce::Mean, |p, t| mse(p, t).0)
-            );
+            assert_eq!(l, lanes_loss::<Squared>(&pred, &target, 1, Reduce::Mean));
         }
     }
 
     /// Every length 0..=20, against a scalar reference: a lane function that is NaN and
     /// infinite on the padding (`ln` of a zero target, a division by it) leaves the sum and the
     /// stored gradients untouched; `Sum` gradients are not divided; `Mean` divides by the
-    /// count and an empty batch is 0; a NaN target makes its element (and the sum) NaN only.
+    /// count and an empty batch is 0; a NaN target makes its element (and the sum) NaN only;
+    /// every lane type gives the same bits.
     #[test]
     fn lane_losses_over_every_tail() {
-        // value t / p + p, derivative 1 - t / p²: NaN at the padding (0, 0).
-        let f = |p: f32x8, t: f32x8| (t / p + p, f32x8::ONE - t / (p * p));
         let scalar = |p: f32, t: f32| (t / p + p, 1.0 - t / (p * p));
         for len in 0..=20usize {
             let pred: Vec<f32> = (0..len).map(|i| 0.5 + i as f32 * 0.25).collect();
             let target: Vec<f32> = (0..len).map(|i| 1.5 - i as f32 * 0.0625).collect();
             for reduce in [Reduce::Sum, Reduce::Mean] {
                 let mut grad = vec![f32::NAN; len + 3];
-                let l = lanes_loss_and_grad(&pred, &target, &mut grad[..len], 1, reduce, f);
+                let l = lanes_loss_and_grad::<NanOnPadding>(
+                    &pred,
+                    &target,
+                    &mut grad[..len],
+                    1,
+                    reduce,
+                );
                 // In f64, one accumulator per lane position, added as a tree.
                 let mut acc = [0.0f64; 8];
                 for (i, (&p, &t)) in pred.iter().zip(&target).enumerate() {
@@ -796,7 +834,23 @@ mod tests {
                     Reduce::Mean => (want / len as f64) as f32,
                 };
                 assert_eq!(l, want, "{len} {reduce:?}");
-                assert_eq!(l, lanes_loss(&pred, &target, 1, reduce, |p, t| f(p, t).0));
+                assert_eq!(l, lanes_loss::<NanOnPadding>(&pred, &target, 1, reduce));
+                for lanes in Tested::every() {
+                    let mut on_lanes = vec![f32::NAN; len];
+                    let sum = lanes.run(LossPass::<NanOnPadding> {
+                        pred: &pred,
+                        target: &target,
+                        grad: Some((&mut on_lanes, reduce)),
+                        loss: PhantomData,
+                    });
+                    let l_lanes = match reduce {
+                        Reduce::Sum => sum as f32,
+                        Reduce::Mean => (sum * inv_count(len)) as f32,
+                    };
+                    assert_eq!(l_lanes.to_bits(), l.to_bits(), "{lanes:?} {len}");
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&on_lanes), bits(&grad[..len]), "{lanes:?} {len}");
+                }
                 for i in 0..len {
                     let d = scalar(pred[i], target[i]).1;
                     let d = match reduce {
@@ -814,7 +868,8 @@ mod tests {
                 let mut target = target.clone();
                 target[len / 2] = f32::NAN;
                 let mut grad = vec![0.0; len];
-                let l = lanes_loss_and_grad(&pred, &target, &mut grad, 1, Reduce::Mean, f);
+                let l =
+                    lanes_loss_and_grad::<NanOnPadding>(&pred, &target, &mut grad, 1, Reduce::Mean);
                 assert!(l.is_nan());
                 for (i, g) in grad.iter().enumerate() {
                     assert_eq!(g.is_nan(), i == len / 2, "{len} [{i}]");
@@ -829,18 +884,17 @@ mod tests {
     fn lane_loss_sums_do_not_depend_on_the_offset() {
         let values: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
         let zeros = vec![0.0; 37];
-        let id = |p: f32x8, _t: f32x8| (p, f32x8::ONE);
-        let want = lanes_loss(&values, &zeros, 1, Reduce::Sum, |p, _| p);
+        let want = lanes_loss::<Prediction>(&values, &zeros, 1, Reduce::Sum);
         for offset in 0..9 {
             let mut buf = vec![0.0; offset];
             buf.extend(&values);
             let mut grad = vec![0.0; 37];
             let s = &buf[offset..];
             assert_eq!(
-                lanes_loss(s, &zeros, 1, Reduce::Sum, |p, _| p).to_bits(),
+                lanes_loss::<Prediction>(s, &zeros, 1, Reduce::Sum).to_bits(),
                 want.to_bits()
             );
-            let l = lanes_loss_and_grad(s, &zeros, &mut grad, 1, Reduce::Sum, id);
+            let l = lanes_loss_and_grad::<Prediction>(s, &zeros, &mut grad, 1, Reduce::Sum);
             assert_eq!(l.to_bits(), want.to_bits());
             assert!(
                 grad.iter().all(|&g| g == 1.0),

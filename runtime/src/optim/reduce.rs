@@ -2,15 +2,13 @@
 
 use super::kernel::PARALLEL_THRESHOLD;
 use crate::kernels::parallel::join;
-use crate::kernels::simd;
-use crate::LANES;
-use wide::f32x8;
+use crate::lane::EightSums;
 
 /// Elements per leaf of the summation tree. The tree splits a slice at whole blocks, so its
 /// shape (and the rounding of the result) depends only on the length.
 pub const REDUCE_BLOCK: usize = 4096;
 
-/// Inner blocks are summed in `f32x8`, then widened to `f64`.
+/// Inner blocks are summed in `f32x8` lane order ([`EightSums`]), then widened to `f64`.
 const INNER: usize = 256;
 
 /// The sum of squares of `x`, accumulated in a fixed order: the same bits serially and on any
@@ -35,18 +33,14 @@ fn tree(x: &[f32], par: bool) -> f64 {
     sa + sb
 }
 
+/// The sum of squares of one leaf: each block of [`INNER`] values in `f32x8` lane order
+/// ([`EightSums`]), the eight sums widened and added in lane order.
 fn leaf(x: &[f32]) -> f64 {
     let mut total = 0.0f64;
     for block in x.chunks(INNER) {
-        let mut acc = f32x8::ZERO;
-        let mut lanes = block.chunks_exact(LANES);
-        for c in &mut lanes {
-            let v = simd::load(c);
-            acc += v * v;
-        }
-        let v = simd::load_padded(lanes.remainder(), 0.0);
-        acc += v * v;
-        total += acc.to_array().iter().map(|&a| f64::from(a)).sum::<f64>();
+        let mut acc = EightSums::new();
+        acc.add_products(block, block);
+        total += acc.lanes().iter().map(|&a| f64::from(a)).sum::<f64>();
     }
     total
 }
@@ -54,6 +48,7 @@ fn leaf(x: &[f32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LANES;
 
     fn reference(x: &[f32]) -> f64 {
         x.iter().map(|&v| f64::from(v) * f64::from(v)).sum()
@@ -79,6 +74,24 @@ mod tests {
             tree(x.as_slice(), false).to_bits(),
             tree(x.as_slice(), true).to_bits()
         );
+    }
+
+    /// A leaf has the bits of eight `f32` sums in lane order, widened and added in lane order.
+    #[test]
+    fn leaves_give_the_bits_of_eight_lane_sums() {
+        let x = alloc_free::Vec::new(INNER * 2 + 13);
+        for n in [0, 1, 7, 8, 9, 16, 17, INNER - 1, INNER + 3, INNER * 2 + 13] {
+            let x = &x.as_slice()[..n];
+            let mut want = 0.0f64;
+            for block in x.chunks(INNER) {
+                let mut sums = [0.0f32; LANES];
+                for (i, v) in block.iter().enumerate() {
+                    sums[i % LANES] += v * v;
+                }
+                want += sums.iter().map(|&a| f64::from(a)).sum::<f64>();
+            }
+            assert_eq!(leaf(x).to_bits(), want.to_bits(), "{n} values");
+        }
     }
 
     /// A fixed-size test vector, so the tests run without `alloc`.

@@ -6,8 +6,9 @@
 //! write-back), shared by every path. Every function a kernel's entry point calls is
 //! `#[inline(always)]`, so it is compiled with that entry point's target features.
 
-use super::vector::{Block8, Panel8, Vector, MAX_LANES};
+use super::vector::{Block8, Panel8, Vector};
 use super::view::{MatMut, MatRef, Terms};
+use crate::lane::MAX_LANES;
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
 /// equal length, in order. The blocks depend on `k` only, never on threads or on the other
@@ -64,16 +65,16 @@ impl Beta {
 /// One step of the `k` loop: `acc + a * b`.
 #[inline(always)]
 fn acc_step<S: Vector>(a: S, b: S, acc: S) -> S {
-    a.mul_add(b, acc)
+    a.mul_add_native(b, acc)
 }
 
 /// The new value of `C` from the accumulator and the old value.
 #[inline(always)]
 fn update<S: Vector>(acc: S, alpha: S, beta: Beta, old: S) -> S {
-    let v = acc.mul(alpha);
+    let v = acc * alpha;
     match beta {
         Beta::Zero => v,
-        Beta::Scale(b) => old.mul_add(S::splat(b), v),
+        Beta::Scale(b) => old.mul_add_native(S::splat(b), v),
     }
 }
 
@@ -220,7 +221,7 @@ fn load_b<S: Vector, const V: usize>(bp: &[f32]) -> [S; V] {
 /// registers.
 #[inline(always)]
 fn tile<S: Vector, const R: usize, const V: usize>(a: &[f32], b: &[f32]) -> [[S; V]; R] {
-    let mut acc = [[S::zero(); V]; R];
+    let mut acc = [[S::ZERO; V]; R];
     for (ap, bp) in a.chunks_exact(R).zip(b.chunks_exact(S::LANES * V)) {
         let bv = load_b::<S, V>(bp);
         for (row, &x) in acc.iter_mut().zip(ap) {
@@ -295,7 +296,7 @@ fn rows_unpacked<S: Vector, const G: usize, const V: usize>(
     b: &[f32],
 ) -> [[S; V]; G] {
     let kc = a.cols;
-    let mut acc = [[S::zero(); V]; G];
+    let mut acc = [[S::ZERO; V]; G];
     assert!(0 < mr && mr <= a.rows);
     let rows: [usize; G] = core::array::from_fn(|i| i.min(mr - 1) * a.rs);
     // Every read of `A` below is at `i * rs + p * cs` for some `i < mr` and `p < kc`: at most
@@ -361,7 +362,7 @@ fn write_rows<S: Vector, const R: usize, const V: usize>(acc: [[S; V]; R], to: D
         let row = &mut c.data[base..base + S::LANES * V];
         for (seg, &x) in row.chunks_exact_mut(S::LANES).zip(row_acc) {
             let old = match beta {
-                Beta::Zero => S::zero(),
+                Beta::Zero => S::ZERO,
                 Beta::Scale(_) => S::load(seg),
             };
             update(x, alpha, beta, old).store(seg);
@@ -394,7 +395,7 @@ fn write_columns<S: Vector, const R: usize, const V: usize>(acc: [[S; V]; R], to
             let base = i0 + (j0 + S::LANES * v + q) * c.cs;
             let dst = &mut c.data[base..base + R];
             let old = match beta {
-                Beta::Zero => S::zero(),
+                Beta::Zero => S::ZERO,
                 Beta::Scale(_) => S::load_padded(dst),
             };
             update(S::load(col), alpha, beta, old).store_partial(dst);

@@ -9,8 +9,8 @@ use super::micro::{k_blocks, packed, small};
 use super::*;
 
 /// The kernels this CPU runs (the x86 ones are skipped where it lacks them).
-fn kernels() -> impl Iterator<Item = Kernel> {
-    Kernel::ALL.into_iter().filter(|k| k.available())
+fn kernels() -> impl Iterator<Item = Capability> {
+    Capability::ALL.into_iter().filter(|k| k.available())
 }
 
 /// Every microkernel of the kernels this CPU runs.
@@ -129,7 +129,7 @@ const SMALL_WS: usize = 4096;
 /// One product of small shape with the given layouts and scalars, checked against the
 /// reference; `c_init` is what `C` holds before (NaN tests that `beta == 0` does not read it).
 fn run_small(
-    kernel: Kernel,
+    kernel: Capability,
     (m, k, n): (usize, usize, usize),
     (la, lb, lc): (Layout, Layout, Layout),
     s: usize,
@@ -342,7 +342,7 @@ fn bits_do_not_depend_on_path_tile_blocking_or_orientation() {
 }
 
 /// Every path, blocking and orientation of `micro` gives the bits of `gemm_on(kernel)`.
-fn bits_agree_across_paths(kernel: Kernel, micro: Micro) {
+fn bits_agree_across_paths(kernel: Capability, micro: Micro) {
     let t = micro.tile();
     for (m, k, n) in BIT_SHAPES {
         for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
@@ -402,7 +402,7 @@ fn bits_agree_across_paths(kernel: Kernel, micro: Micro) {
 
 #[test]
 fn bits_do_not_depend_on_the_tile_shape() {
-    let kernel = Kernel::Portable;
+    let kernel = Capability::Portable;
     for (m, k, n) in BIT_SHAPES {
         for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25)] {
             let want = result(m, k, n, |a, b, c, ws| {
@@ -446,7 +446,7 @@ fn bits_do_not_depend_on_the_tile_shape() {
 
 #[test]
 fn avx512_takes_the_narrow_tile_where_the_wide_one_is_half_empty() {
-    let plan = |m, k, n| Plan::new(Kernel::Avx512, m, k, n, (n, 1));
+    let plan = |m, k, n| Plan::new(Capability::Avx512, m, k, n, (n, 1));
     // A 5x5 convolution of one channel into 16 (64 images of 24x24 outputs): a 32-wide tile
     // would be half padding, and its transpose would pack every patch.
     let conv = plan(36864, 25, 16);
@@ -455,7 +455,7 @@ fn avx512_takes_the_narrow_tile_where_the_wide_one_is_half_empty() {
     assert_eq!(plan(256, 784, 128).micro, Micro::Avx512);
     assert_eq!(plan(784, 256, 128).micro, Micro::Avx512);
     assert_eq!(
-        Plan::new(Kernel::Avx2Fma, 36864, 25, 16, (16, 1)).micro,
+        Plan::new(Capability::Avx2Fma, 36864, 25, 16, (16, 1)).micro,
         Micro::Avx2
     );
 }
@@ -463,7 +463,7 @@ fn avx512_takes_the_narrow_tile_where_the_wide_one_is_half_empty() {
 /// Whether `kernel`'s `mul_add` rounds once, probed on `[-1, x]·[1, x]ᵀ` with `x = 1 + 2^-12`:
 /// the accumulator becomes `-1`, then `mul_add(x, x, -1)`, which is `2^-11 + 2^-24` rounded
 /// once and `2^-11` rounded twice.
-fn fused(kernel: Kernel) -> bool {
+fn fused(kernel: Capability) -> bool {
     let x = 1.0 + f32::EPSILON * 2048.0;
     let (a, b, mut c, mut ws) = ([-1.0, x], [1.0, x], [0.0f32], [0.0; 64]);
     gemm_on(
@@ -518,7 +518,7 @@ fn scalar_reference(t: Terms<'_>, c0: MatRef<'_>, fused: bool, out: &mut [f32]) 
 fn every_kernel_rounds_as_documented() {
     for kernel in kernels() {
         let fused = fused(kernel);
-        if kernel != Kernel::Portable || cfg!(target_feature = "fma") {
+        if kernel != Capability::Portable || cfg!(target_feature = "fma") {
             assert!(fused, "{kernel:?} rounds mul_add once");
         }
         for (m, k, n) in BIT_SHAPES.into_iter().chain([(3, 700, 5), (20, 257, 9)]) {
@@ -570,7 +570,7 @@ fn a_packed_b_gives_the_bits_of_gemm_on_every_tile() {
 /// One small product through [`pack_b_on`] and [`gemm_packed`] against [`gemm_on`], bit for
 /// bit, with the given layouts and scalars; `C` outside the view must not change either.
 fn run_small_packed(
-    kernel: Kernel,
+    kernel: Capability,
     (m, k, n): (usize, usize, usize),
     (la, lb, lc): (Layout, Layout, Layout),
     s: usize,

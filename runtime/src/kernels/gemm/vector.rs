@@ -1,7 +1,8 @@
-//! The vectors the microkernel computes on, one type per [`Kernel`](crate::kernels::cpu::Kernel):
-//! [`Portable`] (`wide`'s `f32x8`, whose instructions are chosen when the crate is compiled),
-//! and on x86 [`Avx2`] (256-bit AVX2 with FMA) and [`Avx512`] (512-bit AVX-512F), whose
-//! instructions are fixed whatever the build's target features.
+//! The vectors the microkernel computes on: the [`Lane`] type of each
+//! [`Capability`](crate::lane::Capability), [`Portable`] (`wide`'s `f32x8`, whose instructions
+//! are chosen when the crate is compiled), and on x86 [`Avx2`] (256-bit AVX2 with FMA) and
+//! [`Avx512`] (512-bit AVX-512F), whose instructions are fixed whatever the build's target
+//! features; with their [`MulAdd`] and the transpose that packing runs.
 //!
 //! The GEMM is generic over [`Vector`]; every function between a kernel's entry point and
 //! these methods is `#[inline(always)]`, so the whole microkernel is compiled inside that
@@ -10,16 +11,12 @@
 //! # Safety of the x86 types
 //!
 //! [`Avx2`] and [`Avx512`] call `core::arch` intrinsics that need their instruction set. Their
-//! methods may only run on a CPU that has it: they are reached only through the kernel entry
-//! points of [`gemm`](super), which run a kernel after
-//! [`Kernel::available`](crate::kernels::cpu::Kernel::available) said the CPU has it. The
-//! types are private to the GEMM, so no other code can reach them.
+//! methods may only run on a CPU that has it: the GEMM reaches them only through its kernel
+//! entry points, which run a kernel after
+//! [`Capability::available`](crate::lane::Capability::available) said the CPU has it.
 
-use crate::kernels::simd;
+use crate::lane::{Lane, MulAdd};
 use wide::f32x8;
-
-/// The most lanes of any [`Vector`]: the length of the arrays that hold one vector's values.
-pub(super) const MAX_LANES: usize = 16;
 
 /// An 8x8 block of a matrix: row `i` is `data[i * stride..][..8]` for `i < rows`, and zero
 /// for the rows below.
@@ -44,197 +41,60 @@ pub(super) struct Panel8<'a> {
     pub(super) width: usize,
 }
 
-/// An `f32` vector of [`LANES`](Vector::LANES) lanes and the operations the microkernel needs.
-pub(super) trait Vector: Copy {
-    /// `f32` lanes, at most [`MAX_LANES`].
-    const LANES: usize;
-
-    /// All lanes zero.
-    fn zero() -> Self;
-
-    /// All lanes `x`.
-    fn splat(x: f32) -> Self;
-
-    /// The first [`LANES`](Vector::LANES) values of `s`.
-    ///
-    /// # Panics
-    /// If `s` is shorter.
-    fn load(s: &[f32]) -> Self;
-
-    /// Stores the lanes into the first [`LANES`](Vector::LANES) values of `s`.
-    ///
-    /// # Panics
-    /// If `s` is shorter.
-    fn store(self, s: &mut [f32]);
-
-    /// `self * b + c`: rounded once where the instruction set has FMA, as the kernel's
-    /// documentation says.
-    fn mul_add(self, b: Self, c: Self) -> Self;
-
-    /// `self * b`, lane by lane.
-    fn mul(self, b: Self) -> Self;
-
+/// A vector the microkernel computes on: the [`Lane`] type of a [`Capability`] with its
+/// multiply-add ([`MulAdd`]), and the transpose that packing runs on it.
+pub(super) trait Vector: MulAdd {
     /// Transposes the 8x8 block `from` into `to`: column `q` of the block becomes run `q` of
     /// the panel. In the instruction set of the vector's kernel, so that packing runs on it too.
     fn transpose8(from: Block8<'_>, to: Panel8<'_>);
-
-    /// The first `min(s.len(), LANES)` values of `s`, zero in the other lanes.
-    #[inline(always)]
-    fn load_padded(s: &[f32]) -> Self {
-        if s.len() >= Self::LANES {
-            return Self::load(s);
-        }
-        let mut a = [0.0; MAX_LANES];
-        for (j, d) in a.iter_mut().enumerate() {
-            if j < s.len() {
-                *d = s[j];
-            }
-        }
-        Self::load(&a)
-    }
-
-    /// Stores the first `min(s.len(), LANES)` lanes into `s`.
-    #[inline(always)]
-    fn store_partial(self, s: &mut [f32]) {
-        if s.len() >= Self::LANES {
-            return self.store(s);
-        }
-        let mut a = [0.0; MAX_LANES];
-        self.store(&mut a);
-        for (j, d) in s.iter_mut().enumerate() {
-            *d = a[j];
-        }
-    }
 }
 
-/// `wide`'s [`f32x8`]: SSE2 on x86_64 by default, AVX (with FMA) under `-C target-cpu` that
-/// enables them, NEON on aarch64, scalar code elsewhere. `mul_add` rounds once where the build
-/// enables FMA (or NEON), twice otherwise.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Portable(f32x8);
+/// The vector of [`Capability::Portable`]: `wide`'s [`f32x8`], SSE2 on x86_64 by default, AVX
+/// (with FMA) under `-C target-cpu` that enables them, NEON on aarch64, scalar code elsewhere.
+/// `mul_add` rounds once where the build enables FMA (or NEON), twice otherwise.
+pub(super) type Portable = f32x8;
 
-impl Vector for Portable {
-    const LANES: usize = 8;
-
-    #[inline(always)]
-    fn zero() -> Self {
-        Portable(f32x8::ZERO)
-    }
-
-    #[inline(always)]
-    fn splat(x: f32) -> Self {
-        Portable(f32x8::splat(x))
-    }
-
-    #[inline(always)]
-    fn load(s: &[f32]) -> Self {
-        Portable(simd::load(s))
-    }
-
-    #[inline(always)]
-    fn store(self, s: &mut [f32]) {
-        simd::store(s, self.0);
-    }
-
-    #[inline(always)]
-    fn mul_add(self, b: Self, c: Self) -> Self {
-        Portable(self.0.mul_add(b.0, c.0))
-    }
-
-    #[inline(always)]
-    fn mul(self, b: Self) -> Self {
-        Portable(self.0 * b.0)
-    }
-
+impl Vector for f32x8 {
     #[inline(always)]
     fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
         let mut v = [f32x8::ZERO; 8];
         for (i, x) in v.iter_mut().enumerate().take(from.rows) {
-            *x = simd::load(&from.data[i * from.stride..]);
+            *x = Lane::load(&from.data[i * from.stride..]);
         }
         for (q, &column) in f32x8::transpose(v).iter().enumerate() {
             // A store of a whole lane, or a guarded one for the last few columns: a copy of
             // unknown length would be a call to `memmove`.
             let at = q * to.stride;
-            simd::store_partial(&mut to.data[at..at + to.width], column);
+            column.store_partial(&mut to.data[at..at + to.width]);
         }
     }
 }
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-pub(super) use x86::{Avx2, Avx512};
+pub(super) use crate::lane::{Avx2, Avx512};
 
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 mod x86 {
-    //! The x86 vectors. Every `unsafe` block below calls an intrinsic of the type's instruction
-    //! set, which the module docs of `vector` show the CPU has whenever these methods run; the
-    //! loads and stores check the slice's length first.
+    //! The transpose of the x86 vectors, on AVX, which both kernels' CPUs have.
 
-    use super::{Block8, Panel8, Vector};
+    use super::{Avx2, Avx512, Block8, Panel8, Vector};
     #[cfg(target_arch = "x86")]
     use core::arch::x86::*;
     #[cfg(target_arch = "x86_64")]
     use core::arch::x86_64::*;
 
-    /// An x86 vector type over the register `$reg` of `$lanes` lanes, whose methods call the
-    /// intrinsics given for them.
-    macro_rules! x86_vector {
-        (
-            $(#[$doc:meta])*
-            $name:ident($reg:ty), $lanes:literal,
-            $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident
-        ) => {
-            $(#[$doc])*
-            #[derive(Clone, Copy, Debug)]
-            pub(in crate::kernels::gemm) struct $name($reg);
+    impl Vector for Avx2 {
+        #[inline(always)]
+        fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
+            transpose8_avx(from, to);
+        }
+    }
 
-            impl Vector for $name {
-                const LANES: usize = $lanes;
-
-                #[inline(always)]
-                fn zero() -> Self {
-                    // SAFETY: the instruction set this type's kernel checked for.
-                    $name(unsafe { $zero() })
-                }
-
-                #[inline(always)]
-                fn splat(x: f32) -> Self {
-                    // SAFETY: the instruction set this type's kernel checked for.
-                    $name(unsafe { $splat(x) })
-                }
-
-                #[inline(always)]
-                fn load(s: &[f32]) -> Self {
-                    let s = &s[..$lanes];
-                    // SAFETY: as above; `s` holds a whole vector.
-                    $name(unsafe { $load(s.as_ptr()) })
-                }
-
-                #[inline(always)]
-                fn store(self, s: &mut [f32]) {
-                    let s = &mut s[..$lanes];
-                    // SAFETY: as above; `s` holds a whole vector.
-                    unsafe { $store(s.as_mut_ptr(), self.0) }
-                }
-
-                #[inline(always)]
-                fn mul_add(self, b: Self, c: Self) -> Self {
-                    // SAFETY: the instruction set this type's kernel checked for.
-                    $name(unsafe { $fmadd(self.0, b.0, c.0) })
-                }
-
-                #[inline(always)]
-                fn mul(self, b: Self) -> Self {
-                    // SAFETY: the instruction set this type's kernel checked for.
-                    $name(unsafe { $mul(self.0, b.0) })
-                }
-
-                #[inline(always)]
-                fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
-                    transpose8_avx(from, to);
-                }
-            }
-        };
+    impl Vector for Avx512 {
+        #[inline(always)]
+        fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
+            transpose8_avx(from, to);
+        }
     }
 
     /// [`Vector::transpose8`] of both x86 vectors, on 256-bit AVX registers (AVX-512F implies
@@ -301,18 +161,4 @@ mod x86 {
             }
         }
     }
-
-    x86_vector!(
-        /// Eight lanes of 256-bit AVX2, `mul_add` fused (FMA3: one rounding).
-        Avx2(__m256), 8,
-        _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
-        _mm256_fmadd_ps, _mm256_mul_ps
-    );
-
-    x86_vector!(
-        /// Sixteen lanes of 512-bit AVX-512F, `mul_add` fused (one rounding).
-        Avx512(__m512), 16,
-        _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_storeu_ps,
-        _mm512_fmadd_ps, _mm512_mul_ps
-    );
 }

@@ -40,7 +40,7 @@ use crate::kernels::gemm::{
     Product, Scaled,
 };
 use crate::kernels::parallel::{for_runs, PerSample};
-use crate::kernels::simd::{add_rows, copy};
+use crate::lane::{add_rows, copy};
 use cell::{Cell, GruStep, LstmStep, Prev, Step, StepGrad};
 use core::ops::Range;
 pub use layer::{

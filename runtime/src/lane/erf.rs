@@ -1,6 +1,7 @@
-//! The error function of `f32`, written once over [`Lanes`] so that the scalar
-//! [`math::erf`](crate::math::erf) and the lane [`lane::erf`](crate::lane::erf) run the same
-//! operations in the same order and give the same bits. It uses `+ - *`, comparisons, selects
+//! The error function of `f32`, written once over [`Lane`] so that the scalar
+//! [`math::erf`](crate::math::erf) (the one-lane `f32`) and the lane
+//! [`lane::erf`](crate::lane::erf) run the same operations in the same order and give the same
+//! bits. It uses `+ - *`, comparisons, selects
 //! and bit operations, never `mul_add`, so SSE2, AVX2 and FMA builds give the same bits too.
 //!
 //! For `|x| < 0.921875`, `erf(x) = x + x P(x²)`; above, `erf(x) = 1 - e^(-Q(|x|))` with `Q`
@@ -10,104 +11,12 @@
 //! `f64` `erf` over every `f32`, is at most 1.28 ulp (1.24 below 0.921875; the tests sweep every
 //! 251st `f32`); the sign of zero is kept, `±inf` gives `±1` and NaN stays NaN.
 
-use core::ops::{Add, Mul, Neg, Sub};
-use wide::bytemuck::cast;
-use wide::{f32x8, u32x8};
-
-/// The operations the error function needs, for one `f32` or eight lanes: each rounds as IEEE
-/// single precision does, the same way in both.
-pub(crate) trait Lanes:
-    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
-{
-    /// `v` in every lane.
-    fn splat(v: f32) -> Self;
-    /// Absolute value (the sign bit cleared).
-    fn abs(self) -> Self;
-    /// `if_true` where `self < bound`, `if_false` elsewhere (NaN compares false).
-    fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self;
-    /// Whether `self < bound` in every lane.
-    fn all_lt(self, bound: Self) -> bool;
-    /// Whether `self < bound` in some lane.
-    fn any_lt(self, bound: Self) -> bool;
-    /// `self` (with a clear sign bit) carrying the sign bit of `of`.
-    fn with_sign_of(self, of: Self) -> Self;
-    /// `2^n` for a whole `n` in `[-126, 127]`, from its bits.
-    fn pow2(self) -> Self;
-}
+use super::Lane;
 
 /// `1.5 * 2^23`, which rounds any `|v| < 2^22` to a whole number when added and taken away.
 const ROUND: f32 = 12_582_912.0;
 /// `2^23 + 127`: added to a whole `n` in `[-126, 127]`, it leaves `n + 127` in the low bits.
-pub(crate) const POW2_BIAS: f32 = 8_388_735.0;
-
-impl Lanes for f32 {
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        f32::from_bits(self.to_bits() & !SIGN)
-    }
-    #[inline(always)]
-    fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self {
-        if self < bound {
-            if_true
-        } else {
-            if_false
-        }
-    }
-    #[inline(always)]
-    fn all_lt(self, bound: Self) -> bool {
-        self < bound
-    }
-    #[inline(always)]
-    fn any_lt(self, bound: Self) -> bool {
-        self < bound
-    }
-    #[inline(always)]
-    fn with_sign_of(self, of: Self) -> Self {
-        f32::from_bits(self.to_bits() | (of.to_bits() & SIGN))
-    }
-    #[inline(always)]
-    fn pow2(self) -> Self {
-        f32::from_bits((self + POW2_BIAS).to_bits() << 23)
-    }
-}
-
-impl Lanes for f32x8 {
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        f32x8::splat(v)
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        f32x8::abs(self)
-    }
-    #[inline(always)]
-    fn select_lt(self, bound: Self, if_true: Self, if_false: Self) -> Self {
-        self.simd_lt(bound).select(if_true, if_false)
-    }
-    #[inline(always)]
-    fn all_lt(self, bound: Self) -> bool {
-        self.simd_lt(bound).all()
-    }
-    #[inline(always)]
-    fn any_lt(self, bound: Self) -> bool {
-        self.simd_lt(bound).any()
-    }
-    #[inline(always)]
-    fn with_sign_of(self, of: Self) -> Self {
-        self | (of & f32x8::splat(-0.0))
-    }
-    #[inline(always)]
-    fn pow2(self) -> Self {
-        cast(cast::<f32x8, u32x8>(self + f32x8::splat(POW2_BIAS)) << 23)
-    }
-}
-
-/// The sign bit of an `f32`.
-const SIGN: u32 = 0x8000_0000;
+const POW2_BIAS: f32 = 8_388_735.0;
 
 /// Where the two approximations meet.
 const SPLIT: f32 = 0.921_875;
@@ -145,7 +54,7 @@ const EXP: [f32; 5] = [
 
 /// `c[0] + c[1] x + c[2] x² + ...`, by Horner's rule.
 #[inline(always)]
-fn horner<T: Lanes>(c: &[f32], x: T) -> T {
+fn horner<T: Lane>(c: &[f32], x: T) -> T {
     c.iter()
         .rev()
         .skip(1)
@@ -155,46 +64,47 @@ fn horner<T: Lanes>(c: &[f32], x: T) -> T {
 /// `e^y` for `y` in `[-30, 0]`: `y = n ln 2 + r` with a whole `n` and `|r| <= ln 2 / 2`
 /// (`ln 2` in two parts, so that `n ln 2` is exact), then `2^n e^r`.
 #[inline(always)]
-fn exp_negative<T: Lanes>(y: T) -> T {
+fn exp_negative<T: Lane>(y: T) -> T {
     // Exactly 0.693359375: nine significant bits, so that `n * LN2_HI` is exact.
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let round = T::splat(ROUND);
     let n = (y * T::splat(core::f32::consts::LOG2_E) + round) - round;
     let r = (y - n * T::splat(LN2_HI)) - n * T::splat(LN2_LO);
-    let e = horner(&EXP, r) * r * r + r + T::splat(1.0);
-    e * n.pow2()
+    let e = horner(&EXP, r) * r * r + r + T::ONE;
+    e * (n + T::splat(POW2_BIAS)).shl23()
 }
 
 /// `erf(a) = a + a P(a²)`, for `0 <= a < SPLIT`.
 #[inline(always)]
-fn near_zero<T: Lanes>(a: T) -> T {
+fn near_zero<T: Lane>(a: T) -> T {
     a * horner(&NEAR_ZERO, a * a) + a
 }
 
 /// `erf(a) = 1 - e^(-Q(a))`, for `a >= SPLIT`; clamped where `SATURATED < a`, so that `inf`
 /// gives 1 and NaN stays NaN.
 #[inline(always)]
-fn tail<T: Lanes>(a: T) -> T {
+fn tail<T: Lane>(a: T) -> T {
     let saturated = T::splat(SATURATED);
-    let a = saturated.select_lt(a, saturated, a);
-    T::splat(1.0) - exp_negative(-horner(&TAIL, a))
+    let a = saturated.simd_lt(a).select(saturated, a);
+    T::ONE - exp_negative(-horner(&TAIL, a))
 }
 
-/// The error function, `2/√π ∫₀ˣ e^(-t²) dt`, of one `f32` or of eight lanes (the same bits).
+/// The error function, `2/√π ∫₀ˣ e^(-t²) dt`, of every lane (the same bits on every lane type).
 /// Lanes compute only the approximation that some lane needs.
 #[inline(always)]
-pub(crate) fn erf<T: Lanes>(x: T) -> T {
+pub(crate) fn erf<T: Lane>(x: T) -> T {
     let a = x.abs();
     let split = T::splat(SPLIT);
-    let r = if a.all_lt(split) {
+    let near = a.simd_lt(split);
+    let r = if near.all() {
         near_zero(a)
-    } else if !a.any_lt(split) {
+    } else if !near.any() {
         tail(a)
     } else {
-        a.select_lt(split, near_zero(a), tail(a))
+        near.select(near_zero(a), tail(a))
     };
-    r.with_sign_of(x)
+    r.or(x.and(T::splat(-0.0)))
 }
 
 #[cfg(test)]
@@ -202,6 +112,7 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec::Vec;
+    use wide::f32x8;
 
     /// `|got - want|` in units in the last place of an `f32` in the binade of `want`.
     fn ulps(got: f32, want: f64) -> f64 {

@@ -1,0 +1,155 @@
+//! [`Lane`] on one `f32`: what targets without SIMD run, and the reference every other lane
+//! type is tested against, bit for bit.
+//!
+//! The exact operations (`+ - * /`, negation, `abs`, the comparisons, `select` and the bit
+//! operations) are Rust's scalar ones, IEEE single precision, with masks of all ones or all
+//! zeros as the other lane types give them. `exp`, `exp_m1`, `tanh` and `erf` run the runtime's
+//! generic code; everything else (`sqrt`, `ln`, `powf_simd`, `min`, `max`, `mul_add`,
+//! `round_ties_even`, ...) runs `wide`'s code on the value in every lane of an [`f32x8`] and
+//! keeps the first, so it gives `wide`'s bits by construction.
+
+use super::{erf, exp, Lane};
+use wide::f32x8;
+
+/// The bits of a true mask.
+const TRUE: u32 = u32::MAX;
+/// The sign bit.
+const SIGN: u32 = 0x8000_0000;
+
+/// A mask of all ones where `holds`, all zeros elsewhere.
+#[inline(always)]
+fn mask(holds: bool) -> f32 {
+    f32::from_bits(if holds { TRUE } else { 0 })
+}
+
+/// Lane methods that run `wide`'s code on the value in every lane and keep the first.
+macro_rules! through_wide {
+    (unary: $($unary:ident),*; binary: $($binary:ident),*; ternary: $($ternary:ident),*) => {
+        $(
+            #[inline(always)]
+            fn $unary(self) -> Self {
+                f32x8::splat(self).$unary().as_array()[0]
+            }
+        )*
+        $(
+            #[inline(always)]
+            fn $binary(self, other: Self) -> Self {
+                f32x8::splat(self).$binary(f32x8::splat(other)).as_array()[0]
+            }
+        )*
+        $(
+            #[inline(always)]
+            fn $ternary(self, a: Self, b: Self) -> Self {
+                f32x8::splat(self)
+                    .$ternary(f32x8::splat(a), f32x8::splat(b))
+                    .as_array()[0]
+            }
+        )*
+    };
+}
+
+impl Lane for f32 {
+    const LANES: usize = 1;
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        s[0]
+    }
+    #[inline(always)]
+    fn store(self, s: &mut [f32]) {
+        s[0] = self;
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        f32::from_bits(self.to_bits() & !SIGN)
+    }
+    through_wide!(
+        unary: sqrt, signum, ln, ln_1p, cosh, sinh, round_ties_even;
+        binary: min, max, powf_simd;
+        ternary: mul_add, mul_neg_add
+    );
+    exponentials!();
+    #[inline(always)]
+    fn simd_gt(self, other: Self) -> Self {
+        mask(self > other)
+    }
+    #[inline(always)]
+    fn simd_lt(self, other: Self) -> Self {
+        mask(self < other)
+    }
+    #[inline(always)]
+    fn simd_ge(self, other: Self) -> Self {
+        mask(self >= other)
+    }
+    #[inline(always)]
+    fn simd_le(self, other: Self) -> Self {
+        mask(self <= other)
+    }
+    #[inline(always)]
+    fn simd_eq(self, other: Self) -> Self {
+        mask(self == other)
+    }
+    #[inline(always)]
+    fn simd_ne(self, other: Self) -> Self {
+        mask(self != other)
+    }
+    #[inline(always)]
+    fn select(self, if_true: Self, if_false: Self) -> Self {
+        let m = self.to_bits();
+        f32::from_bits((m & if_true.to_bits()) | (!m & if_false.to_bits()))
+    }
+    #[inline(always)]
+    fn and(self, other: Self) -> Self {
+        f32::from_bits(self.to_bits() & other.to_bits())
+    }
+    #[inline(always)]
+    fn or(self, other: Self) -> Self {
+        f32::from_bits(self.to_bits() | other.to_bits())
+    }
+    #[inline(always)]
+    fn xor(self, other: Self) -> Self {
+        f32::from_bits(self.to_bits() ^ other.to_bits())
+    }
+    #[inline(always)]
+    fn not(self) -> Self {
+        f32::from_bits(!self.to_bits())
+    }
+    #[inline(always)]
+    fn all(self) -> bool {
+        self.to_bits() & SIGN != 0
+    }
+    #[inline(always)]
+    fn any(self) -> bool {
+        self.to_bits() & SIGN != 0
+    }
+    #[inline(always)]
+    fn is_nan(self) -> Self {
+        mask(f32::is_nan(self))
+    }
+    #[inline(always)]
+    fn is_finite(self) -> Self {
+        mask(self.to_bits() & 0x7F80_0000 != 0x7F80_0000)
+    }
+    #[inline(always)]
+    fn is_sign_negative(self) -> Self {
+        mask(self.to_bits() & SIGN != 0)
+    }
+    #[inline(always)]
+    fn shl23(self) -> Self {
+        f32::from_bits(self.to_bits() << 23)
+    }
+    #[inline(always)]
+    fn one_shl(shift: Self) -> Self {
+        // Truncation toward zero, as `wide`'s conversion; other lanes may give any value.
+        f32::from_bits(1_u32.wrapping_shl(shift as i32 as u32))
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        f32::from_bits(bits)
+    }
+}

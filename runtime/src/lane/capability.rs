@@ -115,12 +115,21 @@ impl Capability {
     ///
     /// # Panics
     /// If `FUSEGRAPH_CPU_CAPABILITY` holds a value other than `portable`, `avx2` or `avx512`.
+    #[inline]
     pub fn active() -> Capability {
-        static CHOSEN: AtomicU8 = AtomicU8::new(UNSET);
-        let known = CHOSEN.load(Ordering::Relaxed);
-        if known != UNSET {
-            return Capability::ALL[usize::from(known)];
+        match CHOSEN.load(Ordering::Relaxed) {
+            0 => Capability::Portable,
+            1 => Capability::Avx2Fma,
+            2 => Capability::Avx512,
+            _ => Capability::choose(),
         }
+    }
+
+    /// Chooses [`active`](Self::active)'s capability, on its first call: out of line, so that
+    /// every later call, a load and a compare inlined into each pass, carries none of it.
+    #[cold]
+    #[inline(never)]
+    fn choose() -> Capability {
         let chosen = Capability::best_up_to(cap());
         CHOSEN.store(chosen as u8, Ordering::Relaxed);
         chosen
@@ -140,8 +149,8 @@ impl fmt::Display for Capability {
     }
 }
 
-/// [`Capability::active`] before its first call.
-const UNSET: u8 = u8::MAX;
+/// [`Capability::active`]'s choice as `Capability as u8`, or `u8::MAX` before its first call.
+static CHOSEN: AtomicU8 = AtomicU8::new(u8::MAX);
 
 /// What `wide`'s `f32x8` compiles to in this build.
 const fn portable_description() -> &'static str {

@@ -101,9 +101,10 @@ seconds() {
     calc "($t1 - $t0) / 1e9"
 }
 
-# The value of an arithmetic expression (awk's syntax), or of a comparison (1 or 0).
+# The value of an arithmetic expression (awk's syntax), or of a comparison (1 or 0): in
+# parentheses, since awk reads `print a > b` as a redirection to the file `b`.
 calc() {
-    awk "BEGIN { print $1 }"
+    awk "BEGIN { print ($1) }"
 }
 
 declare -A cold rebuild

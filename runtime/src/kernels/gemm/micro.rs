@@ -8,7 +8,7 @@
 
 use super::vector::{Block8, Panel8, Vector};
 use super::view::{MatMut, MatRef, Terms};
-use crate::lane::MAX_LANES;
+use crate::lane::{load_padded_by_copy, store_partial_by_copy, MAX_LANES};
 
 /// Largest block of the `k` dimension: `k` is cut into `ceil(k / KC)` blocks of (nearly)
 /// equal length, in order. The blocks depend on `k` only, never on threads or on the other
@@ -396,9 +396,9 @@ fn write_columns<S: Vector, const R: usize, const V: usize>(acc: [[S; V]; R], to
             let dst = &mut c.data[base..base + R];
             let old = match beta {
                 Beta::Zero => S::ZERO,
-                Beta::Scale(_) => S::load_padded(dst),
+                Beta::Scale(_) => load_padded_by_copy(dst),
             };
-            update(S::load(col), alpha, beta, old).store_partial(dst);
+            store_partial_by_copy(update(S::load(col), alpha, beta, old), dst);
         }
     }
 }

@@ -310,8 +310,11 @@ pub(crate) fn store_partial_by_copy<L: Lane>(v: L, s: &mut [f32]) {
     }
     let mut a = [0.0; MAX_LANES];
     v.store(&mut a);
-    for (j, d) in s.iter_mut().enumerate() {
-        *d = a[j];
+    // A guarded loop of constant length, as in `load_padded_by_copy`.
+    for (j, &x) in a.iter().enumerate().take(L::LANES) {
+        if j < s.len() {
+            s[j] = x;
+        }
     }
 }
 

@@ -49,18 +49,6 @@ impl Lane for f32x8 {
         s[..LANES].copy_from_slice(self.as_array());
     }
     #[inline(always)]
-    fn store_partial(self, s: &mut [f32]) {
-        if s.len() >= LANES {
-            return Lane::store(self, s);
-        }
-        let v = self.as_array();
-        for j in 0..LANES {
-            if j < s.len() {
-                s[j] = v[j];
-            }
-        }
-    }
-    #[inline(always)]
     fn erf(self) -> Self {
         super::erf::erf(self)
     }

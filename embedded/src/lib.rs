@@ -56,6 +56,21 @@ pub fn data() -> ([f32; SAMPLES * 8], [u32; SAMPLES]) {
     (x, y)
 }
 
+/// Floating-point operations of one train step at batch [`BATCH`], from the layers' shapes:
+/// the forward products and biases, the weight, bias and input gradients (the first layer needs
+/// no input gradient), ReLU and its derivative, the softmax and cross-entropy with its gradient
+/// (`exp`, a sum, a division and a subtraction per logit), and SGD with momentum (`buf = m buf +
+/// g`, `p -= lr buf`: four per parameter).
+pub const FLOPS_PER_STEP: usize = {
+    let (b, i, h, o) = (BATCH, 8, 16, 4);
+    let forward = 2 * b * (i * h + h * o) + b * (h + o);
+    let backward = 2 * b * (i * h + h * o) + b * (h + o) + 2 * b * h * o;
+    let relu = 2 * b * h;
+    let loss = 4 * b * o;
+    let update = 4 * (i * h + h + h * o + o);
+    forward + backward + relu + loss + update
+};
+
 /// What [`train`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Report {
@@ -69,39 +84,94 @@ pub struct Report {
     pub steps: u64,
 }
 
+/// The line both builds print, the host's and the firmware's: the losses as bits, so that the
+/// two can be compared exactly (and no float is formatted on the microcontroller).
+impl core::fmt::Display for Report {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "steps {} first_loss_bits {:#010x} last_loss_bits {:#010x} correct {}",
+            self.steps,
+            self.first_loss.to_bits(),
+            self.last_loss.to_bits(),
+            self.correct
+        )
+    }
+}
+
+/// The demo's training, a step at a time: the model and its step in static memory, and the
+/// data set.
+pub struct Demo {
+    model: &'static mut Tiny,
+    step: Step,
+    x: [f32; SAMPLES * 8],
+    y: [u32; SAMPLES],
+}
+
+impl Demo {
+    /// Steps in one pass over the data set.
+    pub const STEPS_PER_EPOCH: usize = SAMPLES / BATCH;
+
+    /// The initialized model and its step; `None` if the statics were already taken (they are
+    /// handed out once).
+    pub fn new() -> Option<Self> {
+        let model = MODEL.take()?;
+        model.init_in_place(Seed(7));
+        let arena = ARENA.take()?;
+        let rule = SgdMomentum::default().with_lr(0.1);
+        let step = Step::new(model, rule, arena).ok()?;
+        let (x, y) = data();
+        Some(Demo { model, step, x, y })
+    }
+
+    /// One pass over the data set, [`Self::STEPS_PER_EPOCH`] steps.
+    pub fn epoch(&mut self) {
+        for (xs, ys) in self.x.chunks(BATCH * 8).zip(self.y.chunks(BATCH)) {
+            self.step.run(self.model, xs, ys);
+        }
+    }
+
+    /// The mean loss over the data set.
+    pub fn loss(&mut self) -> f32 {
+        self.step.evaluate(self.model, &self.x, &self.y).loss
+    }
+
+    /// The samples of the data set classified right.
+    pub fn correct(&mut self) -> usize {
+        let mut correct = 0;
+        for (xs, ys) in self.x.chunks(BATCH * 8).zip(self.y.chunks(BATCH)) {
+            let out = self.step.predict(self.model, xs);
+            for (o, &label) in out.chunks(4).zip(ys) {
+                let mut best = 0;
+                for k in 1..4 {
+                    if o[k] > o[best] {
+                        best = k;
+                    }
+                }
+                correct += usize::from(best as u32 == label);
+            }
+        }
+        correct
+    }
+
+    /// Optimizer steps taken.
+    pub fn steps(&self) -> u64 {
+        self.step.optimizer().iterations()
+    }
+}
+
 /// Trains the model for `epochs` passes over the data set, from the static memory; `None` if
 /// it was already called (the statics are handed out once).
 pub fn train(epochs: usize) -> Option<Report> {
-    let model = MODEL.take()?;
-    model.init_in_place(Seed(7));
-    let arena = ARENA.take()?;
-    let rule = SgdMomentum::default().with_lr(0.1);
-    let mut step = Step::new(model, rule, arena).ok()?;
-    let (x, y) = data();
-    let first_loss = step.evaluate(model, &x, &y).loss;
+    let mut demo = Demo::new()?;
+    let first_loss = demo.loss();
     for _ in 0..epochs {
-        for (xs, ys) in x.chunks(BATCH * 8).zip(y.chunks(BATCH)) {
-            step.run(model, xs, ys);
-        }
-    }
-    let last_loss = step.evaluate(model, &x, &y).loss;
-    let mut correct = 0;
-    for (xs, ys) in x.chunks(BATCH * 8).zip(y.chunks(BATCH)) {
-        let out = step.predict(model, xs);
-        for (o, &label) in out.chunks(4).zip(ys) {
-            let mut best = 0;
-            for k in 1..4 {
-                if o[k] > o[best] {
-                    best = k;
-                }
-            }
-            correct += usize::from(best as u32 == label);
-        }
+        demo.epoch();
     }
     Some(Report {
         first_loss,
-        last_loss,
-        correct,
-        steps: step.optimizer().iterations(),
+        last_loss: demo.loss(),
+        correct: demo.correct(),
+        steps: demo.steps(),
     })
 }

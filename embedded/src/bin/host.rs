@@ -21,6 +21,7 @@ fn main() {
         "{} steps: loss {:.4} -> {:.4}, {}/{SAMPLES} right",
         report.steps, report.first_loss, report.last_loss, report.correct
     );
+    println!("{report}");
     assert!(
         report.last_loss < TARGET_LOSS,
         "loss {} is not below {TARGET_LOSS}",

@@ -101,6 +101,7 @@ extern crate std;
 pub mod guide;
 pub mod prelude;
 
+pub use fusegraph_runtime::accumulate;
 #[cfg(feature = "checkpoint")]
 pub use fusegraph_runtime::checkpoint;
 #[cfg(feature = "std")]

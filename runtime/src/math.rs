@@ -41,12 +41,14 @@ pub trait Float:
     fn cos_(self) -> Self;
     /// `e^self - 1`, accurate near 0.
     fn expm1_(self) -> Self;
+    /// `ln(1 + self)`, accurate near 0.
+    fn ln_1p_(self) -> Self;
     /// The error function.
     fn erf_(self) -> Self;
 }
 
 macro_rules! float_impl {
-    ($t:ty, $abs:path, $copysign:path, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path, $expm1:path, $erf:path) => {
+    ($t:ty, $abs:path, $copysign:path, $sqrt:path, $exp:path, $ln:path, $pow:path, $tanh:path, $floor:path, $cos:path, $expm1:path, $ln_1p:path, $erf:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -91,6 +93,10 @@ macro_rules! float_impl {
                 $expm1(self)
             }
             #[inline]
+            fn ln_1p_(self) -> Self {
+                $ln_1p(self)
+            }
+            #[inline]
             fn erf_(self) -> Self {
                 $erf(self)
             }
@@ -110,6 +116,7 @@ float_impl!(
     libm::floorf,
     libm::cosf,
     libm::expm1f,
+    libm::log1pf,
     crate::lane::erf::<f32>
 );
 float_impl!(
@@ -124,6 +131,7 @@ float_impl!(
     libm::floor,
     libm::cos,
     libm::expm1,
+    libm::log1p,
     libm::erf
 );
 
@@ -141,6 +149,11 @@ pub fn exp<T: Float>(x: T) -> T {
 #[inline]
 pub fn expm1<T: Float>(x: T) -> T {
     x.expm1_()
+}
+/// `ln(1 + x)`, accurate near 0.
+#[inline]
+pub fn ln_1p<T: Float>(x: T) -> T {
+    x.ln_1p_()
 }
 /// The error function, `2/sqrt(pi) * integral of e^(-t^2) from 0 to x`: `libm`'s for `f64`;
 /// for `f32`, the same bits as [`lane::erf`](crate::lane::erf) gives each lane.

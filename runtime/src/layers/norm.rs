@@ -1,12 +1,15 @@
 //! Normalization layers: [`LayerNorm`] over the features of a sample, [`BatchNorm`] over the
-//! batch for each channel. Statistics are computed in `f64`, summing in a fixed order (sample
-//! after sample), so they do not depend on threads or on how a pass is split.
+//! batch for each channel. Statistics are computed in [`Wide`] (`f64`, or compensated `f32`
+//! with the feature `f32-accumulators`: see [`accumulate`](crate::accumulate)), summing in a
+//! fixed order (sample after sample), so they do not depend on threads or on how a pass is
+//! split.
 
 use super::{buffers, Backward, Ctx, Forward, Init, Layer, Mode, Tensor, Torch};
+use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::math;
 
 /// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
-const EPS: f64 = 1e-5;
+const EPS: Wide = 1e-5;
 
 /// Channels whose sums one pass over the data accumulates (on the stack).
 const BLOCK: usize = 64;
@@ -136,26 +139,26 @@ fn rows<const R: usize>(data: &[f32], n: usize) -> [&[f32]; R] {
     core::array::from_fn(|r| &data[r * n..(r + 1) * n])
 }
 
-/// The mean and `1 / sqrt(var + eps)` of each of `R` rows, summed in `f64` in order.
+/// The mean and `1 / sqrt(var + eps)` of each of `R` rows, summed in [`Wide`] in order.
 #[inline(always)]
 fn row_stats<const R: usize>(x: [&[f32]; R], n: usize) -> [(f32, f32); R] {
-    let mut sum = [0.0f64; R];
+    let mut sum = [Accumulator::ZERO; R];
     for i in 0..n {
         for (s, row) in sum.iter_mut().zip(&x) {
-            *s += f64::from(row[i]);
+            s.add(widen(row[i]));
         }
     }
-    let mean = sum.map(|s| s / n as f64);
-    let mut squares = [0.0f64; R];
+    let mean = sum.map(|s| s.total() / n as Wide);
+    let mut squares = [Accumulator::ZERO; R];
     for i in 0..n {
         for ((s, row), &m) in squares.iter_mut().zip(&x).zip(&mean) {
-            let d = f64::from(row[i]) - m;
-            *s += d * d;
+            let d = widen(row[i]) - m;
+            s.add(d * d);
         }
     }
     core::array::from_fn(|r| {
-        let var = squares[r] / n as f64;
-        (mean[r] as f32, (1.0 / math::sqrt(var + EPS)) as f32)
+        let var = squares[r].total() / n as Wide;
+        (narrow(mean[r]), narrow(1.0 / math::sqrt(var + EPS)))
     })
 }
 
@@ -231,7 +234,7 @@ struct RowsGrad<'a> {
 }
 
 /// The backward pass of `R` rows: their terms of `dgamma` and `dbeta` (added row after row),
-/// then d loss / d x from each row's sums of `g = dy * gamma` and `g * xhat`, in `f64`, in
+/// then d loss / d x from each row's sums of `g = dy * gamma` and `g * xhat`, in [`Wide`], in
 /// order (the rows' sums side by side).
 #[inline(always)]
 fn backward_rows<const R: usize>(
@@ -250,14 +253,14 @@ fn backward_rows<const R: usize>(
             *db += dy;
         }
     }
-    let (mut sum_g, mut sum_gx) = ([0.0f64; R], [0.0f64; R]);
+    let (mut sum_g, mut sum_gx) = ([Accumulator::ZERO; R], [Accumulator::ZERO; R]);
     for i in 0..n {
         for r in 0..R {
             let (mean, rstd) = stats[r];
             let xhat = (xs[r][i] - mean) * rstd;
-            let g = f64::from(dys[r][i] * gamma[i]);
-            sum_g[r] += g;
-            sum_gx[r] += g * f64::from(xhat);
+            let g = widen(dys[r][i] * gamma[i]);
+            sum_g[r].add(g);
+            sum_gx[r].add(g * widen(xhat));
         }
     }
     let Some((dx, add)) = dx else {
@@ -265,7 +268,8 @@ fn backward_rows<const R: usize>(
     };
     for (r, d) in dx.chunks_exact_mut(n).enumerate() {
         let (mean, rstd) = stats[r];
-        let (mean_g, mean_gx) = ((sum_g[r] / n as f64) as f32, (sum_gx[r] / n as f64) as f32);
+        let mean_of = |s: &Accumulator| narrow(s.total() / n as Wide);
+        let (mean_g, mean_gx) = (mean_of(&sum_g[r]), mean_of(&sum_gx[r]));
         let v = |x: f32, dy: f32, g: f32| rstd * (dy * g - mean_g - (x - mean) * rstd * mean_gx);
         let terms = d.iter_mut().zip(xs[r]).zip(dys[r]).zip(gamma);
         // Two loops, so that neither decides per element whether to add.
@@ -301,33 +305,33 @@ pub struct BatchNorm<const C: usize, const SPATIAL: usize = 1>;
 
 impl<const C: usize, const SPATIAL: usize> BatchNorm<C, SPATIAL> {
     /// PyTorch's momentum: the weight of the batch statistic in the running one.
-    pub const MOMENTUM: f64 = 0.1;
+    pub const MOMENTUM: Wide = 0.1;
 
     /// The layer (it holds no data: parameters and running statistics live in the model).
     pub const fn new() -> Self {
         BatchNorm
     }
 
-    /// For each channel `c`, the sums in `f64` of the pairs `f(r, c)` over the rows `r` of `C`
-    /// values, `0..rows` in order; `out(c, sums)` receives them. Channels are taken [`BLOCK`]
-    /// at a time, each block in one pass over the data.
+    /// For each channel `c`, the sums in [`Wide`] of the pairs `f(r, c)` over the rows `r` of
+    /// `C` values, `0..rows` in order; `out(c, sums)` receives them. Channels are taken
+    /// [`BLOCK`] at a time, each block in one pass over the data.
     fn channel_sums(
         rows: usize,
-        mut f: impl FnMut(usize, usize) -> (f64, f64),
-        mut out: impl FnMut(usize, (f64, f64)),
+        mut f: impl FnMut(usize, usize) -> (Wide, Wide),
+        mut out: impl FnMut(usize, (Wide, Wide)),
     ) {
         for c0 in (0..C).step_by(BLOCK) {
             let c1 = (c0 + BLOCK).min(C);
-            let mut acc = [(0.0f64, 0.0f64); BLOCK];
+            let mut acc = [(Accumulator::ZERO, Accumulator::ZERO); BLOCK];
             for r in 0..rows {
                 for (c, a) in (c0..c1).zip(acc.iter_mut()) {
                     let (u, v) = f(r, c);
-                    a.0 += u;
-                    a.1 += v;
+                    a.0.add(u);
+                    a.1.add(v);
                 }
             }
             for (c, a) in (c0..c1).zip(acc) {
-                out(c, a);
+                out(c, (a.0.total(), a.1.total()));
             }
         }
     }
@@ -384,26 +388,26 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
         let (gamma, beta) = params.split_at(C);
         let (running_mean, running_var) = state.split_at_mut(C);
         let (mean, rstd) = saved[..2 * C].split_at_mut(C);
-        let rstd_of = |var: f64| (1.0 / math::sqrt(var + EPS)) as f32;
+        let rstd_of = |var: Wide| narrow(1.0 / math::sqrt(var + EPS));
         if ctx.mode == Mode::Eval {
             mean.copy_from_slice(running_mean);
             for (r, &v) in rstd.iter_mut().zip(running_var.iter()) {
-                *r = rstd_of(f64::from(v));
+                *r = rstd_of(widen(v));
             }
         } else {
-            let m = rows as f64;
+            let m = rows as Wide;
             // Means, a block of channels at a time, then the variances around them.
             Self::channel_sums(
                 rows,
-                |r, c| (f64::from(x[r * C + c]), 0.0),
+                |r, c| (widen(x[r * C + c]), 0.0),
                 |c, (s, _)| {
-                    mean[c] = (s / m) as f32;
+                    mean[c] = narrow(s / m);
                 },
             );
             Self::channel_sums(
                 rows,
                 |r, c| {
-                    let d = f64::from(x[r * C + c]) - f64::from(mean[c]);
+                    let d = widen(x[r * C + c]) - widen(mean[c]);
                     (d * d, 0.0)
                 },
                 |c, (s, _)| {
@@ -412,9 +416,8 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
                     let unbiased = if rows > 1 { s / (m - 1.0) } else { var };
                     let mo = Self::MOMENTUM;
                     running_mean[c] =
-                        (mo * f64::from(mean[c]) + (1.0 - mo) * f64::from(running_mean[c])) as f32;
-                    running_var[c] =
-                        (mo * unbiased + (1.0 - mo) * f64::from(running_var[c])) as f32;
+                        narrow(mo * widen(mean[c]) + (1.0 - mo) * widen(running_mean[c]));
+                    running_var[c] = narrow(mo * unbiased + (1.0 - mo) * widen(running_var[c]));
                 },
             );
         }
@@ -451,12 +454,12 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
         Self::channel_sums(
             rows,
             |r, c| {
-                let d = f64::from(dy[r * C + c]);
-                (d, d * f64::from(xhat(r, c)))
+                let d = widen(dy[r * C + c]);
+                (d, d * widen(xhat(r, c)))
             },
             |c, (s, sx)| {
-                dbeta[c] = s as f32;
-                dgamma[c] = sx as f32;
+                dbeta[c] = narrow(s);
+                dgamma[c] = narrow(sx);
             },
         );
         let Some((dx, add)) = dx.destination() else {
@@ -487,6 +490,9 @@ mod tests {
     use crate::layers::gradcheck::{assert_close, bits, Check};
     use std::vec::Vec;
 
+    /// [`EPS`] for the `f64` references.
+    const EPS_F64: f64 = 1e-5;
+
     /// Normalizes `x` (rows of `c` values) per channel with the given statistics.
     fn normalize(p: &[f64], x: &[f64], c: usize, mean: &[f64], var: &[f64]) -> Vec<f64> {
         let (gamma, beta) = p.split_at(c);
@@ -494,7 +500,7 @@ mod tests {
             .enumerate()
             .map(|(i, &v)| {
                 let j = i % c;
-                (v - mean[j]) / (var[j] + EPS).sqrt() * gamma[j] + beta[j]
+                (v - mean[j]) / (var[j] + EPS_F64).sqrt() * gamma[j] + beta[j]
             })
             .collect()
     }
@@ -524,7 +530,7 @@ mod tests {
             x.chunks(N)
                 .flat_map(|r| {
                     let (mean, var) = stats(r, 1);
-                    let rstd = 1.0 / (var[0] + EPS).sqrt();
+                    let rstd = 1.0 / (var[0] + EPS_F64).sqrt();
                     (0..N).map(move |i| (r[i] - mean[0]) * rstd * gamma[i] + beta[i])
                 })
                 .collect()

@@ -1,19 +1,21 @@
 //! The lane passes of element-wise losses that `loss!` generates: value and gradient in one
-//! pass over the lanes [`lane::dispatch`] picks, summed in `f64` in a fixed order.
+//! pass over the lanes [`lane::dispatch`] picks, summed in [`Wide`] in a fixed order.
 
 use super::{check_lengths, inv_count, Reduce};
+use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::lane::{self, pieces, Lane, OnLanes, MAX_LANES};
 use crate::LANES;
 use core::marker::PhantomData;
 use wide::f32x8;
 
-/// A deterministic sum of `f32` values in `f64`: value `i` of the walk is widened and added to
-/// accumulator `i % 8` (its position in an `f32x8` lane), and the eight accumulators are added
-/// in a fixed order at the end, so the result depends on the values and their order only (not
-/// on the lane type, threads, alignment or how a caller chunks its slices into whole lanes).
+/// A deterministic sum of `f32` values in [`Wide`]: value `i` of the walk is widened and added
+/// to accumulator `i % 8` (its position in an `f32x8` lane), and the eight accumulators are
+/// added in a fixed order at the end, so the result depends on the values and their order only
+/// (not on the lane type, threads, alignment or how a caller chunks its slices into whole
+/// lanes).
 pub(super) struct LaneSum {
     /// The accumulators, in lane order.
-    sums: [f64; LANES],
+    sums: [Accumulator; LANES],
     /// Values added so far.
     count: usize,
 }
@@ -22,7 +24,7 @@ impl LaneSum {
     /// Zero in every accumulator.
     pub(super) fn new() -> LaneSum {
         LaneSum {
-            sums: [0.0; LANES],
+            sums: [Accumulator::ZERO; LANES],
             count: 0,
         }
     }
@@ -36,14 +38,14 @@ impl LaneSum {
         if k == L::LANES && L::LANES.is_multiple_of(LANES) && self.count.is_multiple_of(LANES) {
             for chunk in lanes[..k].chunks_exact(LANES) {
                 for (a, &x) in self.sums.iter_mut().zip(chunk) {
-                    *a += f64::from(x);
+                    a.add(widen(x));
                 }
             }
             self.count += k;
             return;
         }
         for &x in &lanes[..k] {
-            self.sums[self.count % LANES] += f64::from(x);
+            self.sums[self.count % LANES].add(widen(x));
             self.count += 1;
         }
     }
@@ -56,18 +58,22 @@ impl LaneSum {
         }
     }
 
-    /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`.
-    pub(super) fn total(&self) -> f64 {
+    /// `((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))`, each `+` an
+    /// [`Accumulator::merged`].
+    pub(super) fn total(&self) -> Wide {
         let a = &self.sums;
-        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+        let pair = |i: usize| a[i].merged(a[i + 1]);
+        (pair(0).merged(pair(2)))
+            .merged(pair(4).merged(pair(6)))
+            .total()
     }
 }
 
 /// The reduced value of a sum of `count` element values.
-fn reduce_sum(sum: f64, count: usize, reduce: Reduce) -> f32 {
+fn reduce_sum(sum: Wide, count: usize, reduce: Reduce) -> f32 {
     match reduce {
-        Reduce::Mean => (sum * inv_count(count)) as f32,
-        Reduce::Sum => sum as f32,
+        Reduce::Mean => narrow(sum * inv_count(count)),
+        Reduce::Sum => narrow(sum),
     }
 }
 
@@ -87,7 +93,7 @@ pub trait LaneLoss {
 ///
 /// The tail is padded with zeros into a full lane and runs the same lane code; its padded
 /// lanes are left out of the sum and not stored. Each element's value is computed in `f32`
-/// and summed in `f64` (see `LaneSum`, the same order on every lane type); with
+/// and summed in [`Wide`] (see `LaneSum`, the same order on every lane type); with
 /// [`Reduce::Mean`] the sum and each derivative are divided by the count (an empty batch
 /// gives 0).
 ///
@@ -145,9 +151,9 @@ pub(super) struct LossPass<'a, F> {
 }
 
 impl<F: LaneLoss> OnLanes for LossPass<'_, F> {
-    type Output = f64;
+    type Output = Wide;
     #[inline(always)]
-    fn run<L: Lane>(self) -> f64 {
+    fn run<L: Lane>(self) -> Wide {
         let (pred, target) = (self.pred, self.target);
         let mut sum = LaneSum::new();
         let load = |i: usize, k: usize| {

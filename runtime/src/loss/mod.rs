@@ -2,10 +2,11 @@
 //! PyTorch), losses written with `loss!` by a mean or a sum ([`Reduce`]).
 //!
 //! The built-ins are not written with `loss!`, which computes each element in `f32` and sums by
-//! lane: they compute in `f64` and sum in order, so none would keep its bits (tests/loss.rs
-//! finds the rewritten ones within 1e-6), and `SoftmaxCrossEntropy` is not element-wise (its
-//! exponentials are `f32`, on the dispatched lanes, as PyTorch's; its sums and logarithm
-//! `f64`).
+//! lane: they compute in [`Wide`] (`f64`, or `f32` with the feature `f32-accumulators`: see
+//! [`accumulate`](crate::accumulate)) and sum in order, so none would keep its bits
+//! (tests/loss.rs finds the rewritten ones within 1e-6), and `SoftmaxCrossEntropy` is not
+//! element-wise (its exponentials are `f32`, on the dispatched lanes, as PyTorch's; its sums
+//! and logarithm [`Wide`]).
 //!
 //! A train step takes a batch's targets as [`Targets`] of the model's loss, so that targets of
 //! the wrong type are an error that names the loss and the type it takes.
@@ -15,6 +16,7 @@ mod targets;
 
 pub use targets::Targets;
 
+use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::lane::{self, Lane, OnLanes};
 use lanes::LaneSum;
 
@@ -102,30 +104,35 @@ fn check_lengths(pred: &[f32], target: &[f32], n: usize) {
     );
 }
 
-/// `(pred, target)` pairs of an element-wise loss, in `f64`, after [`check_lengths`]; the
+/// `(pred, target)` pairs of an element-wise loss, in [`Wide`], after [`check_lengths`]; the
 /// mean divides by their count (batch times outputs).
 fn pairs<'a>(
     pred: &'a [f32],
     target: &'a [f32],
     n: usize,
-) -> impl Iterator<Item = (f64, f64)> + 'a {
+) -> impl Iterator<Item = (Wide, Wide)> + 'a {
     check_lengths(pred, target, n);
-    pred.iter()
-        .zip(target)
-        .map(|(&p, &t)| (f64::from(p), f64::from(t)))
+    pred.iter().zip(target).map(|(&p, &t)| (widen(p), widen(t)))
+}
+
+/// The sum of `values` in order, in an [`Accumulator`].
+fn sum_in_order(values: impl Iterator<Item = Wide>) -> Wide {
+    let mut sum = Accumulator::ZERO;
+    values.for_each(|v| sum.add(v));
+    sum.total()
 }
 
 /// `1 / count`, and 0 for an empty batch (whose loss and gradient are 0, not NaN).
-fn inv_count(count: usize) -> f64 {
+fn inv_count(count: usize) -> Wide {
     if count == 0 {
         0.0
     } else {
-        1.0 / count as f64
+        1.0 / count as Wide
     }
 }
 
 /// Implements [`Loss`] for an element-wise loss from `f(pred, target) -> (loss, d loss / d
-/// pred)` in `f64`; the sum runs in order in `f64`.
+/// pred)` in [`Wide`]; the sum runs in order in an [`Accumulator`].
 macro_rules! elementwise_loss {
     ($ty:ty, $f:expr) => {
         impl Loss for $ty {
@@ -139,19 +146,19 @@ macro_rules! elementwise_loss {
             fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
                 assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
                 let inv = inv_count(pred.len());
-                let f: fn(f64, f64) -> (f64, f64) = $f;
-                let mut sum = 0.0f64;
+                let f: fn(Wide, Wide) -> (Wide, Wide) = $f;
+                let mut sum = Accumulator::ZERO;
                 for ((p, t), g) in pairs(pred, target, n).zip(grad.iter_mut()) {
                     let (l, d) = f(p, t);
-                    sum += l;
-                    *g = (d * inv) as f32;
+                    sum.add(l);
+                    *g = narrow(d * inv);
                 }
-                (sum * inv) as f32
+                narrow(sum.total() * inv)
             }
             fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
-                let f: fn(f64, f64) -> (f64, f64) = $f;
-                let sum: f64 = pairs(pred, target, n).map(|(p, t)| f(p, t).0).sum();
-                (sum * inv_count(pred.len())) as f32
+                let f: fn(Wide, Wide) -> (Wide, Wide) = $f;
+                let sum = sum_in_order(pairs(pred, target, n).map(|(p, t)| f(p, t).0));
+                narrow(sum * inv_count(pred.len()))
             }
             fn correct(_pred: &[f32], _target: &[f32], _n: usize) -> Option<usize> {
                 None
@@ -207,7 +214,7 @@ elementwise_loss!(Huber, |p, t| {
 pub struct BinaryCrossEntropyWithLogits;
 
 /// The logistic function, without overflow for either sign.
-fn sigmoid64(z: f64) -> f64 {
+fn sigmoid_wide(z: Wide) -> Wide {
     if z >= 0.0 {
         1.0 / (1.0 + math::exp(-z))
     } else {
@@ -227,16 +234,16 @@ impl Loss for BinaryCrossEntropyWithLogits {
     fn loss_and_grad(pred: &[f32], target: &[f32], grad: &mut [f32], n: usize) -> f32 {
         assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
         let inv = inv_count(pred.len());
-        let mut sum = 0.0f64;
+        let mut sum = Accumulator::ZERO;
         for ((z, y), g) in pairs(pred, target, n).zip(grad.iter_mut()) {
-            sum += bce(z, y);
-            *g = ((sigmoid64(z) - y) * inv) as f32;
+            sum.add(bce(z, y));
+            *g = narrow((sigmoid_wide(z) - y) * inv);
         }
-        (sum * inv) as f32
+        narrow(sum.total() * inv)
     }
     fn loss(pred: &[f32], target: &[f32], n: usize) -> f32 {
-        let sum: f64 = pairs(pred, target, n).map(|(z, y)| bce(z, y)).sum();
-        (sum * inv_count(pred.len())) as f32
+        let sum = sum_in_order(pairs(pred, target, n).map(|(z, y)| bce(z, y)));
+        narrow(sum * inv_count(pred.len()))
     }
     fn correct(pred: &[f32], target: &[f32], n: usize) -> Option<usize> {
         check_lengths(pred, target, n);
@@ -253,8 +260,8 @@ impl Loss for BinaryCrossEntropyWithLogits {
 }
 
 /// `max(z, 0) - z * y + ln(1 + e^-|z|)`.
-fn bce(z: f64, y: f64) -> f64 {
-    math::max(z, 0.0) - z * y + libm::log1p(math::exp(-math::abs(z)))
+fn bce(z: Wide, y: Wide) -> Wide {
+    math::max(z, 0.0) - z * y + math::ln_1p(math::exp(-math::abs(z)))
 }
 
 /// Softmax cross-entropy on logits with class-index targets (Keras'
@@ -264,7 +271,7 @@ fn bce(z: f64, y: f64) -> f64 {
 /// a sample is [correct](Loss::correct) when the first largest logit is its class.
 ///
 /// Each `e^(z - max)` is computed in `f32` on the dispatched lanes (the same bits on every lane
-/// type), and summed, logged and divided in `f64`.
+/// type), and summed, logged and divided in [`Wide`].
 ///
 /// # Panics
 /// If a class index is not below `n`.
@@ -292,11 +299,11 @@ impl SoftmaxCrossEntropy {
     }
 
     /// `(max, Σ e^(z - max))` of a row: the exponentials in `f32` on the dispatched lanes
-    /// (as PyTorch's `log_softmax`), summed in `f64` in the fixed order of [`LaneSum`]. They
+    /// (as PyTorch's `log_softmax`), summed in [`Wide`] in the fixed order of [`LaneSum`]. They
     /// are written to `exps` (as long as the row) when it is given, else through a buffer on
     /// the stack, [`CHUNK`] logits at a time (a whole number of lanes, so the sum adds the same
     /// values in the same order either way).
-    fn max_and_sum(row: &[f32], mut exps: Option<&mut [f32]>) -> (f64, f64) {
+    fn max_and_sum(row: &[f32], mut exps: Option<&mut [f32]>) -> (Wide, Wide) {
         let max = lane::dispatch(RowMax(row));
         let mut buffer = [0.0; CHUNK];
         let mut sum = LaneSum::new();
@@ -312,15 +319,15 @@ impl SoftmaxCrossEntropy {
             });
             sum.add_slice(out);
         }
-        (f64::from(max), sum.total())
+        (widen(max), sum.total())
     }
 
     /// `g` (the row's exponentials) becomes `(softmax - onehot(class)) * inv`.
-    fn gradient_row(g: &mut [f32], sum: f64, class: usize, inv: f64) {
+    fn gradient_row(g: &mut [f32], sum: Wide, class: usize, inv: Wide) {
         for (j, gj) in g.iter_mut().enumerate() {
-            let p = f64::from(*gj) / sum;
+            let p = widen(*gj) / sum;
             let onehot = if j == class { 1.0 } else { 0.0 };
-            *gj = ((p - onehot) * inv) as f32;
+            *gj = narrow((p - onehot) * inv);
         }
     }
 }
@@ -372,22 +379,20 @@ impl Loss for SoftmaxCrossEntropy {
     fn loss_and_grad(pred: &[f32], target: &[u32], grad: &mut [f32], n: usize) -> f32 {
         assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
         let inv = inv_count(target.len());
-        let mut total = 0.0f64;
+        let mut total = Accumulator::ZERO;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
             let (max, sum) = Self::max_and_sum(row, Some(&mut *g));
-            total += max + math::ln(sum) - f64::from(row[class]);
+            total.add(max + math::ln(sum) - widen(row[class]));
             Self::gradient_row(g, sum, class, inv);
         }
-        (total * inv) as f32
+        narrow(total.total() * inv)
     }
     fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
-        let total: f64 = Self::rows(pred, target, n)
-            .map(|(row, class)| {
-                let (max, sum) = Self::max_and_sum(row, None);
-                max + math::ln(sum) - f64::from(row[class])
-            })
-            .sum();
-        (total * inv_count(target.len())) as f32
+        let total = sum_in_order(Self::rows(pred, target, n).map(|(row, class)| {
+            let (max, sum) = Self::max_and_sum(row, None);
+            max + math::ln(sum) - widen(row[class])
+        }));
+        narrow(total * inv_count(target.len()))
     }
     fn correct(pred: &[f32], target: &[u32], n: usize) -> Option<usize> {
         let right = Self::rows(pred, target, n)
@@ -833,7 +838,13 @@ mod tests {
                     Reduce::Mean if len == 0 => 0.0,
                     Reduce::Mean => (want / len as f64) as f32,
                 };
-                assert_eq!(l, want, "{len} {reduce:?}");
+                if cfg!(feature = "f32-accumulators") {
+                    // The compensated sum rounded once, `1 / len` and the product: 3 roundings.
+                    let bound = 3.0 * f32::EPSILON * want.abs();
+                    assert!((l - want).abs() <= bound, "{len} {reduce:?}: {l} vs {want}");
+                } else {
+                    assert_eq!(l, want, "{len} {reduce:?}");
+                }
                 assert_eq!(l, lanes_loss::<NanOnPadding>(&pred, &target, 1, reduce));
                 for lanes in Tested::every() {
                     let mut on_lanes = vec![f32::NAN; len];

@@ -12,6 +12,7 @@ use super::mode::UpdateMode;
 use super::reduce::sum_squares;
 use super::rule::{Rule, MAX_CARRIED};
 use super::storage::Override;
+use crate::accumulate::narrow;
 use crate::math;
 
 /// The most segments one fused pass is handed; a longer run of tensors that cannot share
@@ -100,7 +101,7 @@ impl<R: Rule> Plan<R> {
         config: &Config<U>,
         tensors: impl Iterator<Item = &'g [f32]>,
     ) {
-        let norm = || math::sqrt(tensors.map(sum_squares).fold(0.0f64, |a, b| a + b)) as f32;
+        let norm = || narrow(math::sqrt(tensors.map(sum_squares).fold(0.0, |a, b| a + b)));
         self.global = match config.clip_norm {
             Some(NormClip::Global(c)) => c * (1.0 / norm()).min(1.0 / c),
             Some(NormClip::GlobalTorch(c)) => (c / (norm() + 1e-6)).min(1.0),
@@ -131,7 +132,7 @@ impl<R: Rule> Plan<R> {
         let per_tensor = matches!(config.clip_norm, Some(NormClip::PerTensor(_)));
         let scale = match config.clip_norm {
             Some(NormClip::PerTensor(c)) => {
-                let norm = math::sqrt(sum_squares(grads) as f32);
+                let norm = math::sqrt(narrow(sum_squares(grads)));
                 c / norm.max(c)
             }
             _ => self.global,

@@ -1,6 +1,7 @@
 //! Deterministic reductions: a fixed summation tree, whatever the number of threads.
 
 use super::kernel::PARALLEL_THRESHOLD;
+use crate::accumulate::{widen, Accumulator, Wide};
 use crate::kernels::parallel::join;
 use crate::lane::EightSums;
 
@@ -8,22 +9,23 @@ use crate::lane::EightSums;
 /// shape (and the rounding of the result) depends only on the length.
 pub const REDUCE_BLOCK: usize = 4096;
 
-/// Inner blocks are summed in `f32x8` lane order ([`EightSums`]), then widened to `f64`.
+/// Inner blocks are summed in `f32x8` lane order ([`EightSums`]), then widened to [`Wide`].
 const INNER: usize = 256;
 
 /// The sum of squares of `x`, accumulated in a fixed order: the same bits serially and on any
 /// number of threads (the tree is split across the pool above
-/// [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD)).
+/// [`PARALLEL_THRESHOLD`](super::PARALLEL_THRESHOLD)); in [`Wide`], `f64` or, with the feature
+/// `f32-accumulators`, compensated `f32` ([`accumulate`](crate::accumulate)).
 ///
 /// ```
 /// let x = [3.0_f32, 4.0];
 /// assert_eq!(fusegraph_runtime::optim::sum_squares(&x), 25.0);
 /// ```
-pub fn sum_squares(x: &[f32]) -> f64 {
+pub fn sum_squares(x: &[f32]) -> Wide {
     tree(x, x.len() >= PARALLEL_THRESHOLD)
 }
 
-fn tree(x: &[f32], par: bool) -> f64 {
+fn tree(x: &[f32], par: bool) -> Wide {
     if x.len() <= REDUCE_BLOCK {
         return leaf(x);
     }
@@ -34,15 +36,18 @@ fn tree(x: &[f32], par: bool) -> f64 {
 }
 
 /// The sum of squares of one leaf: each block of [`INNER`] values in `f32x8` lane order
-/// ([`EightSums`]), the eight sums widened and added in lane order.
-fn leaf(x: &[f32]) -> f64 {
-    let mut total = 0.0f64;
+/// ([`EightSums`]), the eight sums widened and added in lane order, the blocks' sums added in
+/// order (each sum an [`Accumulator`]).
+fn leaf(x: &[f32]) -> Wide {
+    let mut total = Accumulator::ZERO;
     for block in x.chunks(INNER) {
         let mut acc = EightSums::new();
         acc.add_products(block, block);
-        total += acc.lanes().iter().map(|&a| f64::from(a)).sum::<f64>();
+        let mut lanes = Accumulator::ZERO;
+        acc.lanes().iter().for_each(|&a| lanes.add(widen(a)));
+        total.add(lanes.total());
     }
-    total
+    total.total()
 }
 
 #[cfg(test)]
@@ -58,7 +63,7 @@ mod tests {
     fn matches_f64_reference_over_lengths() {
         for n in (0..=2 * LANES + 1).chain([255, 256, 257, 4095, 4096, 4097, 10_000]) {
             let x: alloc_free::Vec = alloc_free::Vec::new(n);
-            let got = sum_squares(x.as_slice());
+            let got = f64::from(sum_squares(x.as_slice()));
             let want = reference(x.as_slice());
             assert!(
                 (got - want).abs() <= 1e-6 * want.max(1.0),
@@ -76,8 +81,10 @@ mod tests {
         );
     }
 
-    /// A leaf has the bits of eight `f32` sums in lane order, widened and added in lane order.
+    /// A leaf has the bits of eight `f32` sums in lane order, widened and added in lane order
+    /// (in `f64`, the default; [`matches_f64_reference_over_lengths`] bounds the `f32` sums).
     #[test]
+    #[cfg(not(feature = "f32-accumulators"))]
     fn leaves_give_the_bits_of_eight_lane_sums() {
         let x = alloc_free::Vec::new(INNER * 2 + 13);
         for n in [0, 1, 7, 8, 9, 16, 17, INNER - 1, INNER + 3, INNER * 2 + 13] {

@@ -8,6 +8,7 @@
 use super::batch::{self, expect, BatchError};
 use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
+use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::kernels::parallel;
 use crate::layers::{Ctx, Grad, Mode};
 use crate::loss::{Loss, Targets};
@@ -440,22 +441,22 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         let y = y.as_targets();
         let samples = batch::labelled::<M>(x, y, usize::MAX)?;
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let (mut loss, mut correct) = (0.0f64, 0usize);
+        let (mut loss, mut correct) = (Accumulator::ZERO, 0usize);
         let mut has_accuracy = true;
         for (xs, ys) in x.chunks(B * M::IN).zip(y.chunks(B * per)) {
             let batch = xs.len() / M::IN;
             let out = self.predict_of(model, xs, batch);
-            loss += f64::from(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as f64;
+            loss.add(widen(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as Wide);
             match <M::Loss as Loss>::correct(out, ys, M::OUT) {
                 Some(c) => correct += c,
                 None => has_accuracy = false,
             }
         }
-        let seen_f = samples.max(1) as f64;
-        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as f64;
+        let seen_f = samples.max(1) as Wide;
+        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as Wide;
         Ok(Evaluation {
-            loss: (loss / seen_f) as f32,
-            accuracy: has_accuracy.then(|| (correct as f64 / scored) as f32),
+            loss: narrow(loss.total() / seen_f),
+            accuracy: has_accuracy.then(|| narrow(correct as Wide / scored)),
         })
     }
 

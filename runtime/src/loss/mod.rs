@@ -676,6 +676,77 @@ mod tests {
         assert!((g[1] + 0.5).abs() < 1e-7 && (g[0] - 0.5).abs() < 1e-7);
     }
 
+    /// Within a few `f32` roundings of the `f64` value: `u` per element of the values (each
+    /// rounded to `f32` once by default; computed in `f32` with `f32-accumulators`, `ln` and
+    /// `exp` within an ulp), the sum compensated, the mean multiplied by `1 / count`.
+    const MANY_ELEMENTS_RTOL: f64 = 8.0 * f32::EPSILON as f64;
+
+    /// `loss` and `grad` against `f64` references of the value and of each derivative (each
+    /// within the tolerance of the largest derivative: `softmax - 1` cancels).
+    fn check_many<L: Loss>(
+        pred: &[f32],
+        target: &[L::Target],
+        n: usize,
+        value: f64,
+        derivative: impl Fn(usize) -> f64,
+    ) {
+        let mut grad = vec![f32::NAN; pred.len()];
+        let loss = f64::from(L::loss_and_grad(pred, target, &mut grad, n));
+        assert!(
+            (loss - value).abs() <= MANY_ELEMENTS_RTOL * value.abs(),
+            "loss {loss} vs {value}"
+        );
+        let scale = grad.iter().fold(0.0f64, |m, &g| m.max(f64::from(g).abs()));
+        for (j, &g) in grad.iter().enumerate() {
+            let want = derivative(j);
+            assert!(
+                (f64::from(g) - want).abs() <= MANY_ELEMENTS_RTOL * (want.abs() + scale),
+                "grad[{j}] = {g}, in f64 {want}"
+            );
+        }
+    }
+
+    /// Thousands of elements, whose sum a plain `f32` sum would get wrong in its last few
+    /// bits: the accumulator choice keeps the built-ins within [`MANY_ELEMENTS_RTOL`] of `f64`.
+    #[test]
+    fn losses_of_many_elements_stay_within_a_few_roundings_of_f64() {
+        let len = 4096;
+        let pred: Vec<f32> = (0..len).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 97.0).collect();
+        let target: Vec<f32> = (0..len).map(|i| ((i * 104_729 % 1000) as f32) / 1000.0).collect();
+        let (p64, t64): (Vec<f64>, Vec<f64>) = pred
+            .iter()
+            .zip(&target)
+            .map(|(&p, &t)| (f64::from(p), f64::from(t)))
+            .unzip();
+        let count = len as f64;
+        let mse = p64.iter().zip(&t64).map(|(p, t)| (p - t) * (p - t)).sum::<f64>() / count;
+        check_many::<Mse>(&pred, &target, 16, mse, |j| 2.0 * (p64[j] - t64[j]) / count);
+        let bce = |z: f64, y: f64| z.max(0.0) - z * y + (-z.abs()).exp().ln_1p();
+        let value = p64.iter().zip(&t64).map(|(&z, &y)| bce(z, y)).sum::<f64>() / count;
+        check_many::<BinaryCrossEntropyWithLogits>(&pred, &target, 16, value, |j| {
+            (1.0 / (1.0 + (-p64[j]).exp()) - t64[j]) / count
+        });
+        let classes = 16;
+        let labels: Vec<u32> = (0..len / classes).map(|i| (i * 5 % classes) as u32).collect();
+        let rows = labels.len() as f64;
+        let sums: Vec<f64> = p64
+            .chunks(classes)
+            .map(|r| r.iter().map(|v| v.exp()).sum::<f64>())
+            .collect();
+        let value = p64
+            .chunks(classes)
+            .zip(&labels)
+            .zip(&sums)
+            .map(|((r, &c), s)| s.ln() - r[c as usize])
+            .sum::<f64>()
+            / rows;
+        check_many::<SoftmaxCrossEntropy>(&pred, &labels, classes, value, |j| {
+            let (r, c) = (j / classes, j % classes);
+            let onehot = if c == labels[r] as usize { 1.0 } else { 0.0 };
+            (p64[j].exp() / sums[r] - onehot) / rows
+        });
+    }
+
     #[test]
     fn softmax_cross_entropy() {
         let labels = [2u32, 0];

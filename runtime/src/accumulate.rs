@@ -57,6 +57,13 @@ pub fn narrow(x: Wide) -> f32 {
     x as f32
 }
 
+/// `x` as an `f64` (exact), for tests that compare with `f64` references.
+#[cfg(test)]
+#[allow(clippy::useless_conversion)]
+pub(crate) fn to_f64(x: Wide) -> f64 {
+    f64::from(x)
+}
+
 /// A sum of [`Wide`] values in the order they are added: plain `f64` additions by default, a
 /// compensated `f32` sum with `f32-accumulators` (see the [module](self)).
 #[derive(Clone, Copy, Debug)]
@@ -159,14 +166,14 @@ mod tests {
             let mut acc = Accumulator::ZERO;
             values(n).for_each(|x| acc.add(widen(x)));
             let (want, magnitudes) = reference(n);
-            let eps = f64::from(Wide::EPSILON) / 2.0;
+            let eps = to_f64(Wide::EPSILON) / 2.0;
             let plain = if cfg!(feature = "f32-accumulators") {
                 0.0
             } else {
                 n as f64 * eps
             };
             let bound = 2.0 * eps * want.abs() + (n as f64 * eps * eps + plain) * magnitudes;
-            let got = f64::from(acc.total());
+            let got = to_f64(acc.total());
             assert!(
                 (got - want).abs() <= bound,
                 "{n}: {got} vs {want} ± {bound}"
@@ -185,7 +192,7 @@ mod tests {
         let (want, _) = reference(n);
         let (plain_err, err) = (
             (f64::from(plain) - want).abs(),
-            (f64::from(acc.total()) - want).abs(),
+            (to_f64(acc.total()) - want).abs(),
         );
         assert!(
             err * 100.0 < plain_err,
@@ -203,7 +210,7 @@ mod tests {
         let merged = a.merged(b).total();
         if cfg!(feature = "f32-accumulators") {
             let (want, _) = reference(500);
-            assert!((f64::from(merged) - want).abs() <= 1e-7 * want.abs());
+            assert!((to_f64(merged) - want).abs() <= 1e-7 * want.abs());
         } else {
             assert_eq!(merged.to_bits(), (a.total() + b.total()).to_bits());
         }

@@ -711,15 +711,24 @@ mod tests {
     #[test]
     fn losses_of_many_elements_stay_within_a_few_roundings_of_f64() {
         let len = 4096;
-        let pred: Vec<f32> = (0..len).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 97.0).collect();
-        let target: Vec<f32> = (0..len).map(|i| ((i * 104_729 % 1000) as f32) / 1000.0).collect();
+        let pred: Vec<f32> = (0..len)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 97.0)
+            .collect();
+        let target: Vec<f32> = (0..len)
+            .map(|i| ((i * 104_729 % 1000) as f32) / 1000.0)
+            .collect();
         let (p64, t64): (Vec<f64>, Vec<f64>) = pred
             .iter()
             .zip(&target)
             .map(|(&p, &t)| (f64::from(p), f64::from(t)))
             .unzip();
         let count = len as f64;
-        let mse = p64.iter().zip(&t64).map(|(p, t)| (p - t) * (p - t)).sum::<f64>() / count;
+        let mse = p64
+            .iter()
+            .zip(&t64)
+            .map(|(p, t)| (p - t) * (p - t))
+            .sum::<f64>()
+            / count;
         check_many::<Mse>(&pred, &target, 16, mse, |j| 2.0 * (p64[j] - t64[j]) / count);
         let bce = |z: f64, y: f64| z.max(0.0) - z * y + (-z.abs()).exp().ln_1p();
         let value = p64.iter().zip(&t64).map(|(&z, &y)| bce(z, y)).sum::<f64>() / count;
@@ -727,7 +736,9 @@ mod tests {
             (1.0 / (1.0 + (-p64[j]).exp()) - t64[j]) / count
         });
         let classes = 16;
-        let labels: Vec<u32> = (0..len / classes).map(|i| (i * 5 % classes) as u32).collect();
+        let labels: Vec<u32> = (0..len / classes)
+            .map(|i| (i * 5 % classes) as u32)
+            .collect();
         let rows = labels.len() as f64;
         let sums: Vec<f64> = p64
             .chunks(classes)

@@ -53,6 +53,7 @@ fn leaf(x: &[f32]) -> Wide {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accumulate::to_f64;
     use crate::LANES;
 
     fn reference(x: &[f32]) -> f64 {
@@ -63,7 +64,7 @@ mod tests {
     fn matches_f64_reference_over_lengths() {
         for n in (0..=2 * LANES + 1).chain([255, 256, 257, 4095, 4096, 4097, 10_000]) {
             let x: alloc_free::Vec = alloc_free::Vec::new(n);
-            let got = f64::from(sum_squares(x.as_slice()));
+            let got = to_f64(sum_squares(x.as_slice()));
             let want = reference(x.as_slice());
             assert!(
                 (got - want).abs() <= 1e-6 * want.max(1.0),

@@ -271,7 +271,10 @@ fn bce(z: Wide, y: Wide) -> Wide {
 /// a sample is [correct](Loss::correct) when the first largest logit is its class.
 ///
 /// Each `e^(z - max)` is computed in `f32` on the dispatched lanes (the same bits on every lane
-/// type), and summed, logged and divided in [`Wide`].
+/// type), and summed, logged and divided in [`Wide`]. A row's loss is `(max + ln Σ) - z[class]`,
+/// so it is known to about an ulp of `Wide` at the largest logit: with `f32` accumulators, a
+/// trained row's loss of `1e-4` beside logits near 10 carries about `1e-6` of absolute error
+/// (the gradient does not depend on it).
 ///
 /// # Panics
 /// If a class index is not below `n`.

@@ -530,7 +530,7 @@ mod tests {
     }
 
     /// The same checks at a scale for an optimized build: `cargo test --release -p
-    /// fusegraph-runtime --lib math::decimal -- --ignored` (about a minute).
+    /// fusegraph-runtime --lib math::decimal -- --ignored` (two minutes).
     #[test]
     #[ignore = "minutes unoptimized: run with --release"]
     fn millions_of_values_give_the_formatted_decimal() {

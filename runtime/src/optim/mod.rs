@@ -24,7 +24,8 @@ pub use kernel::{
     apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD,
 };
 pub use mode::{
-    AllGradientsFirst, Every, Full, Fused, Plain, UpdateMode, UpdatePart, UpdateSet, Updates,
+    AllGradientsFirst, Every, EveryPart, Full, Fused, Plain, UpdateMode, UpdatePart, UpdateSet,
+    Updates,
 };
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]

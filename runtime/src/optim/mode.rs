@@ -50,6 +50,19 @@ pub trait AllGradientsFirst: UpdateMode {}
 
 impl<V: UpdateSet> AllGradientsFirst for Full<V> {}
 
+/// Update modes that compile in every part of the update ([`Every`]): a step that allocates its
+/// buffers takes one, so that any configuration trains with it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` leaves parts of the update out, and a step that allocates its buffers compiles in every part",
+    label = "a `TrainStep` trains with any configuration, so it has every part of the update",
+    note = "name the mode without a set (`Fused` or `Full`), or train from an arena with an `EmbeddedStep`, which refuses a configuration that needs a part its set leaves out"
+)]
+pub trait EveryPart: UpdateMode<Updates = Every> {}
+
+impl EveryPart for Full<Every> {}
+
+impl EveryPart for Fused<Every> {}
+
 /// A part of the fused update around the rule, which a step compiles in only when its
 /// [`UpdateSet`] allows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

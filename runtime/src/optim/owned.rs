@@ -2,7 +2,7 @@
 //! per-tensor overrides, and its state as named arrays (Keras' `get_weights`).
 
 use super::config::Config;
-use super::mode::{Every, UpdateMode};
+use super::mode::{EveryPart, UpdateMode};
 use super::optimizer::Optimizer;
 use super::rule::Rule;
 use super::state::{OptimizerPart, Part, PartMut};
@@ -86,7 +86,7 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
     /// compiles in every part of the update, so that any configuration trains with it.
     pub(crate) fn allocate(rule: R, tensor_lens: &[usize], config: Config<U>) -> Self
     where
-        U: UpdateMode<Updates = Every>,
+        U: EveryPart,
     {
         let ends: Box<[usize]> = tensor_lens
             .iter()

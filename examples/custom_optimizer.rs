@@ -20,7 +20,8 @@
 //!   of the hyper-parameters and of the slots (`m`, `s`: one flat buffer each, as long as the
 //!   parameters, filled with the initial value once by `Optimizer::new`); a struct `__Step` of
 //!   the scalars the update reads, which `begin_step` computes once per step from the
-//!   hyper-parameters and `t` by running the `step` block: here `1 - beta1`, `1 - beta2`,
+//!   hyper-parameters and `t` by running the `step` block (a hyper-parameter it reads in `f64`
+//!   is widened to its decimal value once, when it changes, and kept in `Decimals`): here `1 - beta1`, `1 - beta2`,
 //!   `eps`, `lr / bc1` and `bc2_sqrt`, every scalar sub-expression of `update` lifted out of
 //!   the element loop; and `update`, the `update` block as straight-line `wide::f32x8` code for
 //!   one lane of eight elements, each scalar read as a splat; `learning_rate` and

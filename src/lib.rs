@@ -193,7 +193,8 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// The struct with its `Default` and builders, and, inside `const _: () = { .. };`, a step
 /// struct of the per-step scalars and an implementation of [`optim::Rule`]: names of the
 /// hyper-parameters, slots and carried scalars, `begin_step` (the `step` block plus the lifted
-/// scalars) and `update` (the `update` block on lanes of any [`lane::Lane`] type, inlined into
+/// scalars; the decimal values of the hyper-parameters it reads in `f64` are kept in
+/// `Decimals` between steps and computed again only when a hyper-parameter changes) and `update` (the `update` block on lanes of any [`lane::Lane`] type, inlined into
 /// the fused pass, which runs it on AVX2 registers where the CPU has them and the build's
 /// `wide` does not use them; see [`lane`]). `cargo expand` shows it.
 ///

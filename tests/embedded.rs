@@ -7,7 +7,8 @@ mod common;
 
 use common::bits;
 use fusegraph::optim::{
-    keras, torch, Config, Full, Fused, NormClip, Rule, Schedule, UpdateMode, WeightDecay,
+    keras, torch, Config, Full, Fused, NormClip, Plain, Rule, Schedule, UpdateMode, UpdatePart,
+    Updates, WeightDecay,
 };
 use fusegraph::prelude::*;
 use fusegraph::train::{ArenaError, EmbeddedStep, Static};
@@ -171,6 +172,68 @@ fn every_layerwise_option_keeps_the_bits() {
         Config::default().clip_norm(NormClip::Global(0.1)),
         Config::<Full>::new().clip_global_norm(0.1),
         10,
+    );
+}
+
+/// Coupled weight decay alone.
+type L2Only = Updates<false, true, false, false>;
+
+/// A step that compiles in fewer parts of the update than every one gives the same bits as a
+/// step with every part.
+#[test]
+fn a_step_with_fewer_parts_of_the_update_keeps_the_bits() {
+    same_bits(
+        Tiny::init,
+        torch::SgdMomentum::default().with_lr(0.05),
+        Config::default(),
+        Config::<Fused<Plain>>::new(),
+        12,
+    );
+    same_bits(
+        Deeper::init,
+        torch::Adam::default(),
+        Config::default().weight_decay(WeightDecay::L2(0.1)),
+        Config::<Full<L2Only>>::new().weight_decay(WeightDecay::L2(0.1)),
+        10,
+    );
+}
+
+/// A configuration that needs a part of the update that the step's set leaves out is refused
+/// when the step is built, naming the part.
+#[test]
+fn a_configuration_that_needs_a_part_left_out_is_refused() {
+    fn refused<U: UpdateMode>(config: Config<U>) -> Option<ArenaError> {
+        let model = Tiny::init(Seed(1));
+        let rule = torch::SgdMomentum::default();
+        let mut arena = vec![0.0; EmbeddedStep::<Tiny, torch::SgdMomentum, 8, U>::FLOATS];
+        EmbeddedStep::<Tiny, _, 8, U>::with_config(&model, rule, config, &mut arena).err()
+    }
+    let plain = Config::<Fused<Plain>>::new;
+    let cases = [
+        (plain().clip_value(1.0), UpdatePart::GradientTransform),
+        (plain().clip_tensor_norm(1.0), UpdatePart::GradientTransform),
+        (plain().maximize(true), UpdatePart::GradientTransform),
+        (plain().weight_decay(WeightDecay::L2(0.1)), UpdatePart::L2),
+        (
+            plain().weight_decay(WeightDecay::Decoupled(0.1)),
+            UpdatePart::DecoupledDecay,
+        ),
+    ];
+    for (config, part) in cases {
+        let err = refused(config).expect("refused");
+        assert_eq!(err, ArenaError::Excluded(part));
+        assert!(err.to_string().contains(&part.to_string()), "{err}");
+    }
+    assert_eq!(refused(plain()), None);
+    let l2 = Config::<Fused<L2Only>>::new;
+    assert_eq!(refused(l2().weight_decay(WeightDecay::L2(0.1))), None);
+    assert_eq!(
+        refused(l2().weight_decay(WeightDecay::Decoupled(0.1))),
+        Some(ArenaError::Excluded(UpdatePart::DecoupledDecay))
+    );
+    assert_eq!(
+        refused(l2().clip_value(1.0)),
+        Some(ArenaError::Excluded(UpdatePart::GradientTransform))
     );
 }
 

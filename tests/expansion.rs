@@ -47,6 +47,7 @@ impl Rule for HandAdam {
     const SLOTS: &'static [&'static str] = &["momentum", "velocity"];
     const CARRIED: &'static [&'static str] = &[];
     type Step = HandStep;
+    type Decimals = [math::Decimal; 2];
 
     fn hyper(&self, name: &str) -> Option<f32> {
         match name {
@@ -85,13 +86,13 @@ impl Rule for HandAdam {
         0.0
     }
 
-    fn begin_step(&self, t: u64, _: &mut [f32]) -> HandStep {
+    fn begin_step(&self, t: u64, _: &mut [f32], decimals: &mut [math::Decimal; 2]) -> HandStep {
         let t = t as f32;
         let alpha = self.lr * math::sqrt(1.0 - math::powf(self.beta_2, t))
             / (1.0 - math::powf(self.beta_1, t));
         HandStep {
-            one_minus_beta_1: (1.0 - math::decimal_f64(self.beta_1)) as f32,
-            one_minus_beta_2: (1.0 - math::decimal_f64(self.beta_2)) as f32,
+            one_minus_beta_1: (1.0 - decimals[0].of(self.beta_1)) as f32,
+            one_minus_beta_2: (1.0 - decimals[1].of(self.beta_2)) as f32,
             alpha,
             epsilon: self.epsilon,
         }

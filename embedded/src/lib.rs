@@ -9,7 +9,7 @@
 #![no_std]
 
 use fusegraph::optim::torch::SgdMomentum;
-use fusegraph::optim::Fused;
+use fusegraph::optim::{Fused, Plain};
 use fusegraph::prelude::*;
 use fusegraph::train::{EmbeddedStep, Static};
 
@@ -30,8 +30,9 @@ pub struct Tiny {
     fc2: Dense<16, 4>,
 }
 
-/// The train step: each layer updated as soon as its gradient is known.
-pub type Step = EmbeddedStep<'static, Tiny, SgdMomentum, BATCH, Fused>;
+/// The train step: each layer updated as soon as its gradient is known, by the rule alone (no
+/// clipping, weight decay or EMA compiled in).
+pub type Step = EmbeddedStep<'static, Tiny, SgdMomentum, BATCH, Fused<Plain>>;
 
 static MODEL: Static<Tiny> = Static::new(Tiny::zeroed());
 static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);

@@ -7,6 +7,10 @@
 //! assert_eq!(math::powf(2.0_f64, 10.0), 1024.0);
 //! ```
 
+mod decimal;
+
+pub use decimal::{decimal_f64, Decimal};
+
 /// Scalar floating-point operations used by generated step code, for `f32` and `f64`.
 pub trait Float:
     Copy
@@ -253,194 +257,9 @@ pub fn sigmoid<T: Float>(x: T) -> T {
     T::ONE / (T::ONE + exp(-x))
 }
 
-/// Widens an `f32` hyper-parameter to the `f64` a user meant by it: the `f64` nearest to the
-/// shortest decimal that round-trips the `f32`. `0.999_f32` becomes `0.999_f64`, as the same
-/// literal typed into Python would, where `f64::from` gives `0.99900001287...`. PyTorch computes
-/// its per-step scalars from such Python floats.
-///
-/// ```
-/// assert_eq!(fusegraph_runtime::math::decimal_f64(0.999), 0.999_f64);
-/// assert_eq!(fusegraph_runtime::math::decimal_f64(1e-8), 1e-8_f64);
-/// ```
-pub fn decimal_f64(x: f32) -> f64 {
-    match shortest_decimal(x) {
-        Some(w) => w,
-        None => formatted_decimal(x),
-    }
-}
-
-/// `10^p` for `p <= 22`: the powers of ten that `f64` holds exactly.
-const EXACT_POWERS_OF_TEN: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// [`decimal_f64`] in integers, without formatting, where the answer is quick to prove; `None`
-/// where it is not (subnormals, `|x|` outside `[2^-41, 2^24)`, a shortest decimal with more
-/// than 22 digits after the point, or two shortest decimals to choose from), and for zeros and
-/// non-finite values.
-///
-/// The values that round to `x = M * 2^E` lie between the midpoints to its neighbours, `lo`
-/// and `hi` (included when `M` is even: ties go to even). Trying `p = 0, 1, 2...` digits after
-/// the point, the first `p` at which one integer `d` has `d / 10^p` between them gives the
-/// shortest decimal: had a shorter one `D / 10^q` existed, it would have been found at `q <
-/// p`, or the power of ten between it and `d / 10^p` would be a second candidate at `p`. The
-/// comparisons `d * 2^(2 - E)` against `4 lo` and `4 hi` times `10^p` are exact in `u128`, and
-/// `d / 10^p`, with `d < 2^53` and `10^p` exact in `f64`, is one correctly rounded division.
-fn shortest_decimal(x: f32) -> Option<f64> {
-    let bits = x.to_bits() & 0x7FFF_FFFF;
-    let (biased, fraction) = (bits >> 23, bits & 0x7F_FFFF);
-    if biased == 0 || biased == 0xFF {
-        return None;
-    }
-    let m = u128::from(fraction | 1 << 23);
-    let e = biased as i32 - 150;
-    if !(-64..=0).contains(&e) {
-        return None;
-    }
-    // Scaled by 2^shift, so that x is 4m and its neighbours' midpoints are integers.
-    let shift = (2 - e) as u32;
-    let below = if fraction == 0 && biased > 1 { 1 } else { 2 };
-    let (lo, hi) = (4 * m - below, 4 * m + 2);
-    let inclusive = m % 2 == 0;
-    let mut ten_to_p = 1u128;
-    for &power in &EXACT_POWERS_OF_TEN {
-        let (l, h) = (lo * ten_to_p, hi * ten_to_p);
-        let exact = |v: u128| v & ((1u128 << shift) - 1) == 0;
-        let first = if inclusive && exact(l) {
-            l >> shift
-        } else {
-            (l >> shift) + 1
-        };
-        let last = if inclusive || !exact(h) {
-            h >> shift
-        } else {
-            (h >> shift) - 1
-        };
-        if first == last && first < 1 << 53 {
-            let w = first as f64 / power;
-            return Some(if x.is_sign_negative() { -w } else { w });
-        }
-        if first < last {
-            return None;
-        }
-        ten_to_p *= 10;
-    }
-    None
-}
-
-/// [`decimal_f64`] by writing `x` in its shortest round-trip form and reading that back.
-fn formatted_decimal(x: f32) -> f64 {
-    use core::fmt::Write;
-    struct Buf {
-        bytes: [u8; 64],
-        len: usize,
-    }
-    impl Write for Buf {
-        fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            let end = self.len + s.len();
-            if end > self.bytes.len() {
-                return Err(core::fmt::Error);
-            }
-            self.bytes[self.len..end].copy_from_slice(s.as_bytes());
-            self.len = end;
-            Ok(())
-        }
-    }
-    if !x.is_finite() {
-        return f64::from(x);
-    }
-    let mut buf = Buf {
-        bytes: [0; 64],
-        len: 0,
-    };
-    // `{:e}` is the shortest round-trip form and at most ~16 bytes for any finite f32.
-    if write!(buf, "{x:e}").is_err() {
-        return f64::from(x);
-    }
-    core::str::from_utf8(&buf.bytes[..buf.len])
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(f64::from(x))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimal_widening_keeps_the_typed_value_and_round_trips() {
-        for &x in &[
-            0.9_f32, 0.999, 1e-7, 1e-8, 0.004, 3.0e38, -2.5e-40, 0.0, -0.0,
-        ] {
-            let w = decimal_f64(x);
-            assert_eq!(w as f32, x, "{x} must round-trip");
-        }
-        assert_eq!(decimal_f64(0.9), 0.9_f64);
-        assert_ne!(decimal_f64(0.9), f64::from(0.9_f32));
-        assert!(decimal_f64(f32::NAN).is_nan());
-        assert_eq!(decimal_f64(f32::INFINITY), f64::INFINITY);
-    }
-
-    /// Checks the integer path against the formatted one on `x`; returns whether it answered.
-    fn same_as_formatted(x: f32) -> bool {
-        let Some(w) = shortest_decimal(x) else {
-            return false;
-        };
-        assert_eq!(w.to_bits(), formatted_decimal(x).to_bits(), "{x:e}");
-        true
-    }
-
-    #[test]
-    fn the_integer_path_gives_the_formatted_decimal() {
-        // Decimals of one to nine digits at every scale it covers, as hyper-parameters are typed.
-        let mut answered = 0;
-        for digits in [
-            1u32,
-            7,
-            9,
-            12,
-            25,
-            99,
-            125,
-            999,
-            1234,
-            65_537,
-            3_333_333,
-            123_456_789,
-        ] {
-            for p in 0..=22 {
-                let x = (f64::from(digits) / 10f64.powi(p)) as f32;
-                for y in [
-                    x,
-                    -x,
-                    f32::from_bits(x.to_bits() + 1),
-                    f32::from_bits(x.to_bits() - 1),
-                ] {
-                    answered += usize::from(same_as_formatted(y));
-                }
-            }
-        }
-        // A sweep over the bit patterns of the positive finite values, powers of two included.
-        for bits in (0..0x7F80_0000u32)
-            .step_by(9_973)
-            .chain((1..255).map(|e| e << 23))
-        {
-            answered += usize::from(same_as_formatted(f32::from_bits(bits)));
-        }
-        assert!(
-            answered > 20_000,
-            "the integer path answered {answered} times"
-        );
-        for x in [
-            0.9_f32, 0.999, 0.99, 0.95, 1e-7, 1e-8, 1e-3, 3e-4, 0.5, 1.0, 2.0, 1e6,
-        ] {
-            assert!(
-                shortest_decimal(x).is_some(),
-                "{x} should not need formatting"
-            );
-        }
-    }
 
     #[test]
     fn powf_is_accurate_where_repeated_multiplication_is_not() {

@@ -8,6 +8,7 @@ use crate::expr::ir::{self, Node, Ref, TExpr};
 use crate::paths;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use std::cell::RefCell;
 
 fn hyper_ident(i: usize) -> proc_macro2::Ident {
     format_ident!("__h{}", i)
@@ -97,12 +98,13 @@ pub fn fallback(def: &Def) -> TokenStream {
                 const SLOTS: &'static [&'static str] = #slots;
                 const CARRIED: &'static [&'static str] = &[];
                 type Step = ();
+                type Decimals = ();
                 fn hyper(&self, _: &str) -> ::core::option::Option<f32> { ::core::option::Option::None }
                 fn set_hyper(&mut self, _: &str, _: f32) -> bool { false }
                 #learning_rate
                 fn slot_init(&self, _: usize) -> f32 { 0.0 }
                 fn carried_init(&self, _: usize) -> f32 { 0.0 }
-                fn begin_step(&self, _: u64, _: &mut [f32]) {}
+                fn begin_step(&self, _: u64, _: &mut [f32], _: &mut ()) {}
                 fn update<__L: #p::Lane>(_: &(), _: &mut __L, _: __L, _: &mut [__L]) {}
             }
             #learning_rate_impl
@@ -125,9 +127,12 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let step = StepCode {
         fields: &fields,
         prec: r.prec,
+        widened: RefCell::new(Vec::new()),
     };
     let lifted_fields = lifted_fields(&r.lifted);
     let begin_step = step.begin_step(def.carry.len(), r);
+    let decimals = step.widened.borrow().len();
+    let m = paths::math();
     let update = update_body(def.slots.len(), r);
     let (learning_rate, learning_rate_impl) = learning_rate_items(def);
     quote! {
@@ -146,6 +151,7 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                 const SLOTS: &'static [&'static str] = #slot_names;
                 const CARRIED: &'static [&'static str] = #carry_names;
                 type Step = __Step;
+                type Decimals = [#m::Decimal; #decimals];
 
                 #hyper_access
 
@@ -160,7 +166,12 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                 }
 
                 #[inline]
-                fn begin_step(&self, __t: u64, __carried: &mut [f32]) -> __Step {
+                fn begin_step(
+                    &self,
+                    __t: u64,
+                    __carried: &mut [f32],
+                    __decimals: &mut [#m::Decimal; #decimals],
+                ) -> __Step {
                     #begin_step
                 }
 
@@ -276,13 +287,27 @@ fn lifted_fields(lifted: &[TExpr]) -> Vec<TokenStream> {
         .collect()
 }
 
-/// Scalar code of `begin_step`: the hyper-parameter fields, and the precision of `step`.
+/// Scalar code of `begin_step`: the hyper-parameter fields, the precision of `step`, and the
+/// hyper-parameters it widens to `f64`, in the order of their kept decimals.
 struct StepCode<'a> {
     fields: &'a [&'a syn::Ident],
     prec: Prec,
+    widened: RefCell<Vec<usize>>,
 }
 
 impl StepCode<'_> {
+    /// Hyper-parameter `i` widened to its decimal value, through its kept decimal (the first
+    /// widening of `i` gives it the next one).
+    fn decimal(&self, i: usize) -> TokenStream {
+        let mut widened = self.widened.borrow_mut();
+        let at = widened.iter().position(|&w| w == i).unwrap_or_else(|| {
+            widened.push(i);
+            widened.len() - 1
+        });
+        let fname = self.fields[i];
+        quote!(__decimals[#at].of(self.#fname))
+    }
+
     /// A reference in the step's own precision is its local; inside `f64(..)` of an `f32`
     /// step, hyper-parameters are widened to their decimal values and the rest converted.
     fn reference(&self, r: Ref, p: Prec) -> TokenStream {
@@ -295,11 +320,7 @@ impl StepCode<'_> {
         };
         match (p == self.prec, r) {
             (true, _) => quote!(#local),
-            (false, Ref::Hyper(i)) => {
-                let m = paths::math();
-                let fname = self.fields[i];
-                quote!(#m::decimal_f64(self.#fname))
-            }
+            (false, Ref::Hyper(i)) => self.decimal(i),
             (false, Ref::T) => quote!((__t as f64)),
             (false, _) => quote!(f64::from(#local)),
         }
@@ -388,7 +409,6 @@ impl StepCode<'_> {
             }
         }
         r.lifted.iter().for_each(&mut mark);
-        let m = paths::math();
         let hyper_binds = used_hypers
             .iter()
             .enumerate()
@@ -398,7 +418,10 @@ impl StepCode<'_> {
                 let fname = self.fields[i];
                 match self.prec {
                     Prec::F32 => quote!(let #id: f32 = self.#fname;),
-                    Prec::F64 => quote!(let #id: f64 = #m::decimal_f64(self.#fname);),
+                    Prec::F64 => {
+                        let v = self.decimal(i);
+                        quote!(let #id: f64 = #v;)
+                    }
                 }
             });
         let ty = self.prec.ty();

@@ -1,6 +1,6 @@
 //! What goes around a rule: clipping, weight decay, EMA of the weights, the schedule.
 
-use super::mode::{AllGradientsFirst, Full, UpdateMode};
+use super::mode::{AllGradientsFirst, Full, UpdateMode, UpdatePart, UpdateSet};
 use super::schedule::Schedule;
 use core::fmt;
 use core::marker::PhantomData;
@@ -107,6 +107,44 @@ impl<U: UpdateMode> Config<U> {
             schedule: None,
             mode: PhantomData,
         }
+    }
+
+    /// The first part of the fused update (in the order of [`UpdatePart`]) that this
+    /// configuration needs and the update set of `U` ([`UpdateMode::Updates`]) leaves out;
+    /// `None` when a step of mode `U` can train with it.
+    ///
+    /// ```
+    /// use fusegraph_runtime::optim::{Config, Fused, Plain, UpdatePart, WeightDecay};
+    /// let c = Config::<Fused<Plain>>::new();
+    /// assert_eq!(c.excluded_part(), None);
+    /// let decayed = c.weight_decay(WeightDecay::L2(1e-4));
+    /// assert_eq!(decayed.excluded_part(), Some(UpdatePart::L2));
+    /// ```
+    pub fn excluded_part(&self) -> Option<UpdatePart> {
+        let transform = self.clip_value.is_some() || self.clip_norm.is_some() || self.maximize;
+        let (l2, decoupled) = match self.weight_decay {
+            WeightDecay::None => (false, false),
+            WeightDecay::L2(_) => (true, false),
+            WeightDecay::Decoupled(_) => (false, true),
+        };
+        let parts = [
+            (
+                UpdatePart::GradientTransform,
+                transform,
+                U::Updates::GRADIENT_TRANSFORM,
+            ),
+            (UpdatePart::L2, l2, U::Updates::L2),
+            (
+                UpdatePart::DecoupledDecay,
+                decoupled,
+                U::Updates::DECOUPLED_DECAY,
+            ),
+            (UpdatePart::Ema, self.ema.is_some(), U::Updates::EMA),
+        ];
+        parts
+            .into_iter()
+            .find(|&(_, needed, compiled_in)| needed && !compiled_in)
+            .map(|(part, ..)| part)
     }
 
     /// Sets element-wise gradient clipping to `[-v, v]`.

@@ -9,6 +9,7 @@
 //! result does not depend on the length, the alignment, the segment bounds or how the buffer is
 //! split across threads.
 
+use super::mode::{Every, UpdateSet};
 use super::rule::{Rule, MAX_SLOTS};
 use crate::kernels::parallel::{join, pool_threads};
 use crate::lane::{self, Lane, OnLanes, MAX_LANES};
@@ -81,13 +82,26 @@ pub struct Buffers<'a> {
     pub ema: &'a mut [f32],
 }
 
-/// Runs the fused update of `rule` over `bufs`.
+/// Runs the fused update of `rule` over `bufs`, with every part of the update compiled in.
 ///
 /// `segments` cover the buffer in order (the last `end` equals the length). Panics if the
 /// buffers disagree in length, which is a bug in the caller (an
 /// [`Optimizer`](super::Optimizer) keeps them together).
 #[inline]
 pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
+    apply_only::<R, Every>(segments, pass, bufs);
+}
+
+/// [`apply`] with only the variants of the update that `V` allows compiled in: one for each
+/// combination of the parts it allows. Panics if `segments` or `pass` need a part that `V`
+/// leaves out, which is a bug in the caller (an [`Optimizer`](super::Optimizer) is refused
+/// such a configuration when it is built).
+#[inline]
+pub(crate) fn apply_only<R: Rule, V: UpdateSet>(
+    segments: &[Segment<R>],
+    pass: &Pass,
+    bufs: Buffers<'_>,
+) {
     let n = bufs.params.len();
     let n_slots = R::SLOTS.len();
     assert!(n_slots <= MAX_SLOTS, "at most {MAX_SLOTS} slots");
@@ -121,10 +135,22 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
     let dwd = segments.iter().any(|s| s.decay != 0.0);
     let ema = pass.ema_momentum.is_some();
     let pieces = parallel_pieces(n, pass.parallel_from);
+    // A variant that `V` leaves out sits behind a constant `false`, so it is never compiled.
     macro_rules! go {
         ($($gt:literal $l2:literal $dwd:literal $ema:literal),*) => {
             match (gt, l2, dwd, ema) {
-                $(($gt, $l2, $dwd, $ema) => split::<R, $gt, $l2, $dwd, $ema>(segments, pass, &mut lanes, 0, pieces),)*
+                $(($gt, $l2, $dwd, $ema) => {
+                    if const {
+                        (V::GRADIENT_TRANSFORM || !$gt)
+                            && (V::L2 || !$l2)
+                            && (V::DECOUPLED_DECAY || !$dwd)
+                            && (V::EMA || !$ema)
+                    } {
+                        split::<R, $gt, $l2, $dwd, $ema>(segments, pass, &mut lanes, 0, pieces)
+                    } else {
+                        left_out()
+                    }
+                })*
             }
         };
     }
@@ -134,6 +160,13 @@ pub fn apply<R: Rule>(segments: &[Segment<R>], pass: &Pass, bufs: Buffers<'_>) {
         true false false false, true false false true, true false true false, true false true true,
         true true false false, true true false true, true true true false, true true true true
     );
+}
+
+/// A pass that needs a part of the update its set leaves out.
+#[cold]
+#[inline(never)]
+fn left_out() -> ! {
+    panic!("the pass needs a part of the update that its update set leaves out")
 }
 
 struct Lanes<'a> {
@@ -514,8 +547,9 @@ mod tests {
         for (i, c) in carried.iter_mut().enumerate().take(R::CARRIED.len()) {
             *c = rule.carried_init(i);
         }
+        let mut decimals = R::Decimals::default();
         for t in 1..=3 {
-            let step = rule.begin_step(t, &mut carried[..R::CARRIED.len()]);
+            let step = rule.begin_step(t, &mut carried[..R::CARRIED.len()], &mut decimals);
             let seg = Segment::<R> {
                 end: n,
                 step,
@@ -588,7 +622,7 @@ mod tests {
         for t in 1..=2 {
             let seg = Segment::<keras::Adam> {
                 end: n,
-                step: rule.begin_step(t, &mut []),
+                step: rule.begin_step(t, &mut [], &mut Default::default()),
                 grad_scale: 1.0,
                 l2: 0.0,
                 decay: 0.0,

@@ -23,7 +23,10 @@ pub use config::{Config, Ema, NormClip, WeightDecay};
 pub use kernel::{
     apply, Buffers, Pass, Segment, PARALLEL_CHUNK, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD,
 };
-pub use mode::{AllGradientsFirst, Full, Fused, UpdateMode};
+pub use mode::{
+    AllGradientsFirst, Every, EveryPart, Full, Fused, Plain, UpdateMode, UpdatePart, UpdateSet,
+    Updates,
+};
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]
 pub use owned::StateError;

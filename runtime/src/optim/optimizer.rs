@@ -3,7 +3,9 @@
 //! pass over any run of tensors.
 
 use super::config::{Config, NormClip};
-use super::kernel::{apply, Buffers, Pass, Segment, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD};
+use super::kernel::{
+    apply_only, Buffers, Pass, Segment, PARALLEL_THRESHOLD, STEP_PARALLEL_THRESHOLD,
+};
 use super::mode::{Full, UpdateMode};
 use super::plan::{Plan, MAX_SEGMENTS};
 use super::rule::{Rule, MAX_CARRIED, MAX_SLOTS};
@@ -41,6 +43,8 @@ pub struct Optimizer<R: Rule, U: UpdateMode = Full, S: Storage = DefaultStorage>
     pub(crate) slots: S::Floats,
     pub(crate) ema: S::Floats,
     pub(crate) carried: [f32; MAX_CARRIED],
+    /// The decimals of the rule's hyper-parameters, computed when they change.
+    decimals: R::Decimals,
     pub(crate) t: u64,
     /// Passes over at least this many elements are split across the pool.
     pub(crate) parallel_from: usize,
@@ -93,6 +97,7 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             slots,
             ema,
             carried,
+            decimals: R::Decimals::default(),
             t: 0,
             parallel_from: PARALLEL_THRESHOLD,
         }
@@ -207,7 +212,13 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     /// Plans the next step: the schedule, the rule's per-step values and the carried scalars,
     /// once. Global-norm clipping is set on the plan once every gradient is known.
     pub(crate) fn plan(&mut self) -> Plan<R> {
-        Plan::begin(self.rule, &self.config, self.t, &mut self.carried)
+        Plan::begin(
+            self.rule,
+            &self.config,
+            self.t,
+            &mut self.carried,
+            &mut self.decimals,
+        )
     }
 
     /// Ends the step that `plan` planned.
@@ -310,7 +321,7 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         } else {
             &mut []
         };
-        apply(
+        apply_only::<R, U::Updates>(
             segments,
             &Pass {
                 parallel_from: self.parallel_from,

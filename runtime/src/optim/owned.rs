@@ -2,7 +2,7 @@
 //! per-tensor overrides, and its state as named arrays (Keras' `get_weights`).
 
 use super::config::Config;
-use super::mode::UpdateMode;
+use super::mode::{EveryPart, UpdateMode};
 use super::optimizer::Optimizer;
 use super::rule::Rule;
 use super::state::{OptimizerPart, Part, PartMut};
@@ -82,8 +82,12 @@ impl<R: Rule> Optimizer<R> {
 
 impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
     /// An optimizer for tensors of the given lengths in update mode `U`: allocates the slots,
-    /// the EMA buffer if asked for, and the per-tensor overrides.
-    pub(crate) fn allocate(rule: R, tensor_lens: &[usize], config: Config<U>) -> Self {
+    /// the EMA buffer if asked for, and the per-tensor overrides. An optimizer that allocates
+    /// compiles in every part of the update, so that any configuration trains with it.
+    pub(crate) fn allocate(rule: R, tensor_lens: &[usize], config: Config<U>) -> Self
+    where
+        U: EveryPart,
+    {
         let ends: Box<[usize]> = tensor_lens
             .iter()
             .scan(0, |acc, &l| {

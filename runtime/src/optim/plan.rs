@@ -27,11 +27,16 @@ struct Scalars<R: Rule> {
     lr: f32,
 }
 
-/// Evaluates `rule`'s `step` part for step `t` (1-based), updating `carried`: the only place
-/// a step calls [`Rule::begin_step`].
-fn scalars<R: Rule>(rule: R, t: u64, carried: &mut [f32]) -> Scalars<R> {
+/// Evaluates `rule`'s `step` part for step `t` (1-based), updating `carried` and the kept
+/// `decimals`: the only place a step calls [`Rule::begin_step`].
+fn scalars<R: Rule>(
+    rule: R,
+    t: u64,
+    carried: &mut [f32],
+    decimals: &mut R::Decimals,
+) -> Scalars<R> {
     Scalars {
-        step: rule.begin_step(t, carried),
+        step: rule.begin_step(t, carried, decimals),
         lr: rule.learning_rate().unwrap_or(0.0),
     }
 }
@@ -45,6 +50,9 @@ pub(crate) struct Plan<R: Rule> {
     /// The carried scalars before this step (an overridden rule evaluates its own step part
     /// from them).
     carried_before: [f32; MAX_CARRIED],
+    /// The rule's decimals after this step's (an overridden rule starts from them, and
+    /// computes those of its own values that differ).
+    decimals: R::Decimals,
     /// The rule's per-step values with the scheduled learning rate.
     base: Scalars<R>,
     /// `-1` with `maximize`, else `1`.
@@ -56,12 +64,14 @@ pub(crate) struct Plan<R: Rule> {
 }
 
 impl<R: Rule> Plan<R> {
-    /// Plans step `done + 1` of `rule` with `config`, updating the carried scalars.
+    /// Plans step `done + 1` of `rule` with `config`, updating the carried scalars and the
+    /// kept decimals.
     pub(crate) fn begin<U: UpdateMode>(
         rule: R,
         config: &Config<U>,
         done: u64,
         carried: &mut [f32; MAX_CARRIED],
+        decimals: &mut R::Decimals,
     ) -> Self {
         let t = done + 1;
         let scheduled = config.schedule.map(|s| s.at(done));
@@ -74,11 +84,12 @@ impl<R: Rule> Plan<R> {
             *rate = lr;
         }
         let carried_before = *carried;
-        let base = scalars(base, t, &mut carried[..R::CARRIED.len()]);
+        let base = scalars(base, t, &mut carried[..R::CARRIED.len()], decimals);
         Plan {
             t,
             lr_factor,
             carried_before,
+            decimals: *decimals,
             base,
             sign: if config.maximize { -1.0 } else { 1.0 },
             global: 1.0,
@@ -125,7 +136,8 @@ impl<R: Rule> Plan<R> {
                     *rate *= self.lr_factor;
                 }
                 let mut carried = self.carried_before;
-                scalars(r, self.t, &mut carried[..R::CARRIED.len()])
+                let mut decimals = self.decimals;
+                scalars(r, self.t, &mut carried[..R::CARRIED.len()], &mut decimals)
             }
             None => self.base,
         };

@@ -13,7 +13,9 @@ pub const MAX_CARRIED: usize = 4;
 /// named *slots* (one `f32` per parameter element, such as Adam's `m` and `v`), named *carried
 /// scalars* (one `f32` per optimizer, such as Nadam's `u_product`), a `step` part that turns
 /// the hyper-parameters and the 1-based step number `t` into per-step scalars once per step,
-/// and an `update` part that runs on lanes of eight elements of any [`Lane`] type.
+/// and an `update` part that runs on lanes of eight elements of any [`Lane`] type. The `step`
+/// part reads hyper-parameters that it computes with in `f64` through [`Decimals`](Self::Decimals),
+/// which the optimizer keeps between steps: their decimal values are computed when they change.
 pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// The rule's name, as the user spelled its type.
     const NAME: &'static str;
@@ -25,6 +27,9 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     const CARRIED: &'static [&'static str];
     /// The per-step scalars that the element-wise update reads.
     type Step: Copy + Send + Sync;
+    /// The decimal values of the hyper-parameters that the `step` part widens to `f64`, one
+    /// [`Decimal`](crate::math::Decimal) each, kept from one step to the next.
+    type Decimals: Copy + Default + Send + Sync;
 
     /// The value of hyper-parameter `name`, if the rule has one of that name.
     fn hyper(&self, name: &str) -> Option<f32>;
@@ -35,8 +40,8 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// The initial value of carried scalar `index`.
     fn carried_init(&self, index: usize) -> f32;
     /// Evaluates the `step` part for step `t` (1-based): updates the carried scalars in place
-    /// and returns the scalars the update reads.
-    fn begin_step(&self, t: u64, carried: &mut [f32]) -> Self::Step;
+    /// and returns the scalars the update reads; widens hyper-parameters through `decimals`.
+    fn begin_step(&self, t: u64, carried: &mut [f32], decimals: &mut Self::Decimals) -> Self::Step;
     /// The element-wise update of one lane of eight elements. `slots` holds exactly
     /// `Self::SLOTS.len()` lanes, in slot order. The fused pass runs it on the lane type
     /// [`lane::dispatch`](crate::lane::dispatch) picks, so it must give the same bits on every

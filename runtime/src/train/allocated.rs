@@ -3,7 +3,7 @@
 use super::model::Model;
 use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
 use crate::aligned::AlignedFloats;
-use crate::optim::{Allocated, Config, Full, Optimizer, Rule, UpdateMode};
+use crate::optim::{Allocated, Config, EveryPart, Full, Optimizer, Rule, UpdateMode};
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 
@@ -12,12 +12,18 @@ use core::marker::PhantomData;
 /// [`Fused`](crate::optim::Fused) each layer is updated during the backward pass and no full
 /// gradient buffer exists, with the same bits). Construction allocates each buffer once (on
 /// the heap, so a large model does not touch the stack); [`run`](Step::run) allocates nothing.
+/// It compiles in every part of the update ([`Every`](crate::optim::Every)), so that any configuration trains with
+/// it; a step that compiles in fewer is an [`EmbeddedStep`](super::EmbeddedStep), which refuses
+/// a configuration that needs a part it left out ([`EveryPart`]).
 pub type TrainStep<M, R, const B: usize, U = Full> = Step<M, R, B, U, Allocated>;
 
 impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
     /// A train step for `model` with the default [`Config`]. A step of `B = 0` does not
     /// compile.
-    pub fn new(model: &M, rule: R) -> Self {
+    pub fn new(model: &M, rule: R) -> Self
+    where
+        U: EveryPart,
+    {
         let () = Self::SOME_SAMPLES;
         Self::with_config(model, rule, Config::new())
     }
@@ -27,7 +33,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
     /// # Panics
     /// If `config` has a schedule and the rule no learning rate
     /// ([`Rule::learning_rate`]) for it to set.
-    pub fn with_config(model: &M, rule: R, config: Config<U>) -> Self {
+    pub fn with_config(model: &M, rule: R, config: Config<U>) -> Self
+    where
+        U: EveryPart,
+    {
         let () = Self::SOME_SAMPLES;
         let lens: Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();
         debug_assert_eq!(model.params().len(), M::PARAMS);

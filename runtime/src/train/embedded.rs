@@ -4,7 +4,7 @@
 
 use super::model::{Model, ModelTensors};
 use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
-use crate::optim::{Arena, Config, Fused, NoOverrides, Optimizer, Rule, UpdateMode};
+use crate::optim::{Arena, Config, Fused, NoOverrides, Optimizer, Rule, UpdateMode, UpdatePart};
 use core::fmt;
 use core::marker::PhantomData;
 
@@ -38,6 +38,9 @@ pub enum ArenaError {
     /// The configuration keeps an EMA of the weights, which needs a buffer as large as the
     /// parameters that the arena does not hold.
     Ema,
+    /// The configuration needs a part of the update that the step's update set
+    /// ([`UpdateMode::Updates`]) leaves out.
+    Excluded(UpdatePart),
 }
 
 impl fmt::Display for ArenaError {
@@ -49,6 +52,10 @@ impl fmt::Display for ArenaError {
             ArenaError::Ema => write!(
                 f,
                 "an EMA of the weights needs a buffer as large as the parameters, which the arena does not hold"
+            ),
+            ArenaError::Excluded(part) => write!(
+                f,
+                "the configuration needs {part}, which the step's update set leaves out: name a set that has it in the update mode (`Fused<Updates<..>>`) or leave it out of the configuration"
             ),
         }
     }
@@ -77,7 +84,8 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
     }
 
     /// A step with clipping, weight decay or a schedule (not an EMA, whose buffer the arena
-    /// does not hold).
+    /// does not hold); a configuration that needs a part of the update that `U`'s update set
+    /// leaves out is refused ([`ArenaError::Excluded`]).
     ///
     /// # Panics
     /// If `config` has a schedule and the rule no learning rate
@@ -97,6 +105,9 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         }
         if config.ema.is_some() {
             return Err(ArenaError::Ema);
+        }
+        if let Some(part) = config.excluded_part() {
+            return Err(ArenaError::Excluded(part));
         }
         debug_assert_eq!(model.params().len(), M::PARAMS);
         let mut rest = arena;

@@ -18,7 +18,7 @@ pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
 pub use crate::train::{Bytes, GradSink, LayerKind, Model, NamedTensor, View};
 
-use crate::layers::{init_tensor, Tensor, Torch};
+use crate::layers::{init_tensor, init_without_normal, Tensor, Torch};
 use crate::rng::Rng;
 
 /// What layers generated code names: the buffers of a layer call, tensors and their
@@ -107,12 +107,34 @@ pub const fn push_products<const N: usize>(
 
 /// Initializes every tensor of `params` with its initializer, tensor `i` from its own random
 /// stream of `seed`, so that adding a layer does not change the others' initial values.
-pub fn init_params(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
+///
+/// `NORMAL` is [`draws_normal`] of `tensors`, a constant of the model: without it, only
+/// [`init_without_normal`] is called, so a model none of whose tensors draws from a normal does
+/// not link the normal sampler.
+pub fn init_params<const NORMAL: bool>(tensors: &[NamedTensor], params: &mut [f32], seed: Seed) {
     for (i, t) in tensors.iter().enumerate() {
         let mut rng = Rng::with_stream(seed, i as u64);
         let dst = &mut params[t.offset..t.offset + t.tensor.len()];
-        init_tensor(&t.tensor, t.tensor.init, dst, &mut rng);
+        if NORMAL {
+            init_tensor(&t.tensor, t.tensor.init, dst, &mut rng);
+        } else {
+            init_without_normal(&t.tensor, t.tensor.init, dst, &mut rng);
+        }
     }
+}
+
+/// Whether any of `tensors` is initialized from a normal distribution
+/// ([`Init::draws_normal`](crate::layers::Init::draws_normal)).
+/// Used by `#[model]`.
+pub const fn draws_normal(tensors: &[NamedTensor]) -> bool {
+    let mut i = 0;
+    while i < tensors.len() {
+        if tensors[i].tensor.init.draws_normal() {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// The length of a buffer of consecutive parts of `widths` values per sample: the

@@ -746,7 +746,7 @@ impl<'a> Expansion<'a> {
                 #vis fn init_in_place(&mut self, seed: #p::Seed) {
                     self.__params.fill(0.0);
                     self.__state.fill(0.0);
-                    #p::init_params(&__TENSORS, &mut self.__params, seed);
+                    #p::init_params::<{ #p::draws_normal(&__TENSORS) }>(&__TENSORS, &mut self.__params, seed);
                     #(#finish_init)*
                     #(#init_state)*
                 }

@@ -37,6 +37,57 @@ const TRUNCATED_STD: f64 = 0.879_625_661_034_239_8;
 /// # Panics
 /// If `out` does not hold `t.len()` values.
 pub fn init_tensor(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
+    if init.draws_normal() {
+        init_normal(t, init, out, rng);
+    } else {
+        init_without_normal(t, init, out, rng);
+    }
+}
+
+/// [`init_tensor`] for an `init` that does not [draw from a normal](Init::draws_normal): the
+/// normal sampler (Box-Muller's logarithm and cosine in `f64`) is not linked where only this
+/// is called, as on a microcontroller whose model has no such tensor.
+///
+/// # Panics
+/// If `init` draws from a normal distribution, or `out` does not hold `t.len()` values.
+pub fn init_without_normal(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
+    check_length(t, out);
+    let (fan_in, fan_out) = fans(t);
+    let uniform = |limit: f32, out: &mut [f32], rng: &mut Rng| {
+        out.iter_mut().for_each(|v| *v = rng.uniform(-limit, limit));
+    };
+    match init {
+        Init::GlorotUniform => uniform(math::sqrt(6.0 / (fan_in + fan_out)), out, rng),
+        Init::HeUniform => uniform(math::sqrt(6.0 / fan_in), out, rng),
+        Init::TorchDefault => uniform(1.0 / math::sqrt(fan_in), out, rng),
+        Init::HeNormal | Init::StandardNormal => {
+            panic!("init_without_normal: `{}` draws from a normal", t.name)
+        }
+        Init::Zeros => out.fill(0.0),
+        Init::Ones => out.fill(1.0),
+        Init::Constant(bits) => out.fill(f32::from_bits(bits)),
+    }
+}
+
+/// [`init_tensor`] for the initializers that draw from a normal distribution.
+fn init_normal(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
+    check_length(t, out);
+    match init {
+        Init::HeNormal => {
+            let std = (math::sqrt(2.0 / f64::from(fans(t).0)) / TRUNCATED_STD) as f32;
+            out.iter_mut().for_each(|v| *v = rng.truncated_normal(std));
+        }
+        Init::StandardNormal => out.iter_mut().for_each(|v| *v = rng.normal()),
+        _ => unreachable!("init_normal is called for the normal initializers alone"),
+    }
+}
+
+/// `(fan_in, fan_out)` of `t`, a fan of 0 counting as 1.
+fn fans(t: &Tensor) -> (f32, f32) {
+    (t.fans.0.max(1) as f32, t.fans.1.max(1) as f32)
+}
+
+fn check_length(t: &Tensor, out: &[f32]) {
     assert_eq!(
         out.len(),
         t.len(),
@@ -45,24 +96,6 @@ pub fn init_tensor(t: &Tensor, init: Init, out: &mut [f32], rng: &mut Rng) {
         t.len(),
         out.len()
     );
-    let fan_in = t.fans.0.max(1) as f32;
-    let fan_out = t.fans.1.max(1) as f32;
-    let uniform = |limit: f32, out: &mut [f32], rng: &mut Rng| {
-        out.iter_mut().for_each(|v| *v = rng.uniform(-limit, limit));
-    };
-    match init {
-        Init::GlorotUniform => uniform(math::sqrt(6.0 / (fan_in + fan_out)), out, rng),
-        Init::HeUniform => uniform(math::sqrt(6.0 / fan_in), out, rng),
-        Init::TorchDefault => uniform(1.0 / math::sqrt(fan_in), out, rng),
-        Init::HeNormal => {
-            let std = (math::sqrt(2.0 / f64::from(fan_in)) / TRUNCATED_STD) as f32;
-            out.iter_mut().for_each(|v| *v = rng.truncated_normal(std));
-        }
-        Init::StandardNormal => out.iter_mut().for_each(|v| *v = rng.normal()),
-        Init::Zeros => out.fill(0.0),
-        Init::Ones => out.fill(1.0),
-        Init::Constant(bits) => out.fill(f32::from_bits(bits)),
-    }
 }
 
 #[cfg(test)]
@@ -123,6 +156,34 @@ mod tests {
         assert_eq!(moments(Init::Zeros), (0.0, 0.0, 0.0));
         assert_eq!(moments(Init::Ones), (1.0, 0.0, 1.0));
         assert_eq!(moments(Init::constant(-0.25)), (-0.25, 0.0, 0.25));
+    }
+
+    /// The path without the normal sampler gives the bits of `init_tensor` for every
+    /// initializer that does not draw from a normal, and refuses the two that do.
+    #[test]
+    fn without_normal_matches_init_tensor_and_refuses_normals() {
+        let inits = [
+            Init::GlorotUniform,
+            Init::HeUniform,
+            Init::TorchDefault,
+            Init::Zeros,
+            Init::Ones,
+            Init::constant(0.25),
+        ];
+        for init in inits {
+            assert!(!init.draws_normal());
+            let (mut a, mut b) = (vec![f32::NAN; T.len()], vec![f32::NAN; T.len()]);
+            init_tensor(&T, init, &mut a, &mut Rng::new(Seed(3)));
+            init_without_normal(&T, init, &mut b, &mut Rng::new(Seed(3)));
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{init:?}");
+        }
+        for init in [Init::HeNormal, Init::StandardNormal] {
+            assert!(init.draws_normal());
+            let refused = std::panic::catch_unwind(|| {
+                init_without_normal(&T, init, &mut vec![0.0; T.len()], &mut Rng::new(Seed(3)));
+            });
+            assert!(refused.is_err(), "{init:?}");
+        }
     }
 
     #[test]

@@ -46,6 +46,12 @@ pub enum Init {
 }
 
 impl Init {
+    /// Whether this initializer draws from a normal distribution ([`Init::HeNormal`],
+    /// [`Init::StandardNormal`]).
+    pub const fn draws_normal(self) -> bool {
+        matches!(self, Init::HeNormal | Init::StandardNormal)
+    }
+
     /// Every value `v`.
     ///
     /// ```
@@ -343,7 +349,7 @@ pub use embedding::{
     embedding_backward, embedding_forward, positional_backward, positional_forward, Embedding,
     EmbeddingDims, PositionalDims, PositionalEmbedding, NO_PADDING,
 };
-pub use init::init_tensor;
+pub use init::{init_tensor, init_without_normal};
 pub use norm::{layer_norm_backward, layer_norm_forward, BatchNorm, LayerNorm};
 pub use per_position::PerPosition;
 pub use pool::{

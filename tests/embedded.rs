@@ -176,7 +176,7 @@ fn every_layerwise_option_keeps_the_bits() {
 }
 
 /// Coupled weight decay alone.
-type L2Only = Updates<false, true, false, false>;
+type L2Only = Updates<false, true, false, false, false>;
 
 /// A step that compiles in fewer parts of the update than every one gives the same bits as a
 /// step with every part.
@@ -217,6 +217,10 @@ fn a_configuration_that_needs_a_part_left_out_is_refused() {
         (
             plain().weight_decay(WeightDecay::Decoupled(0.1)),
             UpdatePart::DecoupledDecay,
+        ),
+        (
+            plain().schedule(Schedule::exponential(0.1, 100, 0.5)),
+            UpdatePart::Schedule,
         ),
     ];
     for (config, part) in cases {

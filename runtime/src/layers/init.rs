@@ -175,7 +175,10 @@ mod tests {
             let (mut a, mut b) = (vec![f32::NAN; T.len()], vec![f32::NAN; T.len()]);
             init_tensor(&T, init, &mut a, &mut Rng::new(Seed(3)));
             init_without_normal(&T, init, &mut b, &mut Rng::new(Seed(3)));
-            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{init:?}");
+            assert!(
+                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{init:?}"
+            );
         }
         for init in [Init::HeNormal, Init::StandardNormal] {
             assert!(init.draws_normal());

@@ -109,6 +109,17 @@ impl<U: UpdateMode> Config<U> {
         }
     }
 
+    /// The scheduled learning rate after `done` steps; `None` without a schedule, and on a mode
+    /// whose update set leaves schedules out (its steps are refused a schedule when built), so
+    /// that such a step does not compile the schedules in.
+    pub fn scheduled_rate(&self, done: u64) -> Option<f32> {
+        if U::Updates::SCHEDULE {
+            self.schedule.map(|s| s.at(done))
+        } else {
+            None
+        }
+    }
+
     /// The first part of the fused update (in the order of [`UpdatePart`]) that this
     /// configuration needs and the update set of `U` ([`UpdateMode::Updates`]) leaves out;
     /// `None` when a step of mode `U` can train with it.
@@ -140,6 +151,11 @@ impl<U: UpdateMode> Config<U> {
                 U::Updates::DECOUPLED_DECAY,
             ),
             (UpdatePart::Ema, self.ema.is_some(), U::Updates::EMA),
+            (
+                UpdatePart::Schedule,
+                self.schedule.is_some(),
+                U::Updates::SCHEDULE,
+            ),
         ];
         parts
             .into_iter()

@@ -75,6 +75,8 @@ pub enum UpdatePart {
     DecoupledDecay,
     /// The EMA of the weights.
     Ema,
+    /// A learning-rate schedule ([`Config::schedule`](super::Config::schedule)).
+    Schedule,
 }
 
 impl fmt::Display for UpdatePart {
@@ -84,6 +86,7 @@ impl fmt::Display for UpdatePart {
             UpdatePart::L2 => "coupled (L2) weight decay",
             UpdatePart::DecoupledDecay => "decoupled weight decay",
             UpdatePart::Ema => "an EMA of the weights",
+            UpdatePart::Schedule => "a learning-rate schedule",
         })
     }
 }
@@ -100,29 +103,34 @@ pub trait UpdateSet: Copy + Default + fmt::Debug + Send + Sync {
     const DECOUPLED_DECAY: bool;
     /// The EMA of the weights.
     const EMA: bool;
+    /// A learning-rate schedule (its cosine and exponential curves are compiled in only here).
+    const SCHEDULE: bool;
 }
 
 /// The update set that allows the parts whose parameters are `true`, in the order of
-/// [`UpdatePart`]: `Updates<false, true, false, false>` compiles in coupled weight decay alone.
+/// [`UpdatePart`]: `Updates<false, true, false, false, false>` compiles in coupled weight decay
+/// alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Updates<
     const GRADIENT_TRANSFORM: bool,
     const L2: bool,
     const DECOUPLED_DECAY: bool,
     const EMA: bool,
+    const SCHEDULE: bool,
 >;
 
-impl<const GT: bool, const L2: bool, const DWD: bool, const EMA: bool> UpdateSet
-    for Updates<GT, L2, DWD, EMA>
+impl<const GT: bool, const L2: bool, const DWD: bool, const EMA: bool, const SCHEDULE: bool>
+    UpdateSet for Updates<GT, L2, DWD, EMA, SCHEDULE>
 {
     const GRADIENT_TRANSFORM: bool = GT;
     const L2: bool = L2;
     const DECOUPLED_DECAY: bool = DWD;
     const EMA: bool = EMA;
+    const SCHEDULE: bool = SCHEDULE;
 }
 
 /// Every part of the update: the default, with which any configuration trains.
-pub type Every = Updates<true, true, true, true>;
+pub type Every = Updates<true, true, true, true, true>;
 
-/// The rule alone: no clipping, `maximize`, weight decay or EMA.
-pub type Plain = Updates<false, false, false, false>;
+/// The rule alone: no clipping, `maximize`, weight decay, EMA or schedule.
+pub type Plain = Updates<false, false, false, false, false>;

@@ -185,10 +185,9 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
 
     /// The learning rate the next step will use (the schedule's value, or the rule's `lr`).
     pub fn current_learning_rate(&self) -> Option<f32> {
-        match self.config.schedule {
-            Some(s) => Some(s.at(self.t)),
-            None => self.rule.learning_rate(),
-        }
+        self.config
+            .scheduled_rate(self.t)
+            .or(self.rule.learning_rate())
     }
 
     /// One optimizer step: gradient transforms, weight decay, the rule and the EMA, in one fused

@@ -74,7 +74,7 @@ impl<R: Rule> Plan<R> {
         decimals: &mut R::Decimals,
     ) -> Self {
         let t = done + 1;
-        let scheduled = config.schedule.map(|s| s.at(done));
+        let scheduled = config.scheduled_rate(done);
         let lr_factor = match (scheduled, rule.learning_rate()) {
             (Some(s), Some(lr)) if lr != 0.0 => s / lr,
             _ => 1.0,

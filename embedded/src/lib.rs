@@ -1,7 +1,8 @@
 //! Training on a target without an allocator: an 8-16(ReLU)-4 MLP, its SGD-momentum state,
 //! its activations, its workspace and its gradients live in two `static`s whose sizes are
 //! constants of the model's type. This crate is `#![no_std]` and does not link `alloc`;
-//! `src/bin/host.rs` runs [`train`] on the host.
+//! `src/bin/host.rs` runs [`train`] on the host. [`digits`] is a real task the same way: the
+//! UCI handwritten digits, in flash, learned by a 64-32-16-10 MLP within 64 KB.
 //!
 //! The model's memory budget is checked when the crate compiles: `max_bytes` below is the
 //! budget, and a model, batch or optimizer that needs more is a compile error that gives the
@@ -12,6 +13,8 @@ use fusegraph::optim::torch::SgdMomentum;
 use fusegraph::optim::Fused;
 use fusegraph::prelude::*;
 use fusegraph::train::{EmbeddedStep, Static};
+
+pub mod digits;
 
 /// Samples per batch.
 pub const BATCH: usize = 8;
@@ -56,20 +59,59 @@ pub fn data() -> ([f32; SAMPLES * 8], [u32; SAMPLES]) {
     (x, y)
 }
 
-/// Floating-point operations of one train step at batch [`BATCH`], from the layers' shapes:
-/// the forward products and biases, the weight, bias and input gradients (the first layer needs
-/// no input gradient), ReLU and its derivative, the softmax and cross-entropy with its gradient
-/// (`exp`, a sum, a division and a subtraction per logit), and SGD with momentum (`buf = m buf +
-/// g`, `p -= lr buf`: four per parameter).
-pub const FLOPS_PER_STEP: usize = {
-    let (b, i, h, o) = (BATCH, 8, 16, 4);
-    let forward = 2 * b * (i * h + h * o) + b * (h + o);
-    let backward = 2 * b * (i * h + h * o) + b * (h + o) + 2 * b * h * o;
-    let relu = 2 * b * h;
-    let loss = 4 * b * o;
-    let update = 4 * (i * h + h + h * o + o);
+/// Floating-point operations of one train step at batch [`BATCH`], from the layers' shapes
+/// ([`mlp_flops_per_step`]).
+pub const FLOPS_PER_STEP: usize = mlp_flops_per_step(&[8, 16, 4], BATCH);
+
+/// Floating-point operations of one train step of an MLP of dense layers between `widths`
+/// (inputs first, classes last; ReLU after every hidden layer, softmax cross-entropy at the end,
+/// SGD with momentum) at batch `batch`: the forward products and biases, the weight, bias and
+/// input gradients (the first layer needs no input gradient), ReLU and its derivative, the
+/// softmax and cross-entropy with its gradient (`exp`, a sum, a division and a subtraction per
+/// logit), and the update (`buf = m buf + g`, `p -= lr buf`: four per parameter).
+pub const fn mlp_flops_per_step(widths: &[usize], batch: usize) -> usize {
+    let (mut products, mut input_gradients, mut biases, mut params) = (0, 0, 0, 0);
+    let mut layer = 1;
+    while layer < widths.len() {
+        let (inputs, outputs) = (widths[layer - 1], widths[layer]);
+        products += inputs * outputs;
+        if layer > 1 {
+            input_gradients += inputs * outputs;
+        }
+        biases += outputs;
+        params += inputs * outputs + outputs;
+        layer += 1;
+    }
+    let mut hidden = 0;
+    let mut width = 1;
+    while width + 1 < widths.len() {
+        hidden += widths[width];
+        width += 1;
+    }
+    let classes = widths[widths.len() - 1];
+    let forward = 2 * batch * products + batch * biases;
+    let backward = 2 * batch * products + batch * biases + 2 * batch * input_gradients;
+    let relu = 2 * batch * hidden;
+    let loss = 4 * batch * classes;
+    let update = 4 * params;
     forward + backward + relu + loss + update
-};
+}
+
+/// Samples of `labels` whose row of `outputs` (`classes` scores each) is highest at the label
+/// (the first highest, where several tie).
+pub fn correct_in(outputs: &[f32], classes: usize, labels: &[u32]) -> usize {
+    let mut correct = 0;
+    for (scores, &label) in outputs.chunks(classes).zip(labels) {
+        let mut best = 0;
+        for k in 1..classes {
+            if scores[k] > scores[best] {
+                best = k;
+            }
+        }
+        correct += usize::from(best as u32 == label);
+    }
+    correct
+}
 
 /// What [`train`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -140,16 +182,7 @@ impl Demo {
     pub fn correct(&mut self) -> usize {
         let mut correct = 0;
         for (xs, ys) in self.x.chunks(BATCH * 8).zip(self.y.chunks(BATCH)) {
-            let out = self.step.predict(self.model, xs);
-            for (o, &label) in out.chunks(4).zip(ys) {
-                let mut best = 0;
-                for k in 1..4 {
-                    if o[k] > o[best] {
-                        best = k;
-                    }
-                }
-                correct += usize::from(best as u32 == label);
-            }
+            correct += correct_in(self.step.predict(self.model, xs), 4, ys);
         }
         correct
     }

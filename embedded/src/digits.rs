@@ -58,11 +58,7 @@ pub struct Mlp {
     fc3: Dense<16, 10>,
 }
 
-/// The train step: each layer updated as soon as its gradient is known.
-pub type Step = EmbeddedStep<'static, Mlp, SgdMomentum, BATCH, Fused>;
-
-static MODEL: Static<Mlp> = Static::new(Mlp::zeroed());
-static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);
+static_training!(Mlp, SgdMomentum, BATCH);
 
 /// Floating-point operations of one train step, from the layers' shapes.
 pub const FLOPS_PER_STEP: usize = crate::mlp_flops_per_step(&[PIXELS, 32, 16, CLASSES], BATCH);
@@ -135,11 +131,7 @@ impl Training {
 
     /// The initialized model and its step; `None` if the statics were already taken.
     pub fn new() -> Option<Self> {
-        let model = MODEL.take()?;
-        model.init_in_place(Seed(7));
-        let arena = ARENA.take()?;
-        let rule = SgdMomentum::default().with_lr(0.03);
-        let step = Step::new(model, rule, arena).ok()?;
+        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(0.03))?;
         Some(Training {
             model,
             step,

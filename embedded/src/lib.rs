@@ -14,6 +14,29 @@ use fusegraph::optim::Fused;
 use fusegraph::prelude::*;
 use fusegraph::train::{EmbeddedStep, Static};
 
+/// Declares `Step`, the train step of `$model` with rule `$rule` at batch `$batch` (each layer
+/// updated as soon as its gradient is known), the two statics it trains from (the model and the
+/// step's arena) and `take_step`, which hands them out once: the model initialized from a seed
+/// and its step.
+macro_rules! static_training {
+    ($model:ty, $rule:ty, $batch:expr) => {
+        /// The train step: each layer updated as soon as its gradient is known.
+        pub type Step = EmbeddedStep<'static, $model, $rule, { $batch }, Fused>;
+
+        static MODEL: Static<$model> = Static::new(<$model>::zeroed());
+        static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);
+
+        /// The model, initialized from `seed`, and its step with `rule`, from the statics;
+        /// `None` if they were already taken (they are handed out once).
+        fn take_step(seed: Seed, rule: $rule) -> Option<(&'static mut $model, Step)> {
+            let model = MODEL.take()?;
+            model.init_in_place(seed);
+            let step = Step::new(model, rule, ARENA.take()?).ok()?;
+            Some((model, step))
+        }
+    };
+}
+
 pub mod digits;
 
 /// Samples per batch.
@@ -33,11 +56,7 @@ pub struct Tiny {
     fc2: Dense<16, 4>,
 }
 
-/// The train step: each layer updated as soon as its gradient is known.
-pub type Step = EmbeddedStep<'static, Tiny, SgdMomentum, BATCH, Fused>;
-
-static MODEL: Static<Tiny> = Static::new(Tiny::zeroed());
-static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);
+static_training!(Tiny, SgdMomentum, BATCH);
 
 /// Samples of the fixed data set.
 pub const SAMPLES: usize = 32;
@@ -157,11 +176,7 @@ impl Demo {
     /// The initialized model and its step; `None` if the statics were already taken (they are
     /// handed out once).
     pub fn new() -> Option<Self> {
-        let model = MODEL.take()?;
-        model.init_in_place(Seed(7));
-        let arena = ARENA.take()?;
-        let rule = SgdMomentum::default().with_lr(0.1);
-        let step = Step::new(model, rule, arena).ok()?;
+        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(0.1))?;
         let (x, y) = data();
         Some(Demo { model, step, x, y })
     }

@@ -194,3 +194,37 @@ pub fn train() -> Option<Report> {
     }
     Some(training.report())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The split puts every image in exactly one part, the held-out ones every fifth.
+    #[test]
+    fn every_image_is_trained_on_or_held_out_once() {
+        let mut seen = [0u8; IMAGES];
+        for k in 0..TRAINING {
+            seen[training_image(k)] += 1;
+        }
+        for k in 0..HELD_OUT {
+            assert_eq!(held_out_image(k) % HOLD_OUT_EVERY, 0);
+            seen[held_out_image(k)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n == 1));
+        assert_eq!((TRAINING, HELD_OUT), (1437, 360));
+    }
+
+    /// A batch is the images' pixels scaled to -1..=1 and their labels: held-out images 0 and
+    /// 1 are the first and the sixth rows of `data/digits.csv` (`0,0,0,5,13,9,1,0,0,...` and a
+    /// 5).
+    #[test]
+    fn a_loaded_image_is_its_pixels_scaled() {
+        let (mut x, mut y) = ([0.0f32; 2 * PIXELS], [0u32; 2]);
+        load(held_out_image, 0, &mut x, &mut y);
+        assert_eq!(
+            x[..8],
+            [-1.0, -1.0, -0.375, 0.625, 0.125, -0.875, -1.0, -1.0]
+        );
+        assert_eq!(y, [0, 5]);
+    }
+}

@@ -223,3 +223,32 @@ pub fn train(epochs: usize) -> Option<Report> {
         steps: demo.steps(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's step counted by hand: forward 2*8*(8*16 + 16*4) + 8*(16 + 4) = 3,232;
+    /// backward 3,072 + 160 + 2*8*16*4 = 4,256; ReLU 2*8*16 = 256; loss 4*8*4 = 128; update
+    /// 4*(128 + 16 + 64 + 4) = 848.
+    #[test]
+    fn flops_of_the_demo_step() {
+        assert_eq!(FLOPS_PER_STEP, 3232 + 4256 + 256 + 128 + 848);
+    }
+
+    /// The digits' step counted by hand (64-32-16-10 at batch 16): forward 2*16*2,720 + 16*58
+    /// = 87,968; backward 87,040 + 928 + 2*16*(32*16 + 16*10) = 109,472; ReLU 2*16*48 = 1,536;
+    /// loss 4*16*10 = 640; update 4*2,778 = 11,112.
+    #[test]
+    fn flops_of_the_digits_step() {
+        assert_eq!(digits::FLOPS_PER_STEP, 87968 + 109472 + 1536 + 640 + 11112);
+    }
+
+    /// The first highest score is the prediction: ties go to the lower class.
+    #[test]
+    fn a_sample_is_right_where_its_label_scores_first_highest() {
+        let outputs = [0.1, 0.7, 0.2, 0.5, 0.5, 0.0, -1.0, -2.0, -0.5];
+        assert_eq!(correct_in(&outputs, 3, &[1, 0, 2]), 3);
+        assert_eq!(correct_in(&outputs, 3, &[1, 1, 0]), 1);
+    }
+}

@@ -44,9 +44,8 @@ step "tools"
 # Debian packages by what they provide; only the missing ones are installed.
 missing=()
 for pkg in rustc-web cargo-web rust-web-src lld-16 qemu-system-arm; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$pkg")
-    fi
+    status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+    [ "$status" = "install ok installed" ] || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 \

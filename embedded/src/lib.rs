@@ -89,7 +89,7 @@ pub const FLOPS_PER_STEP: usize = mlp_flops_per_step(&[8, 16, 4], BATCH);
 /// softmax and cross-entropy with its gradient (`exp`, a sum, a division and a subtraction per
 /// logit), and the update (`buf = m buf + g`, `p -= lr buf`: four per parameter).
 pub const fn mlp_flops_per_step(widths: &[usize], batch: usize) -> usize {
-    let (mut products, mut input_gradients, mut biases, mut params) = (0, 0, 0, 0);
+    let (mut products, mut input_gradients, mut biases, mut params, mut hidden) = (0, 0, 0, 0, 0);
     let mut layer = 1;
     while layer < widths.len() {
         let (inputs, outputs) = (widths[layer - 1], widths[layer]);
@@ -97,15 +97,12 @@ pub const fn mlp_flops_per_step(widths: &[usize], batch: usize) -> usize {
         if layer > 1 {
             input_gradients += inputs * outputs;
         }
+        if layer + 1 < widths.len() {
+            hidden += outputs;
+        }
         biases += outputs;
         params += inputs * outputs + outputs;
         layer += 1;
-    }
-    let mut hidden = 0;
-    let mut width = 1;
-    while width + 1 < widths.len() {
-        hidden += widths[width];
-        width += 1;
     }
     let classes = widths[widths.len() - 1];
     let forward = 2 * batch * products + batch * biases;

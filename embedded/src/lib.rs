@@ -1,7 +1,8 @@
 //! Training on a target without an allocator: an 8-16(ReLU)-4 MLP, its SGD-momentum state,
 //! its activations, its workspace and its gradients live in two `static`s whose sizes are
 //! constants of the model's type. This crate is `#![no_std]` and does not link `alloc`;
-//! `src/bin/host.rs` runs [`train`] on the host.
+//! `src/bin/host.rs` runs [`train`] on the host. [`digits`] is a real task the same way: the
+//! UCI handwritten digits, in flash, learned by a 64-32-16-10 MLP within 64 KB.
 //!
 //! The model's memory budget is checked when the crate compiles: `max_bytes` below is the
 //! budget, and a model, batch or optimizer that needs more is a compile error that gives the
@@ -12,6 +13,32 @@ use fusegraph::optim::torch::SgdMomentum;
 use fusegraph::optim::{Fused, Plain};
 use fusegraph::prelude::*;
 use fusegraph::train::{EmbeddedStep, Static};
+
+/// Declares `Step`, the train step of `$model` with rule `$rule` at batch `$batch` (each layer
+/// updated as soon as its gradient is known), the two statics it trains from (the model and the
+/// step's arena) and `take_step`, which hands them out once: the model initialized from a seed
+/// and its step.
+macro_rules! static_training {
+    ($model:ty, $rule:ty, $batch:expr) => {
+        /// The train step: each layer updated as soon as its gradient is known, by the rule
+        /// alone (no clipping, weight decay, EMA or schedule compiled in).
+        pub type Step = EmbeddedStep<'static, $model, $rule, { $batch }, Fused<Plain>>;
+
+        static MODEL: Static<$model> = Static::new(<$model>::zeroed());
+        static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);
+
+        /// The model, initialized from `seed`, and its step with `rule`, from the statics;
+        /// `None` if they were already taken (they are handed out once).
+        fn take_step(seed: Seed, rule: $rule) -> Option<(&'static mut $model, Step)> {
+            let model = MODEL.take()?;
+            model.init_in_place(seed);
+            let step = Step::new(model, rule, ARENA.take()?).ok()?;
+            Some((model, step))
+        }
+    };
+}
+
+pub mod digits;
 
 /// Samples per batch.
 pub const BATCH: usize = 8;
@@ -30,12 +57,7 @@ pub struct Tiny {
     fc2: Dense<16, 4>,
 }
 
-/// The train step: each layer updated as soon as its gradient is known, by the rule alone (no
-/// clipping, weight decay or EMA compiled in).
-pub type Step = EmbeddedStep<'static, Tiny, SgdMomentum, BATCH, Fused<Plain>>;
-
-static MODEL: Static<Tiny> = Static::new(Tiny::zeroed());
-static ARENA: Static<[f32; Step::FLOATS]> = Static::new([0.0; Step::FLOATS]);
+static_training!(Tiny, SgdMomentum, BATCH);
 
 /// Samples of the fixed data set.
 pub const SAMPLES: usize = 32;
@@ -57,20 +79,56 @@ pub fn data() -> ([f32; SAMPLES * 8], [u32; SAMPLES]) {
     (x, y)
 }
 
-/// Floating-point operations of one train step at batch [`BATCH`], from the layers' shapes:
-/// the forward products and biases, the weight, bias and input gradients (the first layer needs
-/// no input gradient), ReLU and its derivative, the softmax and cross-entropy with its gradient
-/// (`exp`, a sum, a division and a subtraction per logit), and SGD with momentum (`buf = m buf +
-/// g`, `p -= lr buf`: four per parameter).
-pub const FLOPS_PER_STEP: usize = {
-    let (b, i, h, o) = (BATCH, 8, 16, 4);
-    let forward = 2 * b * (i * h + h * o) + b * (h + o);
-    let backward = 2 * b * (i * h + h * o) + b * (h + o) + 2 * b * h * o;
-    let relu = 2 * b * h;
-    let loss = 4 * b * o;
-    let update = 4 * (i * h + h + h * o + o);
+/// Floating-point operations of one train step at batch [`BATCH`], from the layers' shapes
+/// ([`mlp_flops_per_step`]).
+pub const FLOPS_PER_STEP: usize = mlp_flops_per_step(&[8, 16, 4], BATCH);
+
+/// Floating-point operations of one train step of an MLP of dense layers between `widths`
+/// (inputs first, classes last; ReLU after every hidden layer, softmax cross-entropy at the end,
+/// SGD with momentum) at batch `batch`: the forward products and biases, the weight, bias and
+/// input gradients (the first layer needs no input gradient), ReLU and its derivative, the
+/// softmax and cross-entropy with its gradient (`exp`, a sum, a division and a subtraction per
+/// logit), and the update (`buf = m buf + g`, `p -= lr buf`: four per parameter).
+pub const fn mlp_flops_per_step(widths: &[usize], batch: usize) -> usize {
+    let (mut products, mut input_gradients, mut biases, mut params, mut hidden) = (0, 0, 0, 0, 0);
+    let mut layer = 1;
+    while layer < widths.len() {
+        let (inputs, outputs) = (widths[layer - 1], widths[layer]);
+        products += inputs * outputs;
+        if layer > 1 {
+            input_gradients += inputs * outputs;
+        }
+        if layer + 1 < widths.len() {
+            hidden += outputs;
+        }
+        biases += outputs;
+        params += inputs * outputs + outputs;
+        layer += 1;
+    }
+    let classes = widths[widths.len() - 1];
+    let forward = 2 * batch * products + batch * biases;
+    let backward = 2 * batch * products + batch * biases + 2 * batch * input_gradients;
+    let relu = 2 * batch * hidden;
+    let loss = 4 * batch * classes;
+    let update = 4 * params;
     forward + backward + relu + loss + update
-};
+}
+
+/// Samples of `labels` whose row of `outputs` (`classes` scores each) is highest at the label
+/// (the first highest, where several tie).
+pub fn correct_in(outputs: &[f32], classes: usize, labels: &[u32]) -> usize {
+    let mut correct = 0;
+    for (scores, &label) in outputs.chunks(classes).zip(labels) {
+        let mut best = 0;
+        for k in 1..classes {
+            if scores[k] > scores[best] {
+                best = k;
+            }
+        }
+        correct += usize::from(best as u32 == label);
+    }
+    correct
+}
 
 /// What [`train`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,11 +174,7 @@ impl Demo {
     /// The initialized model and its step; `None` if the statics were already taken (they are
     /// handed out once).
     pub fn new() -> Option<Self> {
-        let model = MODEL.take()?;
-        model.init_in_place(Seed(7));
-        let arena = ARENA.take()?;
-        let rule = SgdMomentum::default().with_lr(0.1);
-        let step = Step::new(model, rule, arena).ok()?;
+        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(0.1))?;
         let (x, y) = data();
         Some(Demo { model, step, x, y })
     }
@@ -141,16 +195,7 @@ impl Demo {
     pub fn correct(&mut self) -> usize {
         let mut correct = 0;
         for (xs, ys) in self.x.chunks(BATCH * 8).zip(self.y.chunks(BATCH)) {
-            let out = self.step.predict(self.model, xs);
-            for (o, &label) in out.chunks(4).zip(ys) {
-                let mut best = 0;
-                for k in 1..4 {
-                    if o[k] > o[best] {
-                        best = k;
-                    }
-                }
-                correct += usize::from(best as u32 == label);
-            }
+            correct += correct_in(self.step.predict(self.model, xs), 4, ys);
         }
         correct
     }
@@ -175,4 +220,33 @@ pub fn train(epochs: usize) -> Option<Report> {
         correct: demo.correct(),
         steps: demo.steps(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's step counted by hand: forward 2*8*(8*16 + 16*4) + 8*(16 + 4) = 3,232;
+    /// backward 3,072 + 160 + 2*8*16*4 = 4,256; ReLU 2*8*16 = 256; loss 4*8*4 = 128; update
+    /// 4*(128 + 16 + 64 + 4) = 848.
+    #[test]
+    fn flops_of_the_demo_step() {
+        assert_eq!(FLOPS_PER_STEP, 3232 + 4256 + 256 + 128 + 848);
+    }
+
+    /// The digits' step counted by hand (64-32-16-10 at batch 16): forward 2*16*2,720 + 16*58
+    /// = 87,968; backward 87,040 + 928 + 2*16*(32*16 + 16*10) = 109,472; ReLU 2*16*48 = 1,536;
+    /// loss 4*16*10 = 640; update 4*2,778 = 11,112.
+    #[test]
+    fn flops_of_the_digits_step() {
+        assert_eq!(digits::FLOPS_PER_STEP, 87968 + 109472 + 1536 + 640 + 11112);
+    }
+
+    /// The first highest score is the prediction: ties go to the lower class.
+    #[test]
+    fn a_sample_is_right_where_its_label_scores_first_highest() {
+        let outputs = [0.1, 0.7, 0.2, 0.5, 0.5, 0.0, -1.0, -2.0, -0.5];
+        assert_eq!(correct_in(&outputs, 3, &[1, 0, 2]), 3);
+        assert_eq!(correct_in(&outputs, 3, &[1, 1, 0]), 1);
+    }
 }

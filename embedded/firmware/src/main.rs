@@ -3,27 +3,21 @@
 //! 0 if it classifies every sample right.
 //!
 //! One epoch is framed by two calls of [`fusegraph_count_mark`], so that an instruction trace
-//! (`scripts/instructions.py`) counts the instructions of its steps.
+//! (`scripts/instructions.py`) counts the instructions of its steps. It also prints the bytes
+//! of its train step and its stack's high-water mark (`scripts/sizes.py` checks them).
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::{debug, hprintln};
-use fusegraph_embedded_demo::{Demo, Report, FLOPS_PER_STEP, SAMPLES};
+use cortex_m_semihosting::hprintln;
+use fusegraph_embedded_demo::{Demo, Report, Step, FLOPS_PER_STEP, SAMPLES};
+use fusegraph_firmware::{exit, fusegraph_count_mark, stack_peak_bytes};
 use panic_semihosting as _;
 
 /// Passes over the data set, as the host build runs them.
 const EPOCHS: usize = 200;
 /// The epoch whose steps are counted (not the first, whose steps may touch cold state).
 const COUNTED_EPOCH: usize = 1;
-
-/// Marks the start and the end of the counted steps in an instruction trace, where it shows by
-/// its name. Not inlined, so that it stays one call with its own symbol.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn fusegraph_count_mark() {
-    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-}
 
 fn train() -> Option<Report> {
     let mut demo = Demo::new()?;
@@ -60,10 +54,10 @@ fn main() -> ! {
         }
         None => false,
     };
-    debug::exit(if ok {
-        debug::EXIT_SUCCESS
-    } else {
-        debug::EXIT_FAILURE
-    });
-    loop {}
+    hprintln!(
+        "step_bytes {} stack_peak_bytes {}",
+        Step::BYTES.total(),
+        stack_peak_bytes()
+    );
+    exit(ok)
 }

@@ -1,0 +1,53 @@
+//! What the firmware binaries share: the mark that frames the counted steps in an instruction
+//! trace, the stack's high-water mark, and the exit status over semihosting.
+#![no_std]
+
+use cortex_m_semihosting::debug;
+
+/// The word `cortex-m-rt`'s feature `paint-stack` fills the stack with before `main`.
+const STACK_PAINT: u32 = 0xcccc_cccc;
+
+/// Marks the start and the end of the counted steps in an instruction trace, where it shows by
+/// its name (`scripts/instructions.py`). Not inlined, so that it stays one call with its own
+/// symbol.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn fusegraph_count_mark() {
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// The most stack used so far, in bytes: the stack grows down from `_stack_start` to
+/// `_stack_end` (symbols of `cortex-m-rt`'s linker script), painted before `main`; the lowest
+/// word that no longer holds the paint is the deepest the stack has been.
+pub fn stack_peak_bytes() -> usize {
+    extern "C" {
+        static _stack_start: u32;
+        static _stack_end: u32;
+    }
+    // Only the symbols' addresses are taken; the linker script defines both.
+    let (top, bottom) = (
+        core::ptr::addr_of!(_stack_start) as usize,
+        core::ptr::addr_of!(_stack_end) as usize,
+    );
+    let mut lowest_used = top;
+    for word in (bottom..top).step_by(4) {
+        // SAFETY: `bottom..top` is the stack's memory, word-aligned (the linker script asserts
+        // it); a volatile read of a word below the stack pointer reads what is there.
+        if unsafe { core::ptr::read_volatile(word as *const u32) } != STACK_PAINT {
+            lowest_used = word;
+            break;
+        }
+    }
+    top - lowest_used
+}
+
+/// Ends the program under QEMU with status 0 if `ok`, 1 otherwise.
+pub fn exit(ok: bool) -> ! {
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    #[allow(clippy::empty_loop)]
+    loop {}
+}

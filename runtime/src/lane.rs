@@ -79,18 +79,19 @@ macro_rules! compare {
     )*};
 }
 
-/// [`Lane`]'s `exp`, `exp_m1` and `tanh` through the ports of `wide`'s code in `exp`, and
-/// `erf` through the runtime's own in `erf` (for every lane type but `f32x8`, which runs
-/// `wide`'s exponentials).
+/// [`Lane`]'s `exp` through the given port of `wide`'s code in `exp` (`exp::exp`, or
+/// `exp::exp_of_one` for one `f32`), `exp_m1` and `tanh` through the ports in `exp`, and `erf`
+/// through the runtime's own in `erf` (for every lane type but `f32x8`, which runs `wide`'s
+/// exponentials).
 macro_rules! exponentials {
-    () => {
+    ($exp:path) => {
         #[inline(always)]
         fn erf(self) -> Self {
             erf::erf(self)
         }
         #[inline(always)]
         fn exp(self) -> Self {
-            exp::exp(self)
+            $exp(self)
         }
         #[inline(always)]
         fn exp_m1(self) -> Self {

@@ -102,6 +102,23 @@ pub(super) fn exp<L: Lane>(x: L) -> L {
     infinite.and(negative).select(L::ZERO, result)
 }
 
+/// [`exp`] of one value, its special values by branches: NaN gives `wide`'s NaN, above
+/// [`MAX_X`] (`+inf` included) `+inf`, below [`MIN_X`] (`-inf` included) zero, as `exp`'s
+/// selects give them; the rest takes the same finite path.
+#[inline(always)]
+pub(super) fn exp_of_one(x: f32) -> f32 {
+    if x.is_nan() {
+        return f32::from_bits(NAN_POW);
+    }
+    if x > MAX_X {
+        return f32::INFINITY;
+    }
+    if x < MIN_X {
+        return 0.0;
+    }
+    reduce(x).value
+}
+
 /// `wide`'s `f32x8::exp_m1`.
 #[inline(always)]
 pub(super) fn exp_m1<L: Lane>(x: L) -> L {

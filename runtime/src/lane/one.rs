@@ -3,10 +3,14 @@
 //!
 //! The exact operations (`+ - * /`, negation, `abs`, the comparisons, `select` and the bit
 //! operations) are Rust's scalar ones, IEEE single precision, with masks of all ones or all
-//! zeros as the other lane types give them. `exp`, `exp_m1`, `tanh` and `erf` run the runtime's
-//! generic code; everything else (`sqrt`, `ln`, `powf_simd`, `min`, `max`, `mul_add`,
-//! `round_ties_even`, ...) runs `wide`'s code on the value in every lane of an [`f32x8`] and
-//! keeps the first, so it gives `wide`'s bits by construction.
+//! zeros as the other lane types give them. `min`, `max` and `round_ties_even` are scalar code
+//! with `wide`'s rules (which operand a NaN or an equal pair gives; the build's rounding), and
+//! `exp` branches on its special values before the generic code's finite path: on one value
+//! the masks and selects that keep a register's lanes apart cost more than the value itself
+//! (a microcontroller runs these in the loss and the activations). `exp_m1`, `tanh` and `erf`
+//! run the runtime's generic code; everything else (`sqrt`, `ln`, `powf_simd`, `mul_add`, ...)
+//! runs `wide`'s code on the value in every lane of an [`f32x8`] and keeps the first, so it
+//! gives `wide`'s bits by construction.
 
 use super::{erf, exp, Lane};
 use wide::f32x8;
@@ -15,6 +19,17 @@ use wide::f32x8;
 const TRUE: u32 = u32::MAX;
 /// The sign bit.
 const SIGN: u32 = 0x8000_0000;
+
+/// `2^23`: from here up every `f32` is a whole number.
+const WHOLE: f32 = 8_388_608.0;
+
+/// Whether `round_ties_even` rounds as SSE2's conversion through integers (what `wide` runs on
+/// x86 without SSE4.1): a zero result is `+0.0` whatever the sign of the value.
+const ROUNDS_THROUGH_INTEGERS: bool = cfg!(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2",
+    not(target_feature = "sse4.1")
+));
 
 /// A mask of all ones where `holds`, all zeros elsewhere.
 #[inline(always)]
@@ -69,11 +84,45 @@ impl Lane for f32 {
         f32::from_bits(self.to_bits() & !SIGN)
     }
     through_wide!(
-        unary: sqrt, signum, ln, ln_1p, cosh, sinh, round_ties_even;
-        binary: min, max, powf_simd;
+        unary: sqrt, signum, ln, ln_1p, cosh, sinh;
+        binary: powf_simd;
         ternary: mul_add, mul_neg_add
     );
-    exponentials!();
+    /// `wide`'s `max`: `other` if `self > other` does not hold, unless `other` is NaN (so an
+    /// equal pair, `±0.0` included, gives `other`, and a NaN `self` gives `other`).
+    #[inline(always)]
+    fn max(self, other: Self) -> Self {
+        if self > other || other.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+    /// `wide`'s `min`, the mirror of [`max`](Lane::max).
+    #[inline(always)]
+    fn min(self, other: Self) -> Self {
+        if self < other || other.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+    /// Ties to even by adding and subtracting `2^23` to the magnitude (exact below `2^23`;
+    /// above, NaN and infinities stay themselves), the sign put back as `wide`'s software
+    /// rounding, SSE4.1's and NEON's keep it, or dropped from a zero as its SSE2 rounding does.
+    #[inline(always)]
+    fn round_ties_even(self) -> Self {
+        let magnitude = self.abs();
+        if !(magnitude < WHOLE) {
+            return self;
+        }
+        let rounded = (magnitude + WHOLE) - WHOLE;
+        if ROUNDS_THROUGH_INTEGERS && rounded == 0.0 {
+            return 0.0;
+        }
+        f32::from_bits(rounded.to_bits() | (self.to_bits() & SIGN))
+    }
+    exponentials!(exp::exp_of_one);
     #[inline(always)]
     fn simd_gt(self, other: Self) -> Self {
         mask(self > other)

@@ -31,6 +31,23 @@ const ROUNDS_THROUGH_INTEGERS: bool = cfg!(all(
     not(target_feature = "sse4.1")
 ));
 
+/// `x` rounded to a whole number, ties to even, by adding and subtracting `2^23` to its
+/// magnitude (exact below `2^23`; above, NaN and infinities stay themselves), its sign put back
+/// (as `wide`'s software rounding, SSE4.1's and NEON's) or, with `unsigned_zero`, dropped from
+/// a zero (as `wide`'s SSE2 rounding through integers).
+#[inline(always)]
+pub(super) fn round_ties_even(x: f32, unsigned_zero: bool) -> f32 {
+    let magnitude = f32::from_bits(x.to_bits() & !SIGN);
+    if !(magnitude < WHOLE) {
+        return x;
+    }
+    let rounded = (magnitude + WHOLE) - WHOLE;
+    if unsigned_zero && rounded == 0.0 {
+        return 0.0;
+    }
+    f32::from_bits(rounded.to_bits() | (x.to_bits() & SIGN))
+}
+
 /// A mask of all ones where `holds`, all zeros elsewhere.
 #[inline(always)]
 fn mask(holds: bool) -> f32 {
@@ -107,20 +124,9 @@ impl Lane for f32 {
             other
         }
     }
-    /// Ties to even by adding and subtracting `2^23` to the magnitude (exact below `2^23`;
-    /// above, NaN and infinities stay themselves), the sign put back as `wide`'s software
-    /// rounding, SSE4.1's and NEON's keep it, or dropped from a zero as its SSE2 rounding does.
     #[inline(always)]
     fn round_ties_even(self) -> Self {
-        let magnitude = self.abs();
-        if !(magnitude < WHOLE) {
-            return self;
-        }
-        let rounded = (magnitude + WHOLE) - WHOLE;
-        if ROUNDS_THROUGH_INTEGERS && rounded == 0.0 {
-            return 0.0;
-        }
-        f32::from_bits(rounded.to_bits() | (self.to_bits() & SIGN))
+        round_ties_even(self, ROUNDS_THROUGH_INTEGERS)
     }
     exponentials!(exp::exp_of_one);
     #[inline(always)]

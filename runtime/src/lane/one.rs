@@ -38,14 +38,14 @@ const ROUNDS_THROUGH_INTEGERS: bool = cfg!(all(
 #[inline(always)]
 pub(super) fn round_ties_even(x: f32, unsigned_zero: bool) -> f32 {
     let magnitude = f32::from_bits(x.to_bits() & !SIGN);
-    if !(magnitude < WHOLE) {
-        return x;
+    if magnitude < WHOLE {
+        let rounded = (magnitude + WHOLE) - WHOLE;
+        if unsigned_zero && rounded == 0.0 {
+            return 0.0;
+        }
+        return f32::from_bits(rounded.to_bits() | (x.to_bits() & SIGN));
     }
-    let rounded = (magnitude + WHOLE) - WHOLE;
-    if unsigned_zero && rounded == 0.0 {
-        return 0.0;
-    }
-    f32::from_bits(rounded.to_bits() | (x.to_bits() & SIGN))
+    x
 }
 
 /// A mask of all ones where `holds`, all zeros elsewhere.

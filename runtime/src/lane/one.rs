@@ -15,8 +15,6 @@
 use super::{erf, exp, Lane};
 use wide::f32x8;
 
-/// The bits of a true mask.
-const TRUE: u32 = u32::MAX;
 /// The sign bit.
 const SIGN: u32 = 0x8000_0000;
 
@@ -48,10 +46,12 @@ pub(super) fn round_ties_even(x: f32, unsigned_zero: bool) -> f32 {
     x
 }
 
-/// A mask of all ones where `holds`, all zeros elsewhere.
+/// A mask of all ones where `holds`, all zeros elsewhere: `0 - holds` in an integer register,
+/// where a `select` after it works (a choice between two floating-point constants would be
+/// moved there first).
 #[inline(always)]
 fn mask(holds: bool) -> f32 {
-    f32::from_bits(if holds { TRUE } else { 0 })
+    f32::from_bits(u32::from(holds).wrapping_neg())
 }
 
 /// Lane methods that run `wide`'s code on the value in every lane and keep the first.

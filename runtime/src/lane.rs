@@ -79,18 +79,19 @@ macro_rules! compare {
     )*};
 }
 
-/// [`Lane`]'s `exp`, `exp_m1` and `tanh` through the ports of `wide`'s code in `exp`, and
-/// `erf` through the runtime's own in `erf` (for every lane type but `f32x8`, which runs
-/// `wide`'s exponentials).
+/// [`Lane`]'s `exp` through the given port of `wide`'s code in `exp` (`exp::exp`, or
+/// `exp::exp_of_one` for one `f32`), `exp_m1` and `tanh` through the ports in `exp`, and `erf`
+/// through the runtime's own in `erf` (for every lane type but `f32x8`, which runs `wide`'s
+/// exponentials).
 macro_rules! exponentials {
-    () => {
+    ($exp:path) => {
         #[inline(always)]
         fn erf(self) -> Self {
             erf::erf(self)
         }
         #[inline(always)]
         fn exp(self) -> Self {
-            exp::exp(self)
+            $exp(self)
         }
         #[inline(always)]
         fn exp_m1(self) -> Self {
@@ -649,6 +650,47 @@ mod tests {
             .collect()
     }
 
+    /// Every pair of edge values, whole registers of them: signed zeros, infinities and NaNs
+    /// (which operand `min` and `max` give), subnormals, halves and the edges of whole numbers
+    /// (`round_ties_even`), and the edges of `exp`.
+    fn edge_pairs() -> (std::vec::Vec<f32>, std::vec::Vec<f32>) {
+        let edges = [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            1e-40,
+            -1e-40,
+            f32::MIN_POSITIVE,
+            0.3,
+            -0.3,
+            0.5,
+            -0.5,
+            0.5_f32.next_down(),
+            1.5,
+            2.5,
+            -2.5,
+            4_194_304.5,
+            8_388_607.5,
+            -8_388_607.5,
+            8_388_608.0,
+            3e9,
+            -3e9,
+            88.5,
+            88.8,
+            -103.7,
+            -104.0,
+            1.0,
+        ];
+        let pairs = edges
+            .iter()
+            .flat_map(|&a| edges.iter().map(move |&b| (a, b)));
+        let n = (edges.len() * edges.len()).next_multiple_of(MAX_LANES);
+        pairs.cycle().take(n).unzip()
+    }
+
     /// Operations of [`EveryOperation`] that give masks or bits, which must match exactly.
     const EXACT: [core::ops::RangeInclusive<usize>; 2] = [20..=25, 32..=41];
 
@@ -664,9 +706,10 @@ mod tests {
     /// capability runs on it), give the bits of the one-lane `f32` for every operation.
     #[test]
     fn every_lane_type_gives_the_bits_of_one_lane() {
-        let n = MAX_LANES * 256;
-        let a = awkward_values(n, 1);
-        let b = awkward_values(n, 7);
+        let (mut a, mut b) = edge_pairs();
+        a.extend(awkward_values(MAX_LANES * 256, 1));
+        b.extend(awkward_values(MAX_LANES * 256, 7));
+        let n = a.len();
         let want = EveryOperation { a: &a, b: &b }.run::<f32>();
         assert_eq!(want.len(), OPERATIONS * n);
         let mut compared = 0;
@@ -697,6 +740,25 @@ mod tests {
                 compared > 2,
                 "a register lane type was compared on a SIMD CPU"
             );
+        }
+    }
+
+    /// The one-lane rounding gives IEEE's ties-to-even (what `wide` computes where it has no
+    /// SSE2, the microcontrollers' case, which the test above cannot compare on x86), or with
+    /// an unsigned zero the same but `+0.0` for every zero.
+    #[test]
+    fn one_lane_rounding_is_ties_to_even() {
+        let (edges, _) = edge_pairs();
+        for x in edges.into_iter().chain(awkward_values(4096, 5)) {
+            let want = x.round_ties_even();
+            let got = one::round_ties_even(x, false);
+            assert!(
+                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                "{x:e}: {got:e}, not {want:e}"
+            );
+            let unsigned = if want == 0.0 { 0.0 } else { want };
+            let got = one::round_ties_even(x, true);
+            assert!(got.to_bits() == unsigned.to_bits() || got.is_nan() && want.is_nan());
         }
     }
 

@@ -127,7 +127,7 @@ impl Lane for Avx2 {
         Avx2(unsafe { _mm256_andnot_ps(splat_const(-0.0).0, self.0) })
     }
     through_wide!(signum, ln, ln_1p, cosh, sinh);
-    exponentials!();
+    exponentials!(exp::exp);
     #[inline(always)]
     fn min(self, other: Self) -> Self {
         Avx2::from_wide(self.wide().min(other.wide()))

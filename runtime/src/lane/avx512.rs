@@ -201,7 +201,7 @@ impl Lane for Avx512 {
         // SAFETY: see the module docs.
         Avx512::from_int(unsafe { _mm512_andnot_si512(SIGN.bits(), self.bits()) })
     }
-    exponentials!();
+    exponentials!(exp::exp);
     through_wide!(
         unary: signum, ln, ln_1p, cosh, sinh;
         binary: min, max, powf_simd

@@ -66,20 +66,36 @@ struct Reduced<L> {
     value: L,
 }
 
-/// `e^x` as `2^r (1 + z)`, `z` the polynomial of the reduced argument.
+/// `(r, z)` with `e^x = 2^r (1 + z)`: `r` the whole power of two, `z` the polynomial of the
+/// reduced argument.
 #[inline(always)]
-fn reduce<L: Lane>(x: L) -> Reduced<L> {
-    let max_r = L::splat(MAX_R);
+fn power_and_polynomial<L: Lane>(x: L) -> (L, L) {
     let r = (x * L::splat(core::f32::consts::LOG2_E)).round_ties_even();
+    let y = r.mul_neg_add(L::splat(LN2_HI), x);
+    let y = r.mul_neg_add(L::splat(LN2_LO), y);
+    (r, polynomial_5(y).mul_add(y * y, y))
+}
+
+/// `2^r (1 + z)`, the power split in two where it is above the largest exponent.
+#[inline(always)]
+fn scaled<L: Lane>(r: L, z: L) -> L {
+    let max_r = L::splat(MAX_R);
     let big = r.simd_gt(max_r);
     let r_safe = big.select(max_r, r);
     let excess = big.select(r - max_r, L::ZERO);
     let scale = pow2n(excess);
-    let y = r.mul_neg_add(L::splat(LN2_HI), x);
-    let y = r.mul_neg_add(L::splat(LN2_LO), y);
-    let z = polynomial_5(y).mul_add(y * y, y);
-    let value = (z + L::ONE) * scale * pow2n(r_safe);
-    Reduced { r, z, value }
+    (z + L::ONE) * scale * pow2n(r_safe)
+}
+
+/// `e^x` as `2^r (1 + z)`, `z` the polynomial of the reduced argument.
+#[inline(always)]
+fn reduce<L: Lane>(x: L) -> Reduced<L> {
+    let (r, z) = power_and_polynomial(x);
+    Reduced {
+        r,
+        z,
+        value: scaled(r, z),
+    }
 }
 
 /// `wide`'s `f32x8::exp`.
@@ -100,6 +116,28 @@ pub(super) fn exp<L: Lane>(x: L) -> L {
     let negative = x.is_sign_negative();
     result = infinite.and(negative.not()).select(inf, result);
     infinite.and(negative).select(L::ZERO, result)
+}
+
+/// [`exp`] of one value, its special values by branches: NaN gives `wide`'s NaN, above
+/// [`MAX_X`] (`+inf` included) `+inf`, below [`MIN_X`] (`-inf` included) zero, as `exp`'s
+/// selects give them; the rest takes the same finite path, without the split of the power
+/// where it fits an exponent (where `scaled` multiplies by `2^0`, exactly).
+#[inline(always)]
+pub(super) fn exp_of_one(x: f32) -> f32 {
+    if x.is_nan() {
+        return f32::from_bits(NAN_POW);
+    }
+    if x > MAX_X {
+        return f32::INFINITY;
+    }
+    if x < MIN_X {
+        return 0.0;
+    }
+    let (r, z) = power_and_polynomial(x);
+    if r > MAX_R {
+        return scaled(r, z);
+    }
+    (z + 1.0) * pow2n(r)
 }
 
 /// `wide`'s `f32x8::exp_m1`.

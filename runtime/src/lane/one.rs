@@ -3,23 +3,55 @@
 //!
 //! The exact operations (`+ - * /`, negation, `abs`, the comparisons, `select` and the bit
 //! operations) are Rust's scalar ones, IEEE single precision, with masks of all ones or all
-//! zeros as the other lane types give them. `exp`, `exp_m1`, `tanh` and `erf` run the runtime's
-//! generic code; everything else (`sqrt`, `ln`, `powf_simd`, `min`, `max`, `mul_add`,
-//! `round_ties_even`, ...) runs `wide`'s code on the value in every lane of an [`f32x8`] and
-//! keeps the first, so it gives `wide`'s bits by construction.
+//! zeros as the other lane types give them. `min`, `max` and `round_ties_even` are scalar code
+//! with `wide`'s rules (which operand a NaN or an equal pair gives; the build's rounding), and
+//! `exp` branches on its special values before the generic code's finite path: on one value
+//! the masks and selects that keep a register's lanes apart cost more than the value itself
+//! (a microcontroller runs these in the loss and the activations). `exp_m1`, `tanh` and `erf`
+//! run the runtime's generic code; everything else (`sqrt`, `ln`, `powf_simd`, `mul_add`, ...)
+//! runs `wide`'s code on the value in every lane of an [`f32x8`] and keeps the first, so it
+//! gives `wide`'s bits by construction.
 
 use super::{erf, exp, Lane};
 use wide::f32x8;
 
-/// The bits of a true mask.
-const TRUE: u32 = u32::MAX;
 /// The sign bit.
 const SIGN: u32 = 0x8000_0000;
 
-/// A mask of all ones where `holds`, all zeros elsewhere.
+/// `2^23`: from here up every `f32` is a whole number.
+const WHOLE: f32 = 8_388_608.0;
+
+/// Whether `round_ties_even` rounds as SSE2's conversion through integers (what `wide` runs on
+/// x86 without SSE4.1): a zero result is `+0.0` whatever the sign of the value.
+const ROUNDS_THROUGH_INTEGERS: bool = cfg!(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2",
+    not(target_feature = "sse4.1")
+));
+
+/// `x` rounded to a whole number, ties to even, by adding and subtracting `2^23` to its
+/// magnitude (exact below `2^23`; above, NaN and infinities stay themselves), its sign put back
+/// (as `wide`'s software rounding, SSE4.1's and NEON's) or, with `unsigned_zero`, dropped from
+/// a zero (as `wide`'s SSE2 rounding through integers).
+#[inline(always)]
+pub(super) fn round_ties_even(x: f32, unsigned_zero: bool) -> f32 {
+    let magnitude = f32::from_bits(x.to_bits() & !SIGN);
+    if magnitude < WHOLE {
+        let rounded = (magnitude + WHOLE) - WHOLE;
+        if unsigned_zero && rounded == 0.0 {
+            return 0.0;
+        }
+        return f32::from_bits(rounded.to_bits() | (x.to_bits() & SIGN));
+    }
+    x
+}
+
+/// A mask of all ones where `holds`, all zeros elsewhere: `0 - holds` in an integer register,
+/// where a `select` after it works (a choice between two floating-point constants would be
+/// moved there first).
 #[inline(always)]
 fn mask(holds: bool) -> f32 {
-    f32::from_bits(if holds { TRUE } else { 0 })
+    f32::from_bits(u32::from(holds).wrapping_neg())
 }
 
 /// Lane methods that run `wide`'s code on the value in every lane and keep the first.
@@ -69,11 +101,34 @@ impl Lane for f32 {
         f32::from_bits(self.to_bits() & !SIGN)
     }
     through_wide!(
-        unary: sqrt, signum, ln, ln_1p, cosh, sinh, round_ties_even;
-        binary: min, max, powf_simd;
+        unary: sqrt, signum, ln, ln_1p, cosh, sinh;
+        binary: powf_simd;
         ternary: mul_add, mul_neg_add
     );
-    exponentials!();
+    /// `wide`'s `max`: `other` if `self > other` does not hold, unless `other` is NaN (so an
+    /// equal pair, `±0.0` included, gives `other`, and a NaN `self` gives `other`).
+    #[inline(always)]
+    fn max(self, other: Self) -> Self {
+        if self > other || other.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+    /// `wide`'s `min`, the mirror of [`max`](Lane::max).
+    #[inline(always)]
+    fn min(self, other: Self) -> Self {
+        if self < other || other.is_nan() {
+            self
+        } else {
+            other
+        }
+    }
+    #[inline(always)]
+    fn round_ties_even(self) -> Self {
+        round_ties_even(self, ROUNDS_THROUGH_INTEGERS)
+    }
+    exponentials!(exp::exp_of_one);
     #[inline(always)]
     fn simd_gt(self, other: Self) -> Self {
         mask(self > other)

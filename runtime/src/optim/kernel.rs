@@ -397,8 +397,10 @@ fn whole_mut(x: &mut [f32], blocks: usize) -> (&mut [[f32; BLOCK]], &mut [f32]) 
     (&mut w.as_chunks_mut().0[..blocks], rest)
 }
 
-/// Updates the last values of a piece, fewer than a block, in zero-padded blocks: copied into a
-/// block each, run through [`block_at`], and their valid values copied back.
+/// Updates the last values of a piece, fewer than a block, a lane at a time by the lane code of
+/// [`block_at`]: the last, shorter lane zero-padded ([`Lane::load_padded`]) and only its valid
+/// values stored back ([`Lane::store_partial`]). Nothing is copied into a block, so a target
+/// with one-value lanes has no padding to clear.
 #[inline(always)]
 fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const EMA: bool>(
     step: &R::Step,
@@ -406,32 +408,27 @@ fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const
     rest: Lanes<'_>,
 ) {
     let ns = R::SLOTS.len();
-    let pad = |x: &[f32]| {
-        let mut block = [[0.0; BLOCK]];
-        block[0][..x.len()].copy_from_slice(x);
-        block
-    };
-    let mut p = pad(rest.p);
-    let g = pad(rest.g);
-    let mut s = [[[0.0; BLOCK]]; MAX_SLOTS];
-    for (d, x) in s.iter_mut().zip(&rest.s).take(ns) {
-        *d = pad(x);
-    }
-    let mut e = pad(rest.e);
-    let mut b = Blocks {
-        p: &mut p,
-        g: &g,
-        s: s.each_mut().map(|x| &mut x[..]),
-        e: &mut e,
-    };
-    block_at::<L, R, GT, L2, DWD, EMA>(step, k, &mut b, 0);
-    let unpad = |x: &mut [f32], block: &[f32; BLOCK]| x.copy_from_slice(&block[..x.len()]);
-    unpad(rest.p, &p[0]);
-    for (x, d) in rest.s.into_iter().zip(&s).take(ns) {
-        unpad(x, &d[0]);
-    }
-    if EMA {
-        unpad(rest.e, &e[0]);
+    let Lanes { p, g, mut s, e } = rest;
+    for (at, _) in lane::pieces::<L>(p.len()) {
+        let mut pl = L::load_padded(&p[at..]);
+        let gl = L::load_padded(&g[at..]);
+        let mut sl = [L::ZERO; MAX_SLOTS];
+        for j in 0..ns {
+            sl[j] = L::load_padded(&s[j][at..]);
+        }
+        let mut el = if EMA {
+            L::load_padded(&e[at..])
+        } else {
+            L::ZERO
+        };
+        update_lane::<L, R, GT, L2, DWD, EMA>(step, k, &mut pl, gl, &mut sl[..ns], &mut el);
+        pl.store_partial(&mut p[at..]);
+        for j in 0..ns {
+            sl[j].store_partial(&mut s[j][at..]);
+        }
+        if EMA {
+            el.store_partial(&mut e[at..]);
+        }
     }
 }
 

@@ -98,7 +98,8 @@ fn reduce<L: Lane>(x: L) -> Reduced<L> {
     }
 }
 
-/// `wide`'s `f32x8::exp`.
+/// `wide`'s `f32x8::exp`, for the lane types of x86 (one `f32` runs [`exp_of_one`]).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 #[inline(always)]
 pub(super) fn exp<L: Lane>(x: L) -> L {
     let finite = x.is_finite();

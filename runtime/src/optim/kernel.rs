@@ -408,7 +408,7 @@ fn tail<L: Lane, R: Rule, const GT: bool, const L2: bool, const DWD: bool, const
     rest: Lanes<'_>,
 ) {
     let ns = R::SLOTS.len();
-    let Lanes { p, g, mut s, e } = rest;
+    let Lanes { p, g, s, e } = rest;
     for (at, _) in lane::pieces::<L>(p.len()) {
         let mut pl = L::load_padded(&p[at..]);
         let gl = L::load_padded(&g[at..]);

@@ -102,6 +102,7 @@
 //! each other and with `matrixmultiply`, `gemm` and a triple loop.
 
 mod micro;
+mod scalar;
 #[cfg(test)]
 mod tests;
 mod vector;
@@ -114,7 +115,7 @@ use view::Terms;
 
 use super::parallel::join;
 pub use super::parallel::pool_threads;
-use crate::lane::Capability;
+use crate::lane::{Capability, Lane};
 use micro::{kc_max, Blocking};
 use vector::{Portable, Vector};
 
@@ -143,10 +144,20 @@ impl Tile {
     }
 }
 
+/// `f32` lanes of a [`Capability::Portable`] vector: 8, or 1 on a target without SIMD.
+const PORTABLE_LANES: usize = <Portable as Lane>::LANES;
 /// Rows of a [`Capability::Portable`] tile: 6 where `f32x8` is one AVX register, 4 otherwise.
 const PORTABLE_MR: usize = if cfg!(target_feature = "avx") { 6 } else { 4 };
-/// `f32x8` vectors across a [`Capability::Portable`] tile.
-const PORTABLE_NV: usize = if cfg!(target_feature = "avx") { 2 } else { 1 };
+/// Vectors across a [`Capability::Portable`] tile: two `f32x8` with AVX, one without; four
+/// scalars on a target without SIMD (a 4x4 tile: 16 accumulators, 4 values of `B` and one of
+/// `A` in the 32 single-precision registers of a Cortex-M4F, no spills).
+const PORTABLE_NV: usize = if cfg!(target_feature = "avx") {
+    2
+} else if PORTABLE_LANES == 1 {
+    4
+} else {
+    1
+};
 /// Rows of a [`Capability::Avx2Fma`] tile (12 `__m256` accumulators of the 16 registers).
 const AVX2_MR: usize = 6;
 /// Rows of a [`Capability::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
@@ -182,10 +193,10 @@ impl Micro {
         match self {
             Micro::Portable => Tile {
                 mr: PORTABLE_MR,
-                nr: 8 * PORTABLE_NV,
-                lanes: 8,
+                nr: PORTABLE_LANES * PORTABLE_NV,
+                lanes: PORTABLE_LANES,
                 mc: PORTABLE_MR * 32,
-                nc: 8 * PORTABLE_NV * 64,
+                nc: PORTABLE_LANES * PORTABLE_NV * 64,
             },
             Micro::Avx2 => Tile {
                 mr: AVX2_MR,
@@ -894,6 +905,8 @@ fn lcm(x: usize, y: usize) -> usize {
 /// Runs one piece on one thread, on `run.micro`.
 fn leaf(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
     match run.micro {
+        // One `f32` a lane: the scalar tiles, which need no packing.
+        Micro::Portable if PORTABLE_LANES == 1 => scalar::product(t, c),
         Micro::Portable => leaf_on::<Portable, PORTABLE_MR, PORTABLE_NV>(t, c, workspace, run),
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `gemm_on` checked that the CPU has AVX2 and FMA.

@@ -372,8 +372,16 @@ const fn small_width(n: usize, t: Tile) -> usize {
 impl Plan {
     /// The microkernel of `kernel` and the orientation (`C`, or `Cᵀ = Bᵀ·Aᵀ`) that [`cost`]
     /// estimates cheapest for an `m`x`k`x`n` product whose `C` has strides `(c_rs, c_cs)`; on
-    /// a tie, the kernel's own microkernel and `C` as it is.
+    /// a tie, the kernel's own microkernel and `C` as it is. The scalar tiles of a target
+    /// without SIMD have one plan: they read every operand where it is, in any orientation.
     fn new(kernel: Capability, m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
+        if kernel == Capability::Portable && PORTABLE_LANES == 1 {
+            return Plan {
+                micro: Micro::Portable,
+                transpose: false,
+                path: path(m, k, n, Micro::Portable.tile()),
+            };
+        }
         let mut best: Option<(usize, Plan)> = None;
         for &micro in micros(kernel) {
             let t = micro.tile();

@@ -80,16 +80,21 @@ fn write(
     (j0, nr): (usize, usize),
     (alpha, beta): (f32, Beta),
 ) {
-    for (i, acc_row) in acc.iter().enumerate().take(mr) {
-        for (j, &x) in acc_row.iter().enumerate().take(nr) {
-            // SAFETY: `(i0 + i, j0 + j)` is inside the view (`i < mr`, `j < nr`), whose
-            // constructor checked that every element lies in `data`.
-            let to = unsafe { c.data.get_unchecked_mut((i0 + i) * c.rs + (j0 + j) * c.cs) };
+    let (rs, cs) = (c.rs, c.cs);
+    let mut row = c.data.as_mut_ptr().wrapping_add(i0 * rs + j0 * cs);
+    for acc_row in acc.iter().take(mr) {
+        let mut at = row;
+        for &x in acc_row.iter().take(nr) {
+            // SAFETY: `at` is element `(i0 + i, j0 + j)` of the view (`i < mr`, `j < nr`),
+            // whose constructor checked that every element lies in `data`.
+            let to = unsafe { &mut *at };
             let old = match beta {
                 Beta::Zero => 0.0,
                 Beta::Scale(_) => *to,
             };
             *to = update(x, alpha, beta, old);
+            at = at.wrapping_add(cs);
         }
+        row = row.wrapping_add(rs);
     }
 }

@@ -27,11 +27,28 @@ pub(super) fn product(t: Terms<'_>, mut c: MatMut<'_>) {
             let mr = SCALAR_MR.min(m - i0);
             for j0 in (0..n).step_by(SCALAR_NR) {
                 let nr = SCALAR_NR.min(n - j0);
-                let acc = tile(a, b, (i0, mr), (j0, nr));
-                write(acc, &mut c, (i0, mr), (j0, nr), (t.alpha, beta));
+                let at = (i0, j0, &mut c, (t.alpha, beta));
+                // A whole tile has its sizes as constants: no clamps, no guarded stores.
+                if mr == SCALAR_MR && nr == SCALAR_NR {
+                    tile_at(a, b, at, (SCALAR_MR, SCALAR_NR));
+                } else {
+                    tile_at(a, b, at, (mr, nr));
+                }
             }
         }
     }
+}
+
+/// Computes the tile of rows `i0..i0 + mr` and columns `j0..j0 + nr` and writes it into `c`.
+#[inline(always)]
+fn tile_at(
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    (i0, j0, c, terms): (usize, usize, &mut MatMut<'_>, (f32, Beta)),
+    (mr, nr): (usize, usize),
+) {
+    let acc = tile(a, b, (i0, mr), (j0, nr));
+    write(acc, c, (i0, mr), (j0, nr), terms);
 }
 
 /// The tile `Σ_p a[i][p] b[p][j]` of rows `i0..i0 + mr` and columns `j0..j0 + nr` (`mr, nr >=

@@ -461,8 +461,12 @@ const fn max(a: usize, b: usize) -> usize {
 }
 
 /// Workspace of one piece, whichever way the product is computed, on any microkernel of the
-/// [`CANDIDATES`].
+/// [`CANDIDATES`]; none where the only one is the scalar tiles of a target without SIMD, which
+/// pack nothing.
 const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
+    if PORTABLE_LANES == 1 && CANDIDATES.len() == 1 {
+        return 0;
+    }
     let (tiles, count) = CANDIDATE_TILES;
     let mut most = 0;
     let mut i = 0;

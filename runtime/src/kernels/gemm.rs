@@ -118,8 +118,8 @@
 //!
 //! On a Cortex-M4F (QEMU's `mps2-an386`, instructions counted by `embedded/firmware/scripts/
 //! instructions.py`), the five products of a train step of the embedded 8-16-4 demo at batch 8
-//! (7,168 floating-point operations) take about 15,800 instructions on the scalar tiles with
-//! `vfma.f32`, 2.2 per operation (the inner loop 1.2), where the `f32x8` microkernel emulated
+//! (7,168 floating-point operations) take about 15,400 instructions on the scalar tiles with
+//! `vfma.f32`, 2.1 per operation (the inner loop 1.2), where the `f32x8` microkernel emulated
 //! in scalar registers took 26,000 (and 24 KB of flash against 6 KB).
 
 mod micro;

@@ -3,8 +3,9 @@
 //! of a kernel.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
-//! write-back), shared by every path and by the scalar kernel ([`scalar`](super::scalar)). Every function a kernel's entry point calls is
-//! `#[inline(always)]`, so it is compiled with that entry point's target features.
+//! write-back), shared by every path and by the scalar tiles ([`scalar`](super::scalar)).
+//! Every function a kernel's entry point calls is `#[inline(always)]`, so it is compiled with
+//! that entry point's target features.
 
 use super::vector::{Block8, Panel8, Vector};
 use super::view::{MatMut, MatRef, Terms};

@@ -4,8 +4,8 @@
 //!
 //! Each element of `C` takes the arithmetic of the vector kernels ([`micro`](super::micro)):
 //! per block of `k` ([`k_blocks`]) an accumulator from zero and one [`acc_step`] per step of
-//! `k` in increasing order, then the same write-back ([`update`]). So it gives the bits of the vector kernels of a
-//! build that rounds `mul_add` as it does.
+//! `k` in increasing order, then the same write-back ([`update`]). So it gives the bits of the
+//! vector kernels of a build that rounds `mul_add` as it does.
 
 use super::micro::{acc_step, k_blocks, update, Beta};
 use super::view::{MatMut, MatRef, Terms};

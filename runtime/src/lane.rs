@@ -363,7 +363,7 @@ pub trait OnLanes {
     target_feature = "simd128",
     all(target_arch = "aarch64", target_feature = "neon")
 ))]
-type Portable = f32x8;
+pub(crate) type Portable = f32x8;
 /// The lanes of [`Capability::Portable`]: `wide`'s [`f32x8`] where the target has SIMD
 /// registers, one `f32` elsewhere (a microcontroller, where `f32x8` would be eight scalar
 /// values).
@@ -372,7 +372,7 @@ type Portable = f32x8;
     target_feature = "simd128",
     all(target_arch = "aarch64", target_feature = "neon")
 )))]
-type Portable = f32;
+pub(crate) type Portable = f32;
 
 /// Runs `work` on the lanes of [`Capability::active`].
 #[inline]

@@ -50,6 +50,10 @@
 //! are compiled for `wide`'s `f32x8`, for AVX2 with FMA and for AVX-512F, and
 //! [`Capability::active`] picks one per process from what the CPU has (see [`Capability`]).
 //! A kernel may have more than one tile: AVX-512F has 12x32 ([`tile`]) and 16x16.
+//! On a target without SIMD registers (a microcontroller), where the portable lanes are one
+//! `f32`, the product runs on 4x4 tiles of scalar accumulators that read `A` and `B` where they
+//! are, without packing or workspace (`scalar.rs`): 16 accumulators, 4 values of `B` and one
+//! of `A` fit the 32 single-precision registers of a Cortex-M4F.
 //! Two shortcuts skip packing where it does not pay: when `B` spans fewer than
 //! [`PACK_A_MIN_PANELS`] panels, the microkernel reads `A` where it is; and products of at
 //! most [`SMALL_MACS`] multiply-adds with at most `nr` columns (the tiny models) skip the
@@ -73,9 +77,20 @@
 //! `alpha * acc + C` for the following ones. `k` is never split across threads. So results are
 //! bit-identical for 1 and N threads, and the choices above, which depend only on the kernel,
 //! the shape and the strides of `C`, change speed, never bits. Kernels whose `mul_add` rounds
-//! once (AVX2+FMA, AVX-512F, and `f32x8` where the build enables FMA) give the same bits as
-//! each other; `f32x8` without FMA (the default x86_64 build on a CPU without AVX2, or with
-//! `FUSEGRAPH_CPU_CAPABILITY=portable`) rounds twice.
+//! once give the same bits as each other, and so do those that round it twice:
+//!
+//! | `mul_add` | builds |
+//! |---|---|
+//! | rounded once | AVX2+FMA and AVX-512F (the default x86_64 build with `std` on a CPU that has them); `f32x8` where the build enables FMA (`-C target-cpu=native` on such a CPU) or NEON (aarch64); the scalar tiles with `--cfg fusegraph_core_fma` (`vfma.f32` on a Cortex-M4F, M7 or M33) |
+//! | rounded twice | `f32x8` without FMA: the default x86_64 build on a CPU without AVX2, with `FUSEGRAPH_CPU_CAPABILITY=portable`, or without `std` (no detection, SSE2); the scalar tiles without `fusegraph_core_fma` (the Cortex-M0+, RISC-V without the F extension, a Cortex-M4F built on stable Rust) |
+//!
+//! So the Cortex-M4F firmware of `embedded/firmware`, which sets `fusegraph_core_fma`, gives
+//! the bits of the host's default build on a CPU with FMA (`FUSEGRAPH_CPU_CAPABILITY=avx2`
+//! pins them on any AVX2 machine). Stable Rust has no fused multiply-add in `no_std` code (core's
+//! `f32::mul_add` is the unstable `core_float_math`), and its inline assembly cannot name the
+//! single-precision registers of a Cortex-M4F (the `sreg` class needs `vfp2`, which implies
+//! double precision), hence the opt-in `cfg` for toolchains that allow it (`RUSTC_BOOTSTRAP=1`,
+//! as the firmware's build of `core` from source needs anyway).
 //!
 //! # Parallelism
 //!
@@ -100,8 +115,15 @@
 //! products of the MLP 784-128-10 train step reach 90-105 GFLOP/s whole, packing included, in
 //! a default build as in a native one. `examples/bench_gemm.rs` compares the kernels with
 //! each other and with `matrixmultiply`, `gemm` and a triple loop.
+//!
+//! On a Cortex-M4F (QEMU's `mps2-an386`, instructions counted by `embedded/firmware/scripts/
+//! instructions.py`), the five products of a train step of the embedded 8-16-4 demo at batch 8
+//! (7,168 floating-point operations) take about 15,400 instructions on the scalar tiles with
+//! `vfma.f32`, 2.1 per operation (the inner loop 1.2), where the `f32x8` microkernel emulated
+//! in scalar registers took 26,000 (and 24 KB of flash against 6 KB).
 
 mod micro;
+mod scalar;
 #[cfg(test)]
 mod tests;
 mod vector;
@@ -114,7 +136,7 @@ use view::Terms;
 
 use super::parallel::join;
 pub use super::parallel::pool_threads;
-use crate::lane::Capability;
+use crate::lane::{Capability, Lane};
 use micro::{kc_max, Blocking};
 use vector::{Portable, Vector};
 
@@ -143,10 +165,20 @@ impl Tile {
     }
 }
 
+/// `f32` lanes of a [`Capability::Portable`] vector: 8, or 1 on a target without SIMD.
+const PORTABLE_LANES: usize = <Portable as Lane>::LANES;
 /// Rows of a [`Capability::Portable`] tile: 6 where `f32x8` is one AVX register, 4 otherwise.
 const PORTABLE_MR: usize = if cfg!(target_feature = "avx") { 6 } else { 4 };
-/// `f32x8` vectors across a [`Capability::Portable`] tile.
-const PORTABLE_NV: usize = if cfg!(target_feature = "avx") { 2 } else { 1 };
+/// Vectors across a [`Capability::Portable`] tile: two `f32x8` with AVX, one without; four
+/// scalars on a target without SIMD (a 4x4 tile: 16 accumulators, 4 values of `B` and one of
+/// `A` in the 32 single-precision registers of a Cortex-M4F, no spills).
+const PORTABLE_NV: usize = if cfg!(target_feature = "avx") {
+    2
+} else if PORTABLE_LANES == 1 {
+    4
+} else {
+    1
+};
 /// Rows of a [`Capability::Avx2Fma`] tile (12 `__m256` accumulators of the 16 registers).
 const AVX2_MR: usize = 6;
 /// Rows of a [`Capability::Avx512`] tile (24 `__m512` accumulators of the 32 registers).
@@ -182,10 +214,10 @@ impl Micro {
         match self {
             Micro::Portable => Tile {
                 mr: PORTABLE_MR,
-                nr: 8 * PORTABLE_NV,
-                lanes: 8,
+                nr: PORTABLE_LANES * PORTABLE_NV,
+                lanes: PORTABLE_LANES,
                 mc: PORTABLE_MR * 32,
-                nc: 8 * PORTABLE_NV * 64,
+                nc: PORTABLE_LANES * PORTABLE_NV * 64,
             },
             Micro::Avx2 => Tile {
                 mr: AVX2_MR,
@@ -361,8 +393,16 @@ const fn small_width(n: usize, t: Tile) -> usize {
 impl Plan {
     /// The microkernel of `kernel` and the orientation (`C`, or `Cᵀ = Bᵀ·Aᵀ`) that [`cost`]
     /// estimates cheapest for an `m`x`k`x`n` product whose `C` has strides `(c_rs, c_cs)`; on
-    /// a tie, the kernel's own microkernel and `C` as it is.
+    /// a tie, the kernel's own microkernel and `C` as it is. The scalar tiles of a target
+    /// without SIMD have one plan: they read every operand where it is, in any orientation.
     fn new(kernel: Capability, m: usize, k: usize, n: usize, (c_rs, c_cs): (usize, usize)) -> Plan {
+        if kernel == Capability::Portable && PORTABLE_LANES == 1 {
+            return Plan {
+                micro: Micro::Portable,
+                transpose: false,
+                path: path(m, k, n, Micro::Portable.tile()),
+            };
+        }
         let mut best: Option<(usize, Plan)> = None;
         for &micro in micros(kernel) {
             let t = micro.tile();
@@ -421,8 +461,12 @@ const fn max(a: usize, b: usize) -> usize {
 }
 
 /// Workspace of one piece, whichever way the product is computed, on any microkernel of the
-/// [`CANDIDATES`].
+/// [`CANDIDATES`]; none where the only one is the scalar tiles of a target without SIMD, which
+/// pack nothing.
 const fn piece_len_any(m: usize, k: usize, n: usize) -> usize {
+    if PORTABLE_LANES == 1 && CANDIDATES.len() == 1 {
+        return 0;
+    }
     let (tiles, count) = CANDIDATE_TILES;
     let mut most = 0;
     let mut i = 0;
@@ -894,6 +938,8 @@ fn lcm(x: usize, y: usize) -> usize {
 /// Runs one piece on one thread, on `run.micro`.
 fn leaf(t: Terms<'_>, c: MatMut<'_>, workspace: &mut [f32], run: Run) {
     match run.micro {
+        // One `f32` a lane: the scalar tiles, which need no packing.
+        Micro::Portable if PORTABLE_LANES == 1 => scalar::product(t, c),
         Micro::Portable => leaf_on::<Portable, PORTABLE_MR, PORTABLE_NV>(t, c, workspace, run),
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `gemm_on` checked that the CPU has AVX2 and FMA.

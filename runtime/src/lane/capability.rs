@@ -24,9 +24,10 @@ use core::sync::atomic::{AtomicU8, Ordering};
 ///
 /// The element-wise passes give the same bits on every capability (see [`lane`](crate::lane)). The
 /// matrix products round `mul_add` once on AVX2+FMA and AVX-512F, and as `wide` does on
-/// `Portable` (once where the build enables FMA or NEON, twice otherwise): a default build on an
-/// AVX2 machine gives the bits of a `-C target-cpu=native` build, and a `Portable` product
-/// without FMA (SSE2) gives other bits (the module docs of `kernels::gemm` say which).
+/// `Portable` (once where the build enables FMA or NEON, twice otherwise; on a target without
+/// SIMD, once with `--cfg fusegraph_core_fma`, twice without): a default build on an AVX2
+/// machine gives the bits of a `-C target-cpu=native` build, and a `Portable` product without
+/// FMA (SSE2) gives other bits (the module docs of `kernels::gemm` say which).
 ///
 /// The environment variable `FUSEGRAPH_CPU_CAPABILITY` caps the choice, as PyTorch's
 /// `ATEN_CPU_CAPABILITY` does: `portable`, `avx2` or `avx512` (the best capability available

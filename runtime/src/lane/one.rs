@@ -12,7 +12,7 @@
 //! runs `wide`'s code on the value in every lane of an [`f32x8`] and keeps the first, so it
 //! gives `wide`'s bits by construction.
 
-use super::{erf, exp, Lane};
+use super::{erf, exp, Lane, MulAdd};
 use wide::f32x8;
 
 /// The sign bit.
@@ -206,5 +206,25 @@ impl Lane for f32 {
     #[inline(always)]
     fn from_bits(bits: u32) -> Self {
         f32::from_bits(bits)
+    }
+}
+
+/// The GEMM's multiply-add on one `f32`: [`Lane::mul_add`], `wide`'s rounding (once where the
+/// build enables FMA, twice elsewhere), or with `--cfg fusegraph_core_fma` core's `mul_add`,
+/// rounded once (`vfma.f32` on a Cortex-M4F, M7 or M33; a toolchain that allows the unstable
+/// `core_float_math`, such as `RUSTC_BOOTSTRAP=1`). Stable Rust has no fused multiply-add
+/// in `no_std` code, and its inline assembly cannot name the single-precision registers of a
+/// Cortex-M4F (they need `vfp2`, which implies double precision).
+impl MulAdd for f32 {
+    #[inline(always)]
+    fn mul_add_native(self, b: Self, c: Self) -> Self {
+        #[cfg(fusegraph_core_fma)]
+        {
+            core::f32::math::mul_add(self, b, c)
+        }
+        #[cfg(not(fusegraph_core_fma))]
+        {
+            Lane::mul_add(self, b, c)
+        }
     }
 }

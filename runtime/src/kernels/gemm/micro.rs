@@ -3,8 +3,9 @@
 //! of a kernel.
 //!
 //! All arithmetic on elements of `C` is in [`acc_step`] (the `k` loop) and [`update`] (the
-//! write-back), shared by every path. Every function a kernel's entry point calls is
-//! `#[inline(always)]`, so it is compiled with that entry point's target features.
+//! write-back), shared by every path and by the scalar tiles ([`scalar`](super::scalar)).
+//! Every function a kernel's entry point calls is `#[inline(always)]`, so it is compiled with
+//! that entry point's target features.
 
 use super::vector::{Block8, Panel8, Vector};
 use super::view::{MatMut, MatRef, Terms};
@@ -53,7 +54,7 @@ pub(super) enum Beta {
 impl Beta {
     /// The write-back of the `k` block `index`: the caller's `beta` for the first, then
     /// accumulate.
-    fn for_block(beta: f32, index: usize) -> Beta {
+    pub(super) fn for_block(beta: f32, index: usize) -> Beta {
         match (index, beta == 0.0) {
             (0, true) => Beta::Zero,
             (0, false) => Beta::Scale(beta),
@@ -64,13 +65,13 @@ impl Beta {
 
 /// One step of the `k` loop: `acc + a * b`.
 #[inline(always)]
-fn acc_step<S: Vector>(a: S, b: S, acc: S) -> S {
+pub(super) fn acc_step<S: Vector>(a: S, b: S, acc: S) -> S {
     a.mul_add_native(b, acc)
 }
 
 /// The new value of `C` from the accumulator and the old value.
 #[inline(always)]
-fn update<S: Vector>(acc: S, alpha: S, beta: Beta, old: S) -> S {
+pub(super) fn update<S: Vector>(acc: S, alpha: S, beta: Beta, old: S) -> S {
     let v = acc * alpha;
     match beta {
         Beta::Zero => v,

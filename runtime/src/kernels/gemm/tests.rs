@@ -410,7 +410,8 @@ fn bits_do_not_depend_on_the_tile_shape() {
             });
             let what = (m, k, n, alpha, beta);
             let blk = Blocking { mc: 24, nc: 48 };
-            let tiles: [(&str, Tiles); 4] = [
+            // The last two run on one `f32` a lane, as a target without SIMD packs `B` once.
+            let tiles: [(&str, Tiles); 6] = [
                 ("4x8", |t, c, w, blk| {
                     packed::<Portable, 4, 1>(t, c, w, blk, true)
                 }),
@@ -422,6 +423,12 @@ fn bits_do_not_depend_on_the_tile_shape() {
                 }),
                 ("12x8", |t, c, w, blk| {
                     packed::<Portable, 12, 1>(t, c, w, blk, true)
+                }),
+                ("4x4 scalar", |t, c, w, blk| {
+                    packed::<f32, 4, 4>(t, c, w, blk, true)
+                }),
+                ("3x5 scalar", |t, c, w, blk| {
+                    packed::<f32, 3, 5>(t, c, w, blk, false)
                 }),
             ];
             for (name, f) in tiles {
@@ -543,6 +550,66 @@ fn every_kernel_rounds_as_documented() {
             }
         }
     }
+}
+
+/// The scalar tiles of a target without SIMD ([`scalar::product`]) on the host: the bits of the
+/// portable kernel, whose `mul_add` rounds as theirs does in a build without
+/// `fusegraph_core_fma`, for every shape of [`BIT_SHAPES`] that fits the buffers in every
+/// layout of `A`, `B` and `C`, whole tiles and edges, `k` in one block or several; nothing
+/// outside `C` is written.
+#[test]
+fn the_scalar_tiles_give_the_bits_of_the_portable_kernel() {
+    let mut covered = 0;
+    for (m, k, n) in BIT_SHAPES
+        .into_iter()
+        .chain([(4, 4, 4), (5, 3, 9), (3, 700, 5)])
+    {
+        for (la, lb, lc) in LAYOUTS
+            .into_iter()
+            .flat_map(|la| LAYOUTS.into_iter().map(move |lb| (la, lb)))
+            .flat_map(|(la, lb)| LAYOUTS.into_iter().map(move |lc| (la, lb, lc)))
+        {
+            let fits = |rows: usize, cols: usize, l: Layout| {
+                let (rs, cs) = strides(l, rows, cols);
+                (rows - 1) * rs + (cols - 1) * cs < BIT_LEN
+            };
+            if !(fits(m, k, la) && fits(k, n, lb) && fits(m, n, lc)) {
+                continue;
+            }
+            covered += 1;
+            for (alpha, beta) in [(1.0, 0.0), (0.75, 1.25), (-2.0, 1.0)] {
+                let mut o = [[0.0; BIT_LEN]; 4];
+                let (ars, acs) = fill(&mut o[0], m, k, la, 21, f32::NAN);
+                let (brs, bcs) = fill(&mut o[1], k, n, lb, 22, f32::NAN);
+                let (crs, ccs) = fill(&mut o[2], m, n, lc, 23, SENTINEL);
+                o[3] = o[2];
+                let [a, b, c, want] = &mut o;
+                let (a, b) = (
+                    MatRef::new(a, m, k, ars, acs),
+                    MatRef::new(b, k, n, brs, bcs),
+                );
+                let mut ws = [f32::NAN; BIT_LEN];
+                let need = workspace_len_threads(m, k, n, 1);
+                let want_c = MatMut::new(want, m, n, crs, ccs);
+                gemm_on(
+                    Capability::Portable,
+                    alpha,
+                    a,
+                    b,
+                    beta,
+                    want_c,
+                    &mut ws[..need],
+                );
+                let terms = Terms { alpha, a, b, beta };
+                scalar::product(terms, MatMut::new(c, m, n, crs, ccs));
+                let what = (m, k, n, la, lb, lc, alpha, beta);
+                for (i, (x, y)) in c.iter().zip(want.iter()).enumerate() {
+                    assert_eq!(x.to_bits(), y.to_bits(), "{what:?} at {i}: {x} vs {y}");
+                }
+            }
+        }
+    }
+    assert!(covered >= 80, "{covered} shapes and layouts");
 }
 
 #[test]

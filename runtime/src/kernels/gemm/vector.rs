@@ -49,10 +49,13 @@ pub(super) trait Vector: MulAdd {
     fn transpose8(from: Block8<'_>, to: Panel8<'_>);
 }
 
-/// The vector of [`Capability::Portable`]: `wide`'s [`f32x8`], SSE2 on x86_64 by default, AVX
-/// (with FMA) under `-C target-cpu` that enables them, NEON on aarch64, scalar code elsewhere.
-/// `mul_add` rounds once where the build enables FMA (or NEON), twice otherwise.
-pub(super) type Portable = f32x8;
+/// The vector of [`Capability::Portable`], the lanes the element-wise passes run on too:
+/// `wide`'s [`f32x8`] where the target has SIMD registers (SSE2 on x86_64 by default, AVX with
+/// FMA under a `-C target-cpu` that enables them, NEON on aarch64), whose `mul_add` rounds once
+/// where the build enables FMA (or NEON) and twice otherwise; one `f32` on a target without
+/// them (a microcontroller), whose tile of scalar accumulators fits the FPU's registers and
+/// whose `mul_add` is `vfma.f32` on an M-profile Arm FPU (see [`MulAdd`]).
+pub(super) use crate::lane::Portable;
 
 impl Vector for f32x8 {
     #[inline(always)]
@@ -66,6 +69,22 @@ impl Vector for f32x8 {
             // unknown length would be a call to `memmove`.
             let at = q * to.stride;
             column.store_partial(&mut to.data[at..at + to.width]);
+        }
+    }
+}
+
+/// One `f32`: the transpose is eight runs of copies.
+impl Vector for f32 {
+    #[inline(always)]
+    fn transpose8(from: Block8<'_>, to: Panel8<'_>) {
+        for (q, run) in to.data.chunks_mut(to.stride).take(8).enumerate() {
+            for (i, x) in run.iter_mut().take(to.width).enumerate() {
+                *x = if i < from.rows {
+                    from.data[i * from.stride + q]
+                } else {
+                    0.0
+                };
+            }
         }
     }
 }

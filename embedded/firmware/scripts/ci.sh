@@ -6,7 +6,8 @@
 #    built from source by Debian's rustc, and runs each in QEMU with a timeout: the demo (8-16-4
 #    MLP) and the digits (64-32-16-10 MLP, held-out accuracy asserted by the exit status);
 # 3. checks that each prints the same report line (loss bits) as the host build of the same
-#    configuration (the features the firmware enables on fusegraph-embedded-demo);
+#    configuration (the features the firmware enables on fusegraph-embedded-demo, with `std`
+#    and the AVX2+FMA kernels, whose GEMM rounds as the firmware's `vfma.f32`);
 # 4. prints and checks flash, statics against the train step's compile-time budget, the stack's
 #    high-water mark, and the instructions per step and per floating-point operation;
 # 5. builds (does not run) the no_std demo library for a Cortex-M0+ (`thumbv6m-none-eabi`: no
@@ -89,6 +90,12 @@ import tomllib
 dep = tomllib.load(open("Cargo.toml", "rb"))["dependencies"]["fusegraph-embedded-demo"]
 print(",".join(dep.get("features", [])) if isinstance(dep, dict) else "")')"
 echo "features of fusegraph-embedded-demo: ${host_features:-(none)}"
+# The firmware's GEMM rounds each multiply-add once (`vfma.f32`, `--cfg fusegraph_core_fma` in
+# .cargo/config.toml): the host build that gives its bits detects the CPU (feature `std`) and
+# runs the AVX2+FMA kernel, which rounds once too, in the same order.
+grep -qw fma /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo \
+    || fail "the host check needs a CPU with AVX2 and FMA (its GEMM rounds as the firmware's)"
+host_features="${host_features:+$host_features,}fusegraph/std"
 
 # check ELF HOST_BIN MAX_FLASH MAX_STACK MAX_PER_FLOP: runs the firmware, compares its report
 # with the host build's, checks its sizes and counts its instructions.
@@ -102,9 +109,9 @@ check() {
 
     step "$1: the same report on the host (--bin $host_bin)"
     local host
-    host="$(cd "$root" && CARGO_TARGET_DIR="$host_target" cargo run --release -q \
-        -p fusegraph-embedded-demo --no-default-features ${host_features:+--features "$host_features"} \
-        --bin "$host_bin" | grep '^steps ')"
+    host="$(cd "$root" && FUSEGRAPH_CPU_CAPABILITY=avx2 CARGO_TARGET_DIR="$host_target" \
+        cargo run --release -q -p fusegraph-embedded-demo --no-default-features \
+        --features "$host_features" --bin "$host_bin" | grep '^steps ')"
     echo "host:     $host"
     echo "firmware: $(grep '^steps ' "$out")"
     [ "$host" = "$(grep '^steps ' "$out")" ] || fail "$1 and the host build report other bits"

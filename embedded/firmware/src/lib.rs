@@ -41,6 +41,34 @@ pub fn stack_peak_bytes() -> usize {
     top - lowest_used
 }
 
+/// Reports a panic's location over semihosting and exits with status 1. The message is not
+/// formatted: that would link core's formatting of every value a panic message of the library
+/// names, several kilobytes of flash, for a line a debugger shows anyway.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    if let Ok(mut out) = cortex_m_semihosting::hio::hstderr() {
+        let _ = out.write_all(b"panicked at ");
+        if let Some(at) = info.location() {
+            let _ = out.write_all(at.file().as_bytes());
+            let mut line = [0u8; 10];
+            let mut n = at.line();
+            let mut i = line.len();
+            loop {
+                i -= 1;
+                line[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            let _ = out.write_all(b":");
+            let _ = out.write_all(&line[i..]);
+        }
+        let _ = out.write_all(b"\n");
+    }
+    exit(false)
+}
+
 /// Ends the program under QEMU with status 0 if `ok`, 1 otherwise.
 pub fn exit(ok: bool) -> ! {
     debug::exit(if ok {

@@ -12,7 +12,6 @@ use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use fusegraph_embedded_demo::{Demo, Report, Step, FLOPS_PER_STEP, SAMPLES};
 use fusegraph_firmware::{exit, fusegraph_count_mark, stack_peak_bytes};
-use panic_semihosting as _;
 
 /// Passes over the data set, as the host build runs them.
 const EPOCHS: usize = 200;

@@ -103,10 +103,21 @@ impl OnLanes for ColumnSums<'_> {
                 (start, (start + L::LANES).min(acc.len()))
             });
             let mut sums = vectors.map(|(lo, hi)| L::load_padded(&acc[lo..hi]));
-            for row in self.rows.chunks_exact(width) {
-                let row = &row[b * block..b * block + acc.len()];
-                for (sum, &(lo, hi)) in sums.iter_mut().zip(&vectors) {
-                    *sum += L::load_padded(&row[lo..hi]);
+            let rows = self.rows.chunks_exact(width);
+            if acc.len() == block {
+                // Whole vectors: loaded as they are, with one bounds check a row.
+                for row in rows {
+                    let row = &row[b * block..][..block];
+                    for (v, sum) in sums.iter_mut().enumerate() {
+                        *sum += L::load(&row[v * L::LANES..]);
+                    }
+                }
+            } else {
+                for row in rows {
+                    let row = &row[b * block..b * block + acc.len()];
+                    for (sum, &(lo, hi)) in sums.iter_mut().zip(&vectors) {
+                        *sum += L::load_padded(&row[lo..hi]);
+                    }
                 }
             }
             for (sum, &(lo, hi)) in sums.iter().zip(&vectors) {

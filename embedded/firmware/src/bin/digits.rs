@@ -12,7 +12,6 @@ use cortex_m_rt::entry;
 use cortex_m_semihosting::hprintln;
 use fusegraph_embedded_demo::digits::{Step, Training, EPOCHS, FLOPS_PER_STEP};
 use fusegraph_firmware::{exit, fusegraph_count_mark, stack_peak_bytes};
-use panic_semihosting as _;
 
 /// The steps counted: the first ones, at the start of the first epoch.
 const COUNTED_STEPS: usize = 2;

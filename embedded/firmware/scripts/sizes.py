@@ -58,6 +58,7 @@ def main():
     parser.add_argument("--max-flash", type=int)
     parser.add_argument("--max-other-statics", type=int)
     parser.add_argument("--max-stack", type=int)
+    parser.add_argument("--max-ram", type=int)
     args = parser.parse_args()
     sizes = section_sizes(args.elf)
     flash = sum(sizes.get(s, 0) for s in FLASH_SECTIONS)
@@ -73,6 +74,9 @@ def main():
                         f"plus {args.max_other_statics}")
     if args.max_stack is not None and stack > args.max_stack:
         failures.append(f"stack peak {stack} bytes is above {args.max_stack}")
+    if args.max_ram is not None and statics + stack > args.max_ram:
+        failures.append(f"statics and stack peak, {statics + stack} bytes, are above "
+                        f"{args.max_ram}")
     if failures:
         sys.exit("; ".join(failures))
 

@@ -606,19 +606,23 @@ mod tests {
         }
     }
 
+    /// Signed zeros, infinities and NaNs of both signs.
+    const SIGNED_EDGES: [f32; 6] = [
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ];
+
     /// Values that exercise every branch: first whole registers of values that take the early
     /// returns of `exp`, `exp_m1` and `tanh` (every lane underflowing, or saturating), then
     /// signed zeros, infinities, NaNs of both signs, subnormals and the edges of `exp` and
     /// `tanh`, bit patterns from a hash, values across the whole range of `exp` (its subnormal
     /// results included) and values near zero.
     fn awkward_values(n: usize, salt: u32) -> std::vec::Vec<f32> {
-        let special = [
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            -f32::NAN,
+        let more = [
             f32::MIN_POSITIVE,
             -1e-40,
             1.0,
@@ -630,6 +634,7 @@ mod tests {
             0.5,
             3.0e38,
         ];
+        let special: std::vec::Vec<f32> = SIGNED_EDGES.into_iter().chain(more).collect();
         let early = [-104.5, -18.0, 9.5, -9.5];
         (0..n)
             .map(|i| {
@@ -654,13 +659,7 @@ mod tests {
     /// (which operand `min` and `max` give), subnormals, halves and the edges of whole numbers
     /// (`round_ties_even`), and the edges of `exp`.
     fn edge_pairs() -> (std::vec::Vec<f32>, std::vec::Vec<f32>) {
-        let edges = [
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            -f32::NAN,
+        let more = [
             1e-40,
             -1e-40,
             f32::MIN_POSITIVE,
@@ -684,6 +683,7 @@ mod tests {
             -104.0,
             1.0,
         ];
+        let edges: std::vec::Vec<f32> = SIGNED_EDGES.into_iter().chain(more).collect();
         let pairs = edges
             .iter()
             .flat_map(|&a| edges.iter().map(move |&b| (a, b)));

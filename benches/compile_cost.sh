@@ -13,7 +13,7 @@
 #            user crate alone (macro expansion, type checking, codegen, link);
 #   rebuild  after editing the middle layer's width in the source (`Dense<32, 32, Relu>` ->
 #            `Dense<32, 48, Relu>`, the next layer `Dense<48, 32, ..>`).
-# Each is the best of REPEAT runs (default 2; set REPEAT in the environment). Stable rustc
+# Each is the best of REPEAT runs (default 3; set REPEAT in the environment). Stable rustc
 # has no `-Z time-passes`, so only wall time is measured. The target directory is temporary
 # unless COMPILE_COST_TARGET_DIR names one to keep, so that a second run skips the warm-up's
 # dependency builds.
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-repeat="${REPEAT:-2}"
+repeat="${REPEAT:-3}"
 sizes=(16 64 256)
 limit_seconds="${LIMIT_SECONDS:-6}"
 work="$(mktemp -d)"
@@ -110,7 +110,11 @@ calc() {
 declare -A cold rebuild
 for n in "${sizes[@]}"; do
     cold[$n]=1e9 rebuild[$n]=1e9
-    for ((r = 0; r < repeat; r++)); do
+done
+# The runs go round the sizes (16, 64, 256, 16, ...), so that a slow spell of a shared machine
+# does not fall on every run of one size.
+for ((r = 0; r < repeat; r++)); do
+    for n in "${sizes[@]}"; do
         source_of "$n" 32 >"cc_n$n/src/main.rs"
         cargo clean -p "cc_n$n" --release --quiet
         t=$(seconds cargo build --release -p "cc_n$n")
@@ -119,6 +123,8 @@ for n in "${sizes[@]}"; do
         t=$(seconds cargo build --release -p "cc_n$n")
         rebuild[$n]=$(calc "$t < ${rebuild[$n]} ? $t : ${rebuild[$n]}")
     done
+done
+for n in "${sizes[@]}"; do
     "$CARGO_TARGET_DIR/release/cc_n$n" >/dev/null
 done
 

@@ -427,6 +427,7 @@ fn prelu_forward_and_backward_match_a_scalar_reference() {
             saved: &[],
             dy: &mut dy,
             dx: fusegraph::layers::Grad::Set(&mut dx),
+            frozen: fusegraph::layers::Frozen::NONE,
             dparams: &mut da,
             batch: B,
         };

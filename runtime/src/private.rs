@@ -27,7 +27,8 @@ use crate::rng::Rng;
 pub mod layers {
     pub use crate::layers::per_feature::{per_feature_backward, per_feature_forward, PerFeature};
     pub use crate::layers::{
-        Backward, Elu, Forward, Gelu, Init, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh, Tensor,
+        Backward, Elu, Forward, Frozen, Gelu, Init, LeakyRelu, Relu, Sigmoid, Softmax, Swish, Tanh,
+        Tensor,
     };
 }
 

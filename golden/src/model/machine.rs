@@ -211,6 +211,7 @@ impl<'n> Machine<'n> {
                         saved: saved[k],
                         dy: &mut *after[0],
                         dx: Grad::Skip,
+                        frozen: fusegraph::layers::Frozen::NONE,
                         dparams: &mut grads[node.params.clone()],
                         batch,
                     });
@@ -228,6 +229,7 @@ impl<'n> Machine<'n> {
                 saved: saved[k],
                 dy: &mut *after[0],
                 dx,
+                frozen: fusegraph::layers::Frozen::NONE,
                 dparams: &mut grads[node.params.clone()],
                 batch,
             };

@@ -563,7 +563,7 @@ impl<'a> Expansion<'a> {
             Op::Layer(f) => {
                 let (ty, of, of1, input) = (self.tys[*f], &self.o[*f], &self.o[*f + 1], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, dparams: __g, batch });
+                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, frozen: #p::layers::Frozen::NONE, dparams: __g, batch });
                 let call = self.layer_call(k, ty, "backward", io);
                 quote! {
                     let (__p, __g) = sink.layer(#of..#of1);

@@ -435,6 +435,7 @@ fn project_backward(
         saved: &[],
         dy: io.dy,
         dx: io.dx,
+        frozen: crate::layers::Frozen::NONE,
         dparams: io.dparams,
         batch: io.x.len() / d.dim,
     };

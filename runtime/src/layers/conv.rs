@@ -827,6 +827,7 @@ mod tests {
                 saved: &saved,
                 dy: &mut d,
                 dx: Grad::Set(&mut dx),
+                frozen: crate::layers::Frozen::NONE,
                 dparams: &mut dparams,
                 batch,
             };

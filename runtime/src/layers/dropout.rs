@@ -165,6 +165,7 @@ mod tests {
             saved: &saved,
             dy: &mut dy,
             dx: Grad::Add(&mut dx),
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut [],
             batch,
         };

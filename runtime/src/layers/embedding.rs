@@ -422,6 +422,7 @@ mod tests {
             saved: &[],
             dy: &mut dy.clone(),
             dx: Grad::Skip,
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut dparams,
             batch: 1,
         };
@@ -470,6 +471,7 @@ mod tests {
             saved,
             dy: &mut dy,
             dx,
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut dparams,
             batch,
         };
@@ -591,6 +593,7 @@ mod tests {
             saved: &[],
             dy: &mut dy.clone(),
             dx: Grad::Skip,
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut dparams,
             batch: 2,
         };

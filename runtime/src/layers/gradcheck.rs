@@ -145,6 +145,7 @@ impl Check {
                 saved: &saved,
                 dy: &mut dy,
                 dx,
+                frozen: crate::layers::Frozen::NONE,
                 dparams,
                 batch,
             };
@@ -250,6 +251,7 @@ pub(crate) fn forward_backward<L: Layer>(
         saved: &saved,
         dy: &mut dy,
         dx: Grad::Set(&mut dx),
+        frozen: crate::layers::Frozen::NONE,
         dparams: &mut dparams,
         batch,
     };

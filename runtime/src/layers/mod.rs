@@ -168,6 +168,87 @@ impl<'a> Grad<'a> {
     }
 }
 
+/// Which of a layer's tensors are frozen (`requires_grad=False`): bit `i` stands for the
+/// layer's [`TENSORS`](Layer::TENSORS)`[i]`. A frozen tensor gets no gradient: a layer's
+/// [`Backward::dparams`] holds the gradients of its other tensors only, one after the other
+/// in the order of `TENSORS`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frozen(pub u64);
+
+impl Frozen {
+    /// Every tensor trains.
+    pub const NONE: Frozen = Frozen(0);
+    /// The most tensors a layer may have for some of them to be frozen.
+    pub const MAX_TENSORS: usize = 64;
+
+    /// Every one of `count` tensors frozen.
+    pub const fn all(count: usize) -> Frozen {
+        if count >= Self::MAX_TENSORS {
+            Frozen(u64::MAX)
+        } else {
+            Frozen((1u64 << count) - 1)
+        }
+    }
+
+    /// Whether tensor `i` is frozen.
+    pub const fn is_frozen(self, i: usize) -> bool {
+        i < Self::MAX_TENSORS && self.0 >> i & 1 == 1
+    }
+
+    /// Whether some tensor is frozen.
+    pub const fn any(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The values of the gradients of `tensors` that are not frozen: the length of
+    /// [`Backward::dparams`].
+    pub const fn trainable_len(self, tensors: &[Tensor]) -> usize {
+        let (mut n, mut i) = (0, 0);
+        while i < tensors.len() {
+            if !self.is_frozen(i) {
+                n += tensors[i].len();
+            }
+            i += 1;
+        }
+        n
+    }
+
+    /// The gradient of each of `N` tensors of `lens` values, cut from `dparams` (the
+    /// trainable tensors' gradients, one after the other): `None` for a frozen tensor.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Frozen;
+    /// let mut dparams = [0.0; 3]; // weight [2, 3] frozen, bias [3] trains
+    /// let [dw, db] = Frozen(0b01).split(&mut dparams, [6, 3]);
+    /// assert!(dw.is_none());
+    /// assert_eq!(db.map(|d| d.len()), Some(3));
+    /// ```
+    ///
+    /// # Panics
+    /// If `dparams` is not as long as the trainable tensors together.
+    pub fn split<'a, const N: usize>(
+        self,
+        dparams: &'a mut [f32],
+        lens: [usize; N],
+    ) -> [Option<&'a mut [f32]>; N] {
+        let mut rest = dparams;
+        let grads = core::array::from_fn(|i| {
+            if self.is_frozen(i) {
+                return None;
+            }
+            let (head, tail) = core::mem::take(&mut rest).split_at_mut(lens[i]);
+            rest = tail;
+            Some(head)
+        });
+        assert!(
+            rest.is_empty(),
+            "dparams holds {} values more than the trainable tensors",
+            rest.len()
+        );
+        grads
+    }
+}
+
 /// Memory and randomness one forward or backward call may use.
 pub struct Ctx<'a> {
     /// Workspace for [`kernels::gemm`](crate::kernels::gemm), at least the largest
@@ -221,7 +302,13 @@ pub struct Backward<'a, X = f32> {
     pub dy: &'a mut [f32],
     /// Where d loss / d x goes (`batch * IN` values, unless skipped).
     pub dx: Grad<'a>,
-    /// d loss / d params, [`PARAMS`](Layer::PARAMS) values, overwritten.
+    /// Which of the layer's tensors are frozen: they get no gradient, and with all of them
+    /// frozen the call computes `dx` only. [`Frozen::NONE`] unless the layer's
+    /// [`FREEZABLE`](Layer::FREEZABLE).
+    pub frozen: Frozen,
+    /// d loss / d params of the tensors not `frozen`, one after the other in the order of
+    /// [`TENSORS`](Layer::TENSORS) ([`PARAMS`](Layer::PARAMS) values when none is),
+    /// overwritten.
     pub dparams: &'a mut [f32],
     /// The number of samples.
     pub batch: usize,
@@ -255,6 +342,11 @@ pub trait Layer {
     /// (BatchNorm's `running_mean` and `running_var`); their lengths add up to
     /// [`STATE`](Self::STATE). None by default.
     const STATE_TENSORS: &'static [Tensor] = &[];
+    /// Whether [`backward`](Self::backward) honours [`Backward::frozen`]: a model may then
+    /// freeze any of the layer's tensors (`#[frozen]` in `#[fusegraph::model]`). Every layer of
+    /// this crate does; `false` by default, so that a layer written before freezing existed is
+    /// never handed a mask it would ignore.
+    const FREEZABLE: bool = false;
     /// Whether the equivalent PyTorch module keeps an integer `num_batches_tracked` beside its
     /// state (BatchNorm does); `false` by default.
     const BATCH_COUNTER: bool = false;

@@ -568,6 +568,7 @@ mod tests {
             saved: &saved,
             dy: &mut dy,
             dx: crate::layers::Grad::Set(&mut dx),
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut dparams,
             batch: rows,
         };

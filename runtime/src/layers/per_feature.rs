@@ -296,6 +296,7 @@ mod tests {
             saved: &[],
             dy,
             dx,
+            frozen: crate::layers::Frozen::NONE,
             dparams,
             batch: 0,
         }

@@ -522,6 +522,7 @@ mod tests {
             saved: &[],
             dy: &mut [2.0, -6.0],
             dx: Grad::Add(&mut dx),
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut [],
             batch: 1,
         };
@@ -562,6 +563,7 @@ mod tests {
             saved: &saved,
             dy: &mut [1.0, 2.0],
             dx: Grad::Set(&mut dx),
+            frozen: crate::layers::Frozen::NONE,
             dparams: &mut [],
             batch: 2,
         };

@@ -7,8 +7,7 @@ mod common;
 use common::Rng;
 use fusegraph::optim::keras;
 use fusegraph::prelude::*;
-use fusegraph::train::GradSink;
-use std::ops::Range;
+use fusegraph::train::{GradSink, LayerAt};
 
 /// An MLP with a smooth activation, so that finite differences are accurate.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -446,10 +445,13 @@ struct Store<'a> {
 }
 
 impl GradSink for Store<'_> {
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
-        (&self.params[at.clone()], &mut self.grads[at])
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        (
+            &self.params[at.params.clone()],
+            &mut self.grads[at.grads.clone()],
+        )
     }
-    fn done(&mut self, _: Range<usize>) {}
+    fn done(&mut self, _: &LayerAt) {}
 }
 
 /// Each layer's gradient in a buffer the size of the largest layer, handed to `update` with
@@ -462,14 +464,18 @@ struct Layerwise<'a, F> {
 }
 
 impl<F: FnMut(usize, &mut [f32], &[f32])> GradSink for Layerwise<'_, F> {
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
-        let n = at.len();
-        (&self.params[at], &mut self.grads[..n])
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        let n = at.grads.len();
+        (&self.params[at.params.clone()], &mut self.grads[..n])
     }
-    fn done(&mut self, at: Range<usize>) {
-        if !at.is_empty() {
-            let n = at.len();
-            (self.update)(at.start, &mut self.params[at], &self.grads[..n]);
+    fn done(&mut self, at: &LayerAt) {
+        if !at.params.is_empty() {
+            let n = at.grads.len();
+            (self.update)(
+                at.params.start,
+                &mut self.params[at.params.clone()],
+                &self.grads[..n],
+            );
         }
     }
 }

@@ -255,6 +255,18 @@ pub fn flag_with_value(name: &str) -> String {
     format!("`{name}` is a flag and takes no value: write `{name}` alone, or leave it out")
 }
 
+pub fn frozen_syntax() -> &'static str {
+    "`#[frozen]` freezes the whole layer, `#[frozen(weight)]` or `#[frozen(weight, bias)]` the tensors named"
+}
+
+pub fn frozen_twice() -> &'static str {
+    "a field takes one `#[frozen]`: list every tensor to freeze in it, `#[frozen(weight, bias)]`"
+}
+
+pub fn frozen_named_twice(name: &str) -> String {
+    format!("`{name}` is named twice in `#[frozen(...)]`; keep one")
+}
+
 pub fn option_twice(name: &str) -> String {
     format!("`{name}` is given twice; keep one")
 }

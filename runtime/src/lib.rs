@@ -49,6 +49,7 @@ pub mod kernels;
 pub mod layers;
 pub mod loss;
 pub mod math;
+mod message;
 pub mod optim;
 pub mod rng;
 pub mod train;

@@ -16,9 +16,10 @@ pub use crate::math;
 pub use crate::optim::{LearningRate, Rule};
 pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
-pub use crate::train::{Bytes, GradSink, LayerKind, Model, NamedTensor, View};
+pub use crate::train::{Bytes, GradSink, LayerAt, LayerKind, Model, NamedTensor, View};
 
-use crate::layers::{init_tensor, init_without_normal, Tensor, Torch};
+use crate::layers::{init_tensor, init_without_normal, Frozen, Tensor, Torch};
+use crate::message::Message;
 use crate::rng::Rng;
 
 /// What layers generated code names: the buffers of a layer call, tensors and their
@@ -58,7 +59,10 @@ pub const fn min(a: usize, b: usize) -> usize {
 
 /// Appends the tensors of layer `layer` (values starting at `offset`) to a table being built
 /// in a constant, with PyTorch's names and layouts from `torch` (one per tensor, or empty for
-/// the same); returns the table and the next free index. Used by `#[model]`.
+/// the same); returns the table and the next free index. The gradients of the tensors not
+/// `frozen` start at `grad` in the buffers of the trainable tensors; `None` for state
+/// tensors, which have none. Used by `#[model]`.
+#[allow(clippy::too_many_arguments)]
 pub const fn push_tensors<const N: usize>(
     mut out: [NamedTensor; N],
     mut at: usize,
@@ -66,10 +70,13 @@ pub const fn push_tensors<const N: usize>(
     tensors: &'static [Tensor],
     torch: &'static [Torch],
     offset: usize,
+    grad: Option<usize>,
+    frozen: Frozen,
 ) -> ([NamedTensor; N], usize) {
     let mut i = 0;
-    let mut off = offset;
+    let (mut off, mut next_grad) = (offset, grad);
     while i < tensors.len() {
+        let trains = !frozen.is_frozen(i);
         out[at] = NamedTensor {
             layer,
             tensor: tensors[i],
@@ -82,12 +89,139 @@ pub const fn push_tensors<const N: usize>(
                 torch[i]
             },
             offset: off,
+            grad: if trains { next_grad } else { None },
         };
         off += tensors[i].len();
+        if let (true, Some(g)) = (trains, next_grad) {
+            next_grad = Some(g + tensors[i].len());
+        }
         at += 1;
         i += 1;
     }
     (out, at)
+}
+
+/// `tensors[from..to]`, in a constant: a layer's part of a model's tensor table. Used by
+/// `#[model]`.
+pub const fn layer_tensors(
+    tensors: &'static [NamedTensor],
+    from: usize,
+    to: usize,
+) -> &'static [NamedTensor] {
+    tensors.split_at(to).0.split_at(from).1
+}
+
+/// How many of `tensors` train (have a gradient). Used by `#[model]`.
+pub const fn trainable_count(tensors: &[NamedTensor]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < tensors.len() {
+        if tensors[i].grad.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The tensors of `tensors` that train, in order; `K` is their [`trainable_count`]. Used by
+/// `#[model]`.
+pub const fn trainable_tensors<const N: usize, const K: usize>(
+    tensors: &[NamedTensor; N],
+) -> [NamedTensor; K] {
+    let mut out = [NamedTensor::EMPTY; K];
+    let (mut i, mut k) = (0, 0);
+    while i < N {
+        if tensors[i].grad.is_some() {
+            out[k] = tensors[i];
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The tensors of `tensors` (a layer's) that `names` name, as a [`Frozen`] mask; a name the
+/// layer does not have is [`check_frozen_name`]'s to report. Used by `#[model]`.
+pub const fn frozen_named(tensors: &[Tensor], names: &[&str]) -> Frozen {
+    let (mut bits, mut i) = (0u64, 0);
+    while i < tensors.len() && i < Frozen::MAX_TENSORS {
+        let mut j = 0;
+        while j < names.len() {
+            if same(tensors[i].name, names[j]) {
+                bits |= 1 << i;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    Frozen(bits)
+}
+
+/// Fails the build (a constant's panic) unless layer `field`, whose tensors are `tensors`,
+/// has a tensor `name`, with a message listing the ones it has. Used by `#[model]`.
+pub const fn check_frozen_name(field: &str, tensors: &[Tensor], name: &str) {
+    let mut i = 0;
+    while i < tensors.len() {
+        if same(tensors[i].name, name) {
+            return;
+        }
+        i += 1;
+    }
+    let mut message = Message::new()
+        .text("layer `")
+        .text(field)
+        .text("` has no tensor `")
+        .text(name)
+        .text("` to freeze: its tensors are ");
+    let mut i = 0;
+    while i < tensors.len() {
+        if i > 0 {
+            message = message.text(", ");
+        }
+        message = message.text("`").text(tensors[i].name).text("`");
+        i += 1;
+    }
+    panic!("{}", message.as_str());
+}
+
+/// Fails the build unless layer `field` can have tensors frozen: it has some, it honours
+/// [`Frozen`] masks ([`Layer::FREEZABLE`]) and has at most [`Frozen::MAX_TENSORS`]. Used by
+/// `#[model]`.
+pub const fn check_freezable(field: &str, freezable: bool, tensors: usize) {
+    let why = if tensors == 0 {
+        "` has no tensors to freeze: remove `#[frozen]`"
+    } else if !freezable {
+        "` cannot freeze its tensors: its type does not honour `Backward::frozen` (set \
+         `const FREEZABLE: bool = true` in its `Layer` implementation once its backward does)"
+    } else if tensors > Frozen::MAX_TENSORS {
+        "` has more than 64 tensors: freeze them in smaller layers"
+    } else {
+        return;
+    };
+    panic!(
+        "{}",
+        Message::new()
+            .text("layer `")
+            .text(field)
+            .text(why)
+            .as_str()
+    );
+}
+
+/// Whether two strings are equal, in a constant.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Appends `products` to a table being built in a constant; returns the table and the next

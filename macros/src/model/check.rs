@@ -408,6 +408,9 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
     };
     let budget = budget(def, &mut b.errs);
     check_fields(def, &mut b.errs);
+    for e in &def.frozen_errors {
+        b.errs.push(e.clone());
+    }
     if !b.errs.is_empty() {
         return Err(std::mem::take(&mut b.errs)
             .finish()

@@ -3,7 +3,7 @@
 //! one statement per node, so that generated code grows linearly with the model.
 
 use super::check::{Net, Op, Src};
-use super::parse::Def;
+use super::parse::{Def, Frozen};
 use crate::paths::{private as p, private_at};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -107,6 +107,18 @@ struct Expansion<'a> {
     o: Vec<Ident>,
     /// `__ST{i}`: where field `i`'s state starts; the last one, where it ends.
     st: Vec<Ident>,
+    /// `__G{i}`: where field `i`'s trainable tensors start in the buffers of the trainable
+    /// tensors (gradients, slots); the last one, where they end.
+    g: Vec<Ident>,
+    /// `__T{i}`: where field `i`'s tensors start in the tensor table; the last one, its length.
+    t: Vec<Ident>,
+    /// `__F{i}`: which of field `i`'s tensors are frozen.
+    f: Vec<Ident>,
+    /// `__AT{i}`: where field `i`'s tensors lie, for the gradient sink.
+    at: Vec<Ident>,
+    /// Whether some field has `#[frozen]`: the backward pass then calls only the nodes whose
+    /// output gradient something needs.
+    frozen: bool,
     /// `__y{k}`: node `k`'s output slice.
     y: Vec<Ident>,
     /// `__s{k}`: what node `k`'s layer saves for the backward pass.
@@ -149,6 +161,11 @@ impl<'a> Expansion<'a> {
             tys: def.fields.iter().map(|f| &f.ty).collect(),
             o: idents("__O", nf + 1),
             st: idents("__ST", nf + 1),
+            g: idents("__G", nf + 1),
+            t: idents("__T", nf + 1),
+            f: idents("__F", nf),
+            at: idents("__AT", nf),
+            frozen: def.fields.iter().any(|f| f.frozen.is_some()),
             y: idents("__y", nn),
             s: idents("__s", nn),
             d: idents("__d", nn),
@@ -254,11 +271,12 @@ impl<'a> Expansion<'a> {
             let assert = quote_spanned!(a.span=> ::core::assert!(#left == #right, #msg));
             check(quote!(()), assert)
         });
-        let input = self.input_checks();
+        let (input, frozen) = (self.input_checks(), self.frozen_checks());
         quote! {
             #(#layers)*
             #(#assertions)*
             #input
+            #frozen
         }
     }
 
@@ -285,22 +303,93 @@ impl<'a> Expansion<'a> {
         quote!(#(#tokens)*)
     }
 
-    /// Parameter and state offsets, per field, in declaration order.
+    /// Parameter, state, gradient and tensor-table offsets and frozen masks, per field, in
+    /// declaration order.
     fn offsets(&self) -> TokenStream {
-        let (l, o, st) = (&self.l, &self.o, &self.st);
+        let (p, l, o, st, g, t) = (&self.p, &self.l, &self.o, &self.st, &self.g, &self.t);
         let per_field = self.tys.iter().enumerate().map(|(i, ty)| {
             let (o0, o1, s0, s1) = (&o[i], &o[i + 1], &st[i], &st[i + 1]);
+            let (g0, g1, t0, t1, f) = (&g[i], &g[i + 1], &t[i], &t[i + 1], &self.f[i]);
+            let mask = self.frozen_mask(i);
             quote! {
                 const #o1: usize = #o0 + <#ty as #l>::PARAMS;
                 const #s1: usize = #s0 + <#ty as #l>::STATE;
+                const #f: #p::layers::Frozen = #mask;
+                const #g1: usize = #g0 + #f.trainable_len(<#ty as #l>::TENSORS);
+                const #t1: usize = #t0 + <#ty as #l>::TENSORS.len();
             }
         });
-        let (o0, st0) = (&o[0], &st[0]);
+        let (o0, st0, g0, t0) = (&o[0], &st[0], &g[0], &t[0]);
         quote! {
             const #o0: usize = 0;
             const #st0: usize = 0;
+            const #g0: usize = 0;
+            const #t0: usize = 0;
             #(#per_field)*
         }
+    }
+
+    /// Field `i`'s frozen tensors, as the constant expression of a `Frozen` mask.
+    fn frozen_mask(&self, i: usize) -> TokenStream {
+        let (p, l, ty) = (&self.p, &self.l, self.tys[i]);
+        match &self.def.fields[i].frozen {
+            None => quote!(#p::layers::Frozen::NONE),
+            Some(Frozen::Layer(_)) => quote!(#p::layers::Frozen::all(<#ty as #l>::TENSORS.len())),
+            Some(Frozen::Tensors(names)) => {
+                let names = names.iter().map(|n| n.to_string());
+                quote!(#p::frozen_named(<#ty as #l>::TENSORS, &[#(#names),*]))
+            }
+        }
+    }
+
+    /// Where each field's tensors lie (`__AT{i}`), which its backward call hands to the sink.
+    fn layer_places(&self) -> TokenStream {
+        let (p, o, g, t) = (&self.p, &self.o, &self.g, &self.t);
+        let places = (0..self.tys.len()).map(|i| {
+            let (at, o0, o1, g0, g1, t0, t1) = (
+                &self.at[i],
+                &o[i],
+                &o[i + 1],
+                &g[i],
+                &g[i + 1],
+                &t[i],
+                &t[i + 1],
+            );
+            quote! {
+                const #at: #p::LayerAt = #p::LayerAt {
+                    params: #o0..#o1,
+                    grads: #g0..#g1,
+                    tensors: #p::layer_tensors(&__TENSORS, #t0, #t1),
+                };
+            }
+        });
+        quote!(#(#places)*)
+    }
+
+    /// Each `#[frozen]` is checked at its tokens: the layer can freeze tensors, and has each
+    /// one named.
+    fn frozen_checks(&self) -> TokenStream {
+        let fields = self.def.fields.iter().zip(&self.tys);
+        let checks = fields.filter_map(|(f, ty)| {
+            let frozen = f.frozen.as_ref()?;
+            let field = f.name.to_string();
+            let span = frozen.span();
+            let (p, l) = (private_at(span), quote_spanned!(span=> Layer));
+            let layer = quote_spanned! {span=>
+                const _: () = #p::check_freezable(#field, <#ty as #p::#l>::FREEZABLE, <#ty as #p::#l>::TENSORS.len());
+            };
+            let names = match frozen {
+                Frozen::Layer(_) => Vec::new(),
+                Frozen::Tensors(names) => names.iter().map(|n| {
+                    let (p, name) = (private_at(n.span()), n.to_string());
+                    quote_spanned! {n.span()=>
+                        const _: () = #p::check_frozen_name(#field, <#ty as #p::Layer>::TENSORS, #name);
+                    }
+                }).collect(),
+            };
+            Some(quote!(#layer #(#names)*))
+        });
+        quote!(#(#checks)*)
     }
 
     /// The model's input type, `f32` unless `input = ...` says otherwise.
@@ -342,20 +431,32 @@ impl<'a> Expansion<'a> {
     }
 
     /// The table `name` of every field's `tensors` (`TENSORS` or `STATE_TENSORS`), each field's
-    /// at its offset in `offsets`, with the layer's PyTorch names when `torch`.
+    /// at its offset in `offsets`; for the parameters (`params`), with the layer's PyTorch names
+    /// and where each trainable tensor's gradient lies.
     fn tensor_table(
         &self,
         name: TokenStream,
         tensors: TokenStream,
-        torch: bool,
+        params: bool,
         offsets: &[Ident],
     ) -> TokenStream {
         let (p, l) = (&self.p, &self.l);
-        let fields = self.def.fields.iter().zip(&self.tys).zip(offsets);
-        let pushes = fields.map(|((f, ty), at)| {
+        let fields = self
+            .def
+            .fields
+            .iter()
+            .zip(&self.tys)
+            .zip(offsets)
+            .enumerate();
+        let pushes = fields.map(|(i, ((f, ty), at))| {
             let nm = f.name.to_string();
-            let torch = if torch { quote!(<#ty as #l>::TORCH) } else { quote!(&[]) };
-            quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::#tensors, #torch, #at);)
+            let (torch, grad, frozen) = if params {
+                let (g, f) = (&self.g[i], &self.f[i]);
+                (quote!(<#ty as #l>::TORCH), quote!(Some(#g)), quote!(#f))
+            } else {
+                (quote!(&[]), quote!(None), quote!(#p::layers::Frozen::NONE))
+            };
+            quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::#tensors, #torch, #at, #grad, #frozen);)
         });
         let (ty, empty) = (quote!(#p::NamedTensor), quote!(#p::NamedTensor::EMPTY));
         table(name, ty, empty, self.sum_of(quote!(#tensors.len())), pushes)
@@ -459,6 +560,11 @@ impl<'a> Expansion<'a> {
     fn tables(&self) -> TokenStream {
         let (p, l) = (&self.p, &self.l);
         let tensors = self.tensor_table(quote!(__TENSORS), quote!(TENSORS), true, &self.o);
+        let trainable = quote! {
+            const __TRAINABLE_COUNT: usize = #p::trainable_count(&__TENSORS);
+            const __TRAINABLE_TENSORS: [#p::NamedTensor; __TRAINABLE_COUNT] = #p::trainable_tensors(&__TENSORS);
+        };
+        let places = self.layer_places();
         let product_pushes = self.tys.iter().map(
             |ty| quote!(let (__out, __at) = #p::push_products(__out, __at, <#ty as #l>::PRODUCTS);),
         );
@@ -479,6 +585,8 @@ impl<'a> Expansion<'a> {
         let layer_kinds = self.layer_kinds();
         quote! {
             #tensors
+            #trainable
+            #places
             #products
             #state
             #counters
@@ -542,12 +650,63 @@ impl<'a> Expansion<'a> {
                 let dj = &self.d[j];
                 let first = !given.nodes[j];
                 given.nodes[j] = true;
-                if first {
+                let grad = if first {
                     quote!(#p::Grad::Set(&mut #dj[..]))
                 } else {
                     quote!(#p::Grad::Add(&mut #dj[..]))
+                };
+                if self.frozen {
+                    let wanted = self.wanted(j);
+                    quote!(if #wanted { #grad } else { #p::Grad::Skip })
+                } else {
+                    grad
                 }
             }
+        }
+    }
+
+    /// Whether node `k`'s layer trains some tensor, as a constant expression.
+    fn trains(&self, k: usize) -> TokenStream {
+        match self.net.nodes[k].op {
+            Op::Layer(f) => {
+                let (g0, g1) = (&self.g[f], &self.g[f + 1]);
+                quote!((#g1 > #g0))
+            }
+            _ => quote!(false),
+        }
+    }
+
+    /// Whether the input `x` is upstream of node `k`.
+    fn reads_x(&self, k: usize) -> bool {
+        self.net.nodes[k].inputs.iter().any(|&s| match s {
+            Src::X => true,
+            Src::Node(j) => self.reads_x(j),
+        })
+    }
+
+    /// `__W{k}`: whether node `k`'s output gradient is needed whatever the input gradient:
+    /// its layer trains, or a node upstream of it does. One constant per node.
+    fn wanted_constants(&self) -> TokenStream {
+        let consts = (0..self.net.nodes.len()).map(|k| {
+            let w = format_ident!("__W{}", k);
+            let trains = self.trains(k);
+            let upstream = self.net.nodes[k].inputs.iter().filter_map(|&s| match s {
+                Src::Node(j) => Some(format_ident!("__W{}", j)),
+                Src::X => None,
+            });
+            quote!(const #w: bool = #trains #(|| #upstream)*;)
+        });
+        quote!(#(#consts)*)
+    }
+
+    /// Whether node `k`'s output gradient is needed in this backward pass: `__W{k}`, or the
+    /// input gradient is asked for (`__wx`) and `x` is upstream of it.
+    fn wanted(&self, k: usize) -> TokenStream {
+        let w = format_ident!("__W{}", k);
+        if self.reads_x(k) {
+            quote!((#w || __wx))
+        } else {
+            quote!(#w)
         }
     }
 
@@ -561,14 +720,14 @@ impl<'a> Expansion<'a> {
         let mut grad = |src: Src| self.gradient(given, src);
         match &n.op {
             Op::Layer(f) => {
-                let (ty, of, of1, input) = (self.tys[*f], &self.o[*f], &self.o[*f + 1], &ins[0]);
+                let (ty, at, frozen, input) = (self.tys[*f], &self.at[*f], &self.f[*f], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, frozen: #p::layers::Frozen::NONE, dparams: __g, batch });
+                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, frozen: #frozen, dparams: __g, batch });
                 let call = self.layer_call(k, ty, "backward", io);
                 quote! {
-                    let (__p, __g) = sink.layer(#of..#of1);
+                    let (__p, __g) = sink.layer(&#at);
                     #call;
-                    sink.done(#of..#of1);
+                    sink.done(&#at);
                 }
             }
             // `input_checks` refuses it: token ids go to a layer first.
@@ -628,8 +787,23 @@ impl<'a> Expansion<'a> {
         };
         let backward: Vec<TokenStream> = nodes
             .rev()
-            .map(|k| self.backward_node(k, &mut given))
+            .map(|k| {
+                let node = self.backward_node(k, &mut given);
+                if self.frozen {
+                    let wanted = self.wanted(k);
+                    quote!(if #wanted { #node })
+                } else {
+                    node
+                }
+            })
             .collect();
+        let wanted = self.frozen.then(|| {
+            let consts = self.wanted_constants();
+            quote! {
+                #consts
+                let __wx = !::core::matches!(dx, #p::Grad::Skip);
+            }
+        });
         quote! {
             fn forward(
                 ctx: &mut #p::Ctx<'_>,
@@ -654,6 +828,7 @@ impl<'a> Expansion<'a> {
             ) {
                 let [#(#acts),*] = #p::split(acts, &__ACTS, batch);
                 let [#(#d),*] = #p::split_mut(node_grads, &__GRADS, batch);
+                #wanted
                 #(#backward)*
             }
         }
@@ -778,10 +953,12 @@ impl<'a> Expansion<'a> {
             self.def.loss.as_ref().expect("checked"),
         );
         let (o_end, st_end) = self.ends();
-        let (scratch, max_layer_params) = (
-            self.max_of(quote!(SCRATCH_PER_SAMPLE)),
-            self.max_of(quote!(PARAMS)),
-        );
+        let scratch = self.max_of(quote!(SCRATCH_PER_SAMPLE));
+        let max_layer_params = (0..self.tys.len()).fold(quote!(0usize), |acc, i| {
+            let (g0, g1) = (&self.g[i], &self.g[i + 1]);
+            quote!(#p::max(#acc, #g1 - #g0))
+        });
+        let trainable = &self.g[self.tys.len()];
         let passes = self.passes();
         let (input, vocab) = (self.input_ty(), self.vocab());
         quote! {
@@ -790,12 +967,14 @@ impl<'a> Expansion<'a> {
                 const IN: usize = #input_width;
                 const OUT: usize = #w_last;
                 const PARAMS: usize = #o_end;
+                const TRAINABLE: usize = #trainable;
                 const STATE: usize = #st_end;
                 const ACTIVATIONS: usize = #p::total(&__ACTS);
                 const OUTPUT_OFFSET: usize = Self::ACTIVATIONS - (#w_last + #s_last);
                 const NODE_GRADS: usize = #p::total(&__GRADS);
                 const OUTPUT_GRAD_OFFSET: usize = Self::NODE_GRADS - #w_last;
                 const TENSORS: &'static [#p::NamedTensor] = &__TENSORS;
+                const TRAINABLE_TENSORS: &'static [#p::NamedTensor] = &__TRAINABLE_TENSORS;
                 const STATE_TENSORS: &'static [#p::NamedTensor] = &__STATE_TENSORS;
                 const BATCH_COUNTERS: &'static [&'static str] = &__COUNTERS;
                 const LAYER_KINDS: &'static [#p::LayerKind] = __LAYER_KINDS;

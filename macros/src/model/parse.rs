@@ -7,10 +7,81 @@ use syn::{parenthesized, Attribute, Ident, Token, Type, Visibility};
 
 /// A layer field.
 pub struct Field {
+    /// Its attributes but `#[frozen]`.
     pub attrs: Vec<Attribute>,
     pub vis: Visibility,
     pub name: Ident,
     pub ty: Type,
+    /// `#[frozen]` or `#[frozen(weight, ...)]`: what of the layer does not train.
+    pub frozen: Option<Frozen>,
+}
+
+/// What `#[frozen]` freezes.
+pub enum Frozen {
+    /// `#[frozen]`: every tensor of the layer (the attribute's span).
+    Layer(proc_macro2::Span),
+    /// `#[frozen(weight, ...)]`: the tensors named.
+    Tensors(Vec<Ident>),
+}
+
+impl Frozen {
+    /// Where the attribute is.
+    pub fn span(&self) -> proc_macro2::Span {
+        match self {
+            Frozen::Layer(span) => *span,
+            Frozen::Tensors(names) => names[0].span(),
+        }
+    }
+}
+
+/// A field's `#[frozen]` attributes, taken out of `attrs`; a malformed or repeated one goes to
+/// `errors`.
+fn take_frozen(attrs: &mut Vec<Attribute>, errors: &mut Vec<syn::Error>) -> Option<Frozen> {
+    let mut frozen = None;
+    let mut rest = Vec::new();
+    for attr in attrs.drain(..) {
+        if !attr.path().is_ident("frozen") {
+            rest.push(attr);
+            continue;
+        }
+        if frozen.is_some() {
+            errors.push(syn::Error::new_spanned(&attr, errors::frozen_twice()));
+            continue;
+        }
+        match frozen_of(&attr) {
+            Ok(f) => frozen = Some(f),
+            Err(e) => errors.push(e),
+        }
+    }
+    *attrs = rest;
+    frozen
+}
+
+/// `#[frozen]` or `#[frozen(a, b)]` with distinct names.
+fn frozen_of(attr: &Attribute) -> syn::Result<Frozen> {
+    let list = match &attr.meta {
+        syn::Meta::Path(p) => return Ok(Frozen::Layer(syn::spanned::Spanned::span(p))),
+        syn::Meta::List(list) => list,
+        syn::Meta::NameValue(nv) => {
+            return Err(syn::Error::new_spanned(nv, errors::frozen_syntax()));
+        }
+    };
+    let names = list
+        .parse_args_with(Punctuated::<Ident, Token![,]>::parse_terminated)
+        .map_err(|e| syn::Error::new(e.span(), errors::frozen_syntax()))?;
+    let names: Vec<Ident> = names.into_iter().collect();
+    if names.is_empty() {
+        return Err(syn::Error::new_spanned(list, errors::frozen_syntax()));
+    }
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(syn::Error::new(
+                n.span(),
+                errors::frozen_named_twice(&n.to_string()),
+            ));
+        }
+    }
+    Ok(Frozen::Tensors(names))
 }
 
 /// `name = expr` in `graph(...)`.
@@ -39,6 +110,8 @@ pub struct Def {
     /// A syntax error in the attribute: reported by `check`, so that the struct still gets its
     /// fallback expansion.
     pub attr_error: Option<syn::Error>,
+    /// Mistakes in the fields' `#[frozen]` attributes, reported by `check`.
+    pub frozen_errors: Vec<syn::Error>,
 }
 
 /// A memory-budget option as written.
@@ -156,14 +229,20 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
             errors::model_fields(),
         ));
     };
+    let mut frozen_errors = Vec::new();
     let fields = named
         .named
         .iter()
-        .map(|f| Field {
-            attrs: f.attrs.clone(),
-            vis: f.vis.clone(),
-            name: f.ident.clone().expect("named field"),
-            ty: f.ty.clone(),
+        .map(|f| {
+            let mut attrs = f.attrs.clone();
+            let frozen = take_frozen(&mut attrs, &mut frozen_errors);
+            Field {
+                attrs,
+                vis: f.vis.clone(),
+                name: f.ident.clone().expect("named field"),
+                ty: f.ty.clone(),
+                frozen,
+            }
         })
         .collect();
     let mut def = Def {
@@ -178,6 +257,7 @@ pub fn parse(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> 
         options: Vec::new(),
         repeated: Vec::new(),
         attr_error,
+        frozen_errors,
     };
     let mut seen: Vec<String> = Vec::new();
     for a in args {

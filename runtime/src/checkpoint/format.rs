@@ -71,8 +71,8 @@ fn read_i64(data: &[u8]) -> i64 {
 /// The bytes of entry `e`, whose part holds `values` (`counter` for BatchNorm counters).
 fn entry_bytes(e: &Entry, values: Option<Part<'_>>, counter: i64) -> Vec<u8> {
     match (e.source, values) {
-        (Source::Tensor { tensor, .. }, Some(Part::Floats(v))) => {
-            f32_bytes(tensor, &v[tensor.offset..][..tensor.tensor.len()])
+        (Source::Tensor { tensor, at, .. }, Some(Part::Floats(v))) => {
+            f32_bytes(tensor, &v[at..][..tensor.tensor.len()])
         }
         (_, Some(Part::Floats(v))) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         // Below 2^63 for the step counter (checked by `to_bytes_with`); the seed's 64 bits.
@@ -374,8 +374,8 @@ fn first_non_finite(e: &Entry, data: &[u8]) -> Option<(usize, f32)> {
 /// Copies the checked bytes `data` of entry `e` into `values`, the values of its part.
 fn read_entry(e: &Entry, data: &[u8], values: PartMut<'_>) {
     match (e.source, values) {
-        (Source::Tensor { tensor, .. }, PartMut::Floats(v)) => {
-            read_f32(tensor, data, &mut v[tensor.offset..][..tensor.tensor.len()]);
+        (Source::Tensor { tensor, at, .. }, PartMut::Floats(v)) => {
+            read_f32(tensor, data, &mut v[at..][..tensor.tensor.len()]);
         }
         (_, PartMut::Floats(v)) => {
             for (x, b) in v.iter_mut().zip(data.chunks_exact(4)) {

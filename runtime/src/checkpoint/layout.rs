@@ -31,8 +31,10 @@ pub(crate) enum Source {
     Tensor {
         /// The part.
         part: StatePart,
-        /// Where the tensor lies in the part, and its shapes.
+        /// The tensor's shapes.
         tensor: &'static NamedTensor,
+        /// Where its values start in the part.
+        at: usize,
     },
     /// The whole of a part of one value: a carried scalar, the step counter, the seed.
     Scalar(StatePart),
@@ -142,12 +144,13 @@ fn entries<M: Model>(
                 tensors(
                     &mut out,
                     &format!("{OPTIMIZER}{}.", slots[j]),
-                    M::TENSORS,
+                    M::TRAINABLE_TENSORS,
                     part,
                 );
             }
             StatePart::Optimizer(OptimizerPart::Ema) => {
-                tensors(&mut out, &format!("{OPTIMIZER}ema."), M::TENSORS, part);
+                let prefix = format!("{OPTIMIZER}ema.");
+                tensors(&mut out, &prefix, M::TRAINABLE_TENSORS, part);
             }
             StatePart::Optimizer(OptimizerPart::Carried(i)) => out.push(Entry::scalar(
                 format!("{OPTIMIZER}{}", carried[i]),
@@ -172,8 +175,21 @@ fn tensors(out: &mut Vec<Entry>, prefix: &str, tensors: &'static [NamedTensor], 
         name: format!("{prefix}{}", key(t.layer, t.torch.name)),
         dtype: Dtype::F32,
         shape: torch_shape(t.tensor.shape, t.torch.axes),
-        source: Source::Tensor { part, tensor: t },
+        source: Source::Tensor {
+            part,
+            tensor: t,
+            at: start_in(part, t),
+        },
     }));
+}
+
+/// Where tensor `t` starts in `part`: at its offset in the parameters or the state, at its
+/// gradient's in the optimizer's parts, which hold the trainable tensors only.
+fn start_in(part: StatePart, t: &NamedTensor) -> usize {
+    match (part, t.grad) {
+        (StatePart::Optimizer(_), Some(at)) => at,
+        _ => t.offset,
+    }
 }
 
 /// `Ok` when no two entries have the same name.

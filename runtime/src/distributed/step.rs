@@ -5,7 +5,7 @@ use super::communicator::Communicator;
 use super::shards::{add_shard, Shards};
 use crate::loss::{Loss, Targets};
 use crate::optim::{PartMut, Rule};
-use crate::train::step::update_or_skip;
+use crate::train::step::{optimizer_step, update_or_skip};
 use crate::train::{Model, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
 use alloc::vec;
@@ -100,7 +100,7 @@ const OUTPUTS: usize = 2;
 
 impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C> {
     /// The values of one shard's record.
-    pub const RECORD: usize = OUTPUTS + B * M::OUT + M::PARAMS;
+    pub const RECORD: usize = OUTPUTS + B * M::OUT + M::TRAINABLE;
 
     /// A data-parallel step over `comm`'s processes with global batches cut into `shards`.
     pub fn new(comm: C, shards: Shards) -> Result<Self, ShardError> {
@@ -126,7 +126,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
             shards,
             mine: vec![0.0; own * Self::RECORD].into_boxed_slice(),
             all: vec![0.0; shards.count() * Self::RECORD].into_boxed_slice(),
-            sum: vec![0.0; M::PARAMS].into_boxed_slice(),
+            sum: vec![0.0; M::TRAINABLE].into_boxed_slice(),
             kinds: PhantomData,
         })
     }
@@ -193,7 +193,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         y: &Y,
     ) -> f32 {
         let loss = self.global_gradient(model, step, x, y.as_targets());
-        step.optimizer_mut().step(model.params_mut(), &self.sum);
+        optimizer_step(step.optimizer_mut(), model, &self.sum);
         loss
     }
 

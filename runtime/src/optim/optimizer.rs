@@ -197,14 +197,28 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     pub fn step(&mut self, params: &mut [f32], grads: &[f32]) {
         let n = self.len();
         assert_eq!(params.len(), n, "parameter buffer length");
-        assert_eq!(grads.len(), n, "gradient buffer length");
+        self.step_runs(params, grads, core::iter::once((0..n, 0..n)));
+    }
+
+    /// [`step`](Self::step) over parameters among which some do not train: `runs` gives,
+    /// for each run of trainable tensors, its range of `params` and of `grads` (as long as
+    /// the layout, the trainable tensors one after the other), in order.
+    pub(crate) fn step_runs(
+        &mut self,
+        params: &mut [f32],
+        grads: &[f32],
+        runs: impl Iterator<Item = (Range<usize>, Range<usize>)>,
+    ) {
+        assert_eq!(grads.len(), self.len(), "gradient buffer length");
         let mut plan = self.plan();
         let layout = &self.layout;
         plan.clip_globally(
             &self.config,
             (0..layout.tensor_count()).map(|i| &grads[layout.tensor_range(i)]),
         );
-        self.update(&plan, 0..n, params, grads);
+        for (p, g) in runs {
+            self.update(&plan, g.clone(), &mut params[p], &grads[g]);
+        }
         self.finish(&plan);
     }
 

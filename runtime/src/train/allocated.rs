@@ -38,7 +38,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
         U: EveryPart,
     {
         let () = Self::SOME_SAMPLES;
-        let lens: Vec<usize> = M::TENSORS.iter().map(|t| t.tensor.len()).collect();
+        let lens: Vec<usize> = M::TRAINABLE_TENSORS
+            .iter()
+            .map(|t| t.tensor.len())
+            .collect();
         debug_assert_eq!(model.params().len(), M::PARAMS);
         Step {
             bufs: Buffers {

@@ -2,63 +2,11 @@
 //! ..)]` in a constant, fails the build with the total and each part.
 
 use super::model::Bytes;
-
-/// A message built in a constant, up to 512 bytes.
-struct Message {
-    buf: [u8; 512],
-    len: usize,
-}
-
-impl Message {
-    const fn new() -> Self {
-        Message {
-            buf: [0; 512],
-            len: 0,
-        }
-    }
-
-    const fn text(mut self, s: &str) -> Self {
-        let b = s.as_bytes();
-        let mut i = 0;
-        while i < b.len() && self.len < self.buf.len() {
-            self.buf[self.len] = b[i];
-            self.len += 1;
-            i += 1;
-        }
-        self
-    }
-
-    const fn number(mut self, mut n: usize) -> Self {
-        let mut digits = [0u8; 20];
-        let mut k = 0;
-        loop {
-            digits[k] = b'0' + (n % 10) as u8;
-            k += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        while k > 0 && self.len < self.buf.len() {
-            k -= 1;
-            self.buf[self.len] = digits[k];
-            self.len += 1;
-        }
-        self
-    }
-
-    const fn as_str(&self) -> &str {
-        let (head, _) = self.buf.split_at(self.len);
-        match core::str::from_utf8(head) {
-            Ok(s) => s,
-            Err(_) => "memory budget exceeded",
-        }
-    }
-}
+use crate::message::Message;
 
 /// The message of a budget that `bytes` exceed.
 const fn over_budget(model: &str, max: usize, bytes: &Bytes) -> Message {
-    Message::new()
+    let message = Message::new()
         .text("model `")
         .text(model)
         .text("` needs ")
@@ -66,7 +14,16 @@ const fn over_budget(model: &str, max: usize, bytes: &Bytes) -> Message {
         .text(" bytes, over its budget of ")
         .number(max)
         .text(": parameters ")
-        .number(bytes.params)
+        .number(bytes.params);
+    let message = if bytes.frozen > 0 {
+        message
+            .text(" + frozen parameters ")
+            .number(bytes.frozen)
+            .text(" (no gradients, no slots)")
+    } else {
+        message
+    };
+    message
         .text(" + gradients ")
         .number(bytes.grads)
         .text(" + activations ")
@@ -94,6 +51,7 @@ mod tests {
     fn the_message_gives_the_total_and_each_part() {
         let bytes = Bytes {
             params: 1024,
+            frozen: 0,
             grads: 0,
             activations: 96,
             workspace: 7,
@@ -105,5 +63,23 @@ mod tests {
              gradients 0 + activations 96 + workspace 7 + optimizer slots 2048"
         );
         check_budget("Tiny", 3175, bytes);
+    }
+
+    #[test]
+    fn the_message_names_the_frozen_parameters() {
+        let bytes = Bytes {
+            params: 48,
+            frozen: 1024,
+            grads: 48,
+            activations: 96,
+            workspace: 0,
+            slots: 48,
+        };
+        assert_eq!(
+            over_budget("Head", 1000, &bytes).as_str(),
+            "model `Head` needs 1264 bytes, over its budget of 1000: parameters 48 + frozen \
+             parameters 1024 (no gradients, no slots) + gradients 48 + activations 96 + \
+             workspace 0 + optimizer slots 48"
+        );
     }
 }

@@ -74,7 +74,7 @@ fn carve<'a>(rest: &mut &'a mut [f32], n: usize) -> &'a mut [f32] {
 impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R, B, U> {
     /// Values of the arena: everything in [`BYTES`](Step::BYTES) but the model's own
     /// parameters and state.
-    pub const FLOATS: usize = (Self::BYTES.total() - Self::BYTES.params) / 4;
+    pub const FLOATS: usize = (Self::BYTES.total() - Self::BYTES.params - Self::BYTES.frozen) / 4;
 
     /// A step for `model` keeping its buffers in `arena`, which must hold exactly
     /// [`FLOATS`](Self::FLOATS) values. A step of `B = 0` does not compile.
@@ -111,7 +111,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         }
         debug_assert_eq!(model.params().len(), M::PARAMS);
         let mut rest = arena;
-        let slots = carve(&mut rest, R::SLOTS.len() * M::PARAMS);
+        let slots = carve(&mut rest, R::SLOTS.len() * M::TRAINABLE);
         let bufs = Buffers {
             grads: carve(&mut rest, grads_len::<M, U>()),
             acts: carve(&mut rest, M::ACTIVATIONS * B),

@@ -15,6 +15,7 @@ mod model;
 mod sink;
 mod state;
 pub(crate) mod step;
+mod tensors;
 
 #[cfg(feature = "alloc")]
 pub use allocated::TrainStep;
@@ -22,7 +23,8 @@ pub use batch::BatchError;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
 pub use input::InputValue;
-pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, NamedTensor, View};
-pub use sink::GradSink;
+pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, View};
+pub use sink::{GradSink, LayerAt};
 pub use state::StatePart;
 pub use step::{Evaluation, Step, StepOutcome, Target};
+pub use tensors::{trainable_runs, NamedTensor};

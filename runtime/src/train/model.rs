@@ -2,8 +2,9 @@
 
 use super::input::InputValue;
 use super::sink::GradSink;
+use super::tensors::NamedTensor;
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
-use crate::layers::{Ctx, Grad, Init, Layer, Tensor, Torch};
+use crate::layers::{Ctx, Grad, Layer};
 use crate::loss::Loss;
 use crate::optim::{Layout, Rule};
 use core::fmt;
@@ -25,43 +26,13 @@ pub struct LayerKind {
     pub describe: Describe,
 }
 
-/// One tensor of a model, in its flat parameter (or state) buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NamedTensor {
-    /// The layer's field name (`fc1`).
-    pub layer: &'static str,
-    /// The tensor within the layer, with its shape and initializer.
-    pub tensor: Tensor,
-    /// How PyTorch names and lays it out.
-    pub torch: Torch,
-    /// Offset of its first value in the flat parameter (or state) buffer.
-    pub offset: usize,
-}
-
-impl NamedTensor {
-    /// A placeholder, for building tables in constants.
-    #[doc(hidden)]
-    pub const EMPTY: NamedTensor = NamedTensor {
-        layer: "",
-        tensor: Tensor {
-            name: "",
-            shape: &[],
-            fans: (0, 0),
-            init: Init::Zeros,
-        },
-        torch: Torch {
-            name: "",
-            axes: &[],
-        },
-        offset: 0,
-    };
-}
-
 /// Sizes in bytes of a model and everything a train step owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bytes {
-    /// Parameters (and non-trainable state).
+    /// Trainable parameters and non-trainable state.
     pub params: usize,
+    /// Frozen parameters (`#[frozen]`): read, never trained.
+    pub frozen: usize,
     /// Gradients: one per parameter, or, when each layer is updated as soon as its gradient is
     /// known, one per parameter of the largest layer.
     pub grads: usize,
@@ -78,26 +49,28 @@ pub struct Bytes {
 impl Bytes {
     /// Everything together.
     pub const fn total(&self) -> usize {
-        self.params + self.grads + self.activations + self.workspace + self.slots
+        self.params + self.frozen + self.grads + self.activations + self.workspace + self.slots
     }
 
     /// The bytes of model `M` and a train step of rule `R` for batches of `batch`, with a
-    /// full gradient buffer or (`fused`) one the size of the largest layer.
+    /// full gradient buffer or (`fused`) one the size of the largest layer. Frozen tensors
+    /// have no gradients and no slots.
     pub const fn of<M: Model, R: Rule>(batch: usize, fused: bool) -> Bytes {
         let grads = if fused {
             M::MAX_LAYER_PARAMS
         } else {
-            M::PARAMS
+            M::TRAINABLE
         };
         Bytes {
-            params: (M::PARAMS + M::STATE) * 4,
+            params: (M::TRAINABLE + M::STATE) * 4,
+            frozen: (M::PARAMS - M::TRAINABLE) * 4,
             grads: grads * 4,
             activations: (M::ACTIVATIONS + M::NODE_GRADS + M::IN) * batch * 4,
             workspace: (M::SCRATCH_PER_SAMPLE * batch
                 + products_workspace_len(M::PRODUCTS, batch, 1)
                 + M::STATE)
                 * 4,
-            slots: R::SLOTS.len() * M::PARAMS * 4,
+            slots: R::SLOTS.len() * M::TRAINABLE * 4,
         }
     }
 }
@@ -112,8 +85,11 @@ pub trait Model: Sized {
     const IN: usize;
     /// Output values per sample.
     const OUT: usize;
-    /// Trainable parameters.
+    /// Parameters, frozen ones included.
     const PARAMS: usize;
+    /// Trainable parameters: the values of the tensors that are not frozen, which have
+    /// gradients and optimizer slots; [`PARAMS`](Self::PARAMS) when none is frozen.
+    const TRAINABLE: usize;
     /// Non-trainable state (normalization statistics).
     const STATE: usize;
     /// Activation values per sample: every node's output and what its layer saves.
@@ -126,6 +102,9 @@ pub trait Model: Sized {
     const OUTPUT_GRAD_OFFSET: usize;
     /// Every parameter tensor, in buffer order.
     const TENSORS: &'static [NamedTensor];
+    /// The tensors of [`TENSORS`](Self::TENSORS) that train, in the same order: the layout of
+    /// the gradients and the optimizer's state.
+    const TRAINABLE_TENSORS: &'static [NamedTensor];
     /// Every state tensor (BatchNorm's running statistics), in state-buffer order.
     const STATE_TENSORS: &'static [NamedTensor];
     /// The layers whose PyTorch module keeps a `num_batches_tracked` counter
@@ -148,8 +127,8 @@ pub trait Model: Sized {
     const SCRATCH_PER_SAMPLE: usize;
     /// The matrix products of every layer, from which the GEMM workspace follows.
     const PRODUCTS: &'static [Product];
-    /// The parameters of the largest layer: the gradient buffer of a step that updates each
-    /// layer as soon as its gradient is known.
+    /// The trainable parameters of the largest layer: the gradient buffer of a step that
+    /// updates each layer as soon as its gradient is known.
     const MAX_LAYER_PARAMS: usize;
 
     /// Scratch one forward or backward call needs for `batch` samples.
@@ -181,9 +160,11 @@ pub trait Model: Sized {
     );
 
     /// The backward pass: `node_grads` holds d loss / d output at the output's place; hands
-    /// each layer's d loss / d params to `sink` (right after that layer's backward call, which
-    /// has taken the gradient for the layer below from the layer's parameters) and writes
-    /// d loss / d x into `dx`.
+    /// each layer's d loss / d params (of its trainable tensors) to `sink` (right after that
+    /// layer's backward call, which has taken the gradient for the layer below from the
+    /// layer's parameters) and writes d loss / d x into `dx`. A layer whose output gradient
+    /// nothing needs (it trains nothing and nothing below it trains, and `dx` is skipped) is
+    /// not called.
     fn backward(
         ctx: &mut Ctx<'_>,
         sink: &mut dyn GradSink,
@@ -195,7 +176,7 @@ pub trait Model: Sized {
     );
 }
 
-/// The tensors of model `M` as an optimizer's [`Layout`].
+/// The trainable tensors of model `M` as an optimizer's [`Layout`].
 pub struct ModelTensors<M>(PhantomData<fn() -> M>);
 
 impl<M> ModelTensors<M> {
@@ -213,14 +194,15 @@ impl<M> Default for ModelTensors<M> {
 
 impl<M: Model> Layout for ModelTensors<M> {
     fn tensor_count(&self) -> usize {
-        M::TENSORS.len()
+        M::TRAINABLE_TENSORS.len()
     }
     fn tensor_range(&self, i: usize) -> Range<usize> {
-        let t = &M::TENSORS[i];
-        t.offset..t.offset + t.tensor.len()
+        let t = &M::TRAINABLE_TENSORS[i];
+        let at = t.grad.expect("a trainable tensor");
+        at..at + t.tensor.len()
     }
     fn len(&self) -> usize {
-        M::PARAMS
+        M::TRAINABLE
     }
 }
 

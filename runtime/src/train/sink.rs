@@ -3,35 +3,51 @@
 //! gradient in the full gradient buffer ([`Store`]), updates the layer at once ([`Apply`]), or
 //! lets it go ([`Discard`], for input gradients).
 
+use super::tensors::{trainable_runs, NamedTensor};
 use crate::kernels::parallel::splits;
 use crate::optim::{Optimizer, Plan, Rule, Storage, UpdateMode};
 use core::ops::Range;
 
+/// Where one layer's tensors lie, which the backward pass hands to its [`GradSink`].
+#[derive(Clone, Debug)]
+pub struct LayerAt {
+    /// The layer's range of the parameter buffer.
+    pub params: Range<usize>,
+    /// The range of the layer's trainable tensors in the buffers of the trainable tensors
+    /// (gradients, optimizer slots): `params` again when none of the model's tensors is frozen.
+    pub grads: Range<usize>,
+    /// The layer's tensors, in the model's table.
+    pub tensors: &'static [NamedTensor],
+}
+
 /// Where the backward pass of a model puts each layer's parameter gradient. Generated code
 /// calls [`layer`](Self::layer) before a layer's backward call and [`done`](Self::done) after
-/// it, for every layer, with the layer's range of the flat parameter buffer.
+/// it, for every layer it calls, with where the layer's tensors lie.
 pub trait GradSink {
     /// The parameters of the layer at `at` (which its backward reads) and the buffer its
-    /// backward writes their gradient into (`at.len()` values).
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]);
+    /// backward writes the gradient of its trainable tensors into (`at.grads.len()` values).
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]);
     /// The layer at `at` has its whole gradient, and has already taken the gradient for the
     /// layer below from its parameters.
-    fn done(&mut self, at: Range<usize>);
+    fn done(&mut self, at: &LayerAt);
 }
 
 /// Stores each layer's gradient at its place in the full gradient buffer.
 pub(crate) struct Store<'a> {
     /// The model's parameters.
     pub(crate) params: &'a [f32],
-    /// The full gradient buffer, as long as the parameters.
+    /// The full gradient buffer, as long as the trainable parameters.
     pub(crate) grads: &'a mut [f32],
 }
 
 impl GradSink for Store<'_> {
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
-        (&self.params[at.clone()], &mut self.grads[at])
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        (
+            &self.params[at.params.clone()],
+            &mut self.grads[at.grads.clone()],
+        )
     }
-    fn done(&mut self, _: Range<usize>) {}
+    fn done(&mut self, _: &LayerAt) {}
 }
 
 /// Lets each layer's gradient go: it is written into a buffer the size of the largest layer
@@ -39,16 +55,16 @@ impl GradSink for Store<'_> {
 pub(crate) struct Discard<'a> {
     /// The model's parameters.
     pub(crate) params: &'a [f32],
-    /// At least as long as the largest layer's parameters.
+    /// At least as long as the largest layer's trainable parameters.
     pub(crate) grads: &'a mut [f32],
 }
 
 impl GradSink for Discard<'_> {
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
-        let n = at.len();
-        (&self.params[at], &mut self.grads[..n])
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        let n = at.grads.len();
+        (&self.params[at.params.clone()], &mut self.grads[..n])
     }
-    fn done(&mut self, _: Range<usize>) {}
+    fn done(&mut self, _: &LayerAt) {}
 }
 
 /// Updates each layer as soon as its gradient is known, with the step's [`Plan`]: the
@@ -56,7 +72,7 @@ impl GradSink for Discard<'_> {
 pub(crate) struct Apply<'a, R: Rule, U: UpdateMode, S: Storage> {
     /// The model's parameters, updated layer by layer.
     pub(crate) params: &'a mut [f32],
-    /// At least as long as the largest layer's parameters.
+    /// At least as long as the largest layer's trainable parameters.
     pub(crate) grads: &'a mut [f32],
     /// The optimizer whose state the update reads and writes.
     pub(crate) optimizer: &'a mut Optimizer<R, U, S>,
@@ -67,19 +83,34 @@ pub(crate) struct Apply<'a, R: Rule, U: UpdateMode, S: Storage> {
 }
 
 impl<R: Rule, U: UpdateMode, S: Storage> GradSink for Apply<'_, R, U, S> {
-    fn layer(&mut self, at: Range<usize>) -> (&[f32], &mut [f32]) {
-        let n = at.len();
-        (&self.params[at], &mut self.grads[..n])
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        let n = at.grads.len();
+        (&self.params[at.params.clone()], &mut self.grads[..n])
     }
-    fn done(&mut self, at: Range<usize>) {
-        if !at.is_empty() {
-            let n = at.len();
-            let params = &mut self.params[at.clone()];
-            let splits = splits();
-            self.optimizer.set_gradients_spread(splits != self.splits);
-            self.splits = splits;
-            self.optimizer
-                .update(self.plan, at, params, &self.grads[..n]);
+    fn done(&mut self, at: &LayerAt) {
+        if at.grads.is_empty() {
+            return;
+        }
+        let splits = splits();
+        self.optimizer.set_gradients_spread(splits != self.splits);
+        self.splits = splits;
+        let first = at.grads.start;
+        for (params, grads) in layer_runs(at) {
+            let local = grads.start - first..grads.end - first;
+            self.optimizer.update(
+                self.plan,
+                grads,
+                &mut self.params[params],
+                &self.grads[local],
+            );
         }
     }
+}
+
+/// The runs of the layer at `at` whose parameters and gradients are both contiguous: the
+/// whole layer when none of its tensors is frozen.
+fn layer_runs(at: &LayerAt) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
+    let whole = (at.params.len() == at.grads.len()).then(|| (at.params.clone(), at.grads.clone()));
+    let runs = whole.is_none().then(|| trainable_runs(at.tensors));
+    whole.into_iter().chain(runs.into_iter().flatten())
 }

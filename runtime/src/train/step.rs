@@ -8,6 +8,7 @@
 use super::batch::{self, expect, BatchError};
 use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
+use super::tensors::trainable_runs;
 use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::kernels::parallel;
 use crate::layers::{Ctx, Grad, Mode};
@@ -42,8 +43,8 @@ pub(crate) const DEFAULT_SEED: Seed = Seed(0x5eed);
 
 /// The buffers of a step other than the optimizer's.
 pub(crate) struct Buffers<F> {
-    /// Parameter gradients: as long as the parameters, or as the largest layer's when each
-    /// layer is updated during the backward pass.
+    /// Parameter gradients: as long as the trainable parameters, or as the largest layer's
+    /// when each layer is updated during the backward pass.
     pub(crate) grads: F,
     /// Every node's output and what its layer saves, for `B` samples.
     pub(crate) acts: F,
@@ -64,7 +65,7 @@ pub(crate) const fn grads_len<M: Model, U: UpdateMode>() -> usize {
     if U::FUSED {
         M::MAX_LAYER_PARAMS
     } else {
-        M::PARAMS
+        M::TRAINABLE
     }
 }
 
@@ -147,8 +148,9 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The gradient buffer: after [`run`](Self::run) or [`gradients`](Self::gradients) in
-    /// the [`Full`](crate::optim::Full) mode, the gradients in the model's parameter layout
-    /// (an input gradient overwrites its first values with each layer's gradient in turn).
+    /// the [`Full`](crate::optim::Full) mode, the gradients of the trainable tensors, laid out
+    /// as [`Model::TRAINABLE_TENSORS`] (the model's parameter layout when none is frozen; an
+    /// input gradient overwrites its first values with each layer's gradient in turn).
     pub fn grads(&self) -> &[f32] {
         &self.bufs.grads
     }
@@ -511,7 +513,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             );
             self.optimizer
                 .set_gradients_spread(parallel::splits() != before);
-            self.optimizer.step(model.params_mut(), &self.bufs.grads);
+            optimizer_step::<M, R, U, S>(&mut self.optimizer, model, &self.bufs.grads);
         }
     }
 
@@ -650,9 +652,22 @@ pub(crate) fn update_or_skip<M: Model, R: Rule, U: UpdateMode, S: Storage>(
     if skipped {
         model.split_mut().1.copy_from_slice(kept);
     } else {
-        optimizer.step(model.params_mut(), grads);
+        optimizer_step(optimizer, model, grads);
     }
     StepOutcome { loss, skipped }
+}
+
+/// `optimizer`'s step over the trainable tensors of `model` from their gradients `grads`.
+pub(crate) fn optimizer_step<M: Model, R: Rule, U: UpdateMode, S: Storage>(
+    optimizer: &mut Optimizer<R, U, S>,
+    model: &mut M,
+    grads: &[f32],
+) {
+    if M::TRAINABLE == M::PARAMS {
+        optimizer.step(model.params_mut(), grads);
+    } else {
+        optimizer.step_runs(model.params_mut(), grads, trainable_runs(M::TENSORS));
+    }
 }
 
 /// The layer context of one pass over a step's workspace.

@@ -4,6 +4,8 @@
 //! update, no decay, no state for the frozen ones, which are not in the clipping norm either),
 //! in the full and the fused modes, in checkpoints, in a data-parallel step and from an arena;
 //! its buffers shrink, and the backward pass calls no layer below the lowest one that trains.
+//! A frozen layer can also be read from a `static`, or from a file saved by PyTorch when the
+//! crate compiles.
 
 mod common;
 
@@ -385,4 +387,114 @@ fn a_checkpoint_of_a_frozen_model_holds_the_slots_of_its_trainable_tensors_and_r
     let mut tuned = BitFit::init(Seed(0));
     checkpoint::model_from_bytes(&weights, &mut tuned).unwrap();
     assert_eq!(bits(tuned.params()), bits(twin.params()));
+}
+
+/// `fc1` of `tests/data/frozen/backbone.safetensors`, as PyTorch saved it ([out, in]).
+fn torch_fc1(o: usize, i: usize) -> f32 {
+    (10 * o + i) as f32 / 100.0
+}
+
+/// A backbone read from a file saved by PyTorch when the crate compiles, into `static`s.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct FromTorch {
+    #[frozen(torch = "tests/data/frozen/backbone.safetensors")]
+    fc1: Dense<4, 3, Tanh>,
+    #[frozen(torch = "tests/data/frozen/backbone.safetensors", key = "fc2")]
+    mid: Dense<3, 2>,
+    head: Dense<2, 3>,
+}
+
+/// The same layers in the parameter buffer, the backbone frozen there.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct InBuffer {
+    #[frozen]
+    fc1: Dense<4, 3, Tanh>,
+    #[frozen]
+    mid: Dense<3, 2>,
+    head: Dense<2, 3>,
+}
+
+/// `fc1`'s parameters written by hand, in fusegraph's layout (weight [in, out], then bias).
+static FC1: [f32; 15] = {
+    let mut p = [0.0; 15];
+    let mut k = 0;
+    while k < 12 {
+        let (i, o) = (k / 3, k % 3);
+        p[k] = (10 * o + i) as f32 / 100.0;
+        k += 1;
+    }
+    p[12] = 0.0;
+    p[13] = -0.1;
+    p[14] = -0.2;
+    p
+};
+
+/// `fc1` in a `static` of the program.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct FromStatic {
+    #[frozen(static = FC1)]
+    fc1: Dense<4, 3, Tanh>,
+    head: Dense<3, 3>,
+}
+
+#[test]
+fn a_layer_read_from_a_pytorch_file_has_its_values_in_fusegraphs_layout() {
+    let model = FromTorch::init(Seed(1));
+    let w = model.fc1().weight();
+    for i in 0..4 {
+        for o in 0..3 {
+            assert_eq!(
+                w[i * 3 + o],
+                torch_fc1(o, i),
+                "fc1.weight[{o}][{i}] of the file"
+            );
+        }
+    }
+    assert_eq!(model.fc1().bias(), [0.0, -0.1, -0.2]);
+    let mid = model.mid().weight();
+    assert_eq!(
+        mid[2 * 2 + 1],
+        (1.0 - 2.0) / 4.0,
+        "fc2.weight[1][2] of the file"
+    );
+    assert_eq!(model.mid().bias(), [0.5, -0.5]);
+    // Only the head is in the parameter buffer.
+    assert_eq!(FromTorch::PARAMS, 2 * 3 + 3);
+    assert_eq!(FromTorch::TENSORS.len(), 2);
+    assert_eq!(model.fc1().all(), FC1);
+}
+
+#[test]
+fn layers_in_statics_train_as_the_same_layers_frozen_in_the_buffer() {
+    let mut a = FromTorch::init(Seed(3));
+    let mut b = InBuffer::init(Seed(0));
+    let backbone = [a.fc1().all(), a.mid().all()].concat();
+    b.params_mut()[..backbone.len()].copy_from_slice(&backbone);
+    b.params_mut()[backbone.len()..].copy_from_slice(a.params());
+    let rule = torch::Adam::default().with_lr(0.05);
+    let mut step_a = TrainStep::<FromTorch, _, 4>::new(&a, rule);
+    let mut step_b = TrainStep::<InBuffer, _, 4>::new(&b, rule);
+    let mut rng = Rng::new(8);
+    for _ in 0..3 {
+        let x = rng.vec(4 * 4, 1.0);
+        let y = [0u32, 2, 1, 1];
+        let (la, lb) = (step_a.run(&mut a, &x, &y), step_b.run(&mut b, &x, &y));
+        assert_eq!(la.to_bits(), lb.to_bits());
+    }
+    assert_eq!(bits(a.params()), bits(&b.params()[backbone.len()..]));
+    let x = rng.vec(4 * 4, 1.0);
+    assert_eq!(
+        bits(step_a.input_gradient(&a, &x)),
+        bits(step_b.input_gradient(&b, &x)),
+        "the input gradient goes through the static layers"
+    );
+
+    let model = FromStatic::init(Seed(2));
+    assert_eq!(model.fc1().all(), FC1);
+    assert_eq!(
+        model.fc1().weight(),
+        FromTorch::init(Seed(2)).fc1().weight()
+    );
+    assert_eq!(FromStatic::PARAMS, 3 * 3 + 3);
+    assert_eq!(TrainStep::<FromStatic, torch::Sgd, 4>::BYTES.frozen, 0);
 }

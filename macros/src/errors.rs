@@ -256,7 +256,32 @@ pub fn flag_with_value(name: &str) -> String {
 }
 
 pub fn frozen_syntax() -> &'static str {
-    "`#[frozen]` freezes the whole layer, `#[frozen(weight)]` or `#[frozen(weight, bias)]` the tensors named"
+    "`#[frozen]` freezes the whole layer, `#[frozen(weight)]` or `#[frozen(weight, bias)]` the tensors named, `#[frozen(static = WEIGHTS)]` reads the layer from a `static` array, `#[frozen(torch = \"file.safetensors\")]` (with `key = \"prefix\"` if its keys do not start with the field's name) from a file saved by PyTorch"
+}
+
+pub fn weights_unreadable(file: &str, e: &std::io::Error) -> String {
+    format!("cannot read `{file}` (relative to the crate's Cargo.toml): {e}")
+}
+
+pub fn weights_not_safetensors(file: &str, e: &dyn std::fmt::Display) -> String {
+    format!("`{file}` is not a safetensors file ({e}): save it with `safetensors.torch.save_file(model.state_dict(), \"{file}\")`")
+}
+
+pub fn weights_dtype(key: &str, dtype: &str) -> String {
+    format!("`{key}` is {dtype}; the layer reads F32: save the model as float32 (`model.float()`) before `save_file`")
+}
+
+pub fn weights_no_layer(file: &str, prefix: &str, keys: &[String]) -> String {
+    let shown: Vec<&str> = keys.iter().take(8).map(String::as_str).collect();
+    let more = if keys.len() > shown.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!(
+        "`{file}` has no key starting with `{prefix}.`; its keys are {}{more}: write `key = \"...\"` with the prefix of this layer's keys",
+        shown.join(", ")
+    )
 }
 
 pub fn frozen_twice() -> &'static str {

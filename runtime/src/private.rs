@@ -311,3 +311,195 @@ pub fn split_mut<'a, const N: usize>(
         head
     })
 }
+
+/// One tensor of a layer in a file saved by PyTorch, for [`from_torch`]: its name after the
+/// layer's prefix, its shape and where its little-endian `f32` values lie in the file.
+pub struct TorchEntry {
+    /// PyTorch's name of the tensor within the layer (`weight`).
+    pub name: &'static str,
+    /// Its shape in the file (PyTorch's layout).
+    pub shape: &'static [usize],
+    /// The offset of its first byte in the file.
+    pub start: usize,
+}
+
+/// The parameters of layer `L`, in its storage layout, from the tensors `entries` of `file`
+/// (a safetensors file saved by PyTorch whose header `#[model]` read): each tensor found by
+/// PyTorch's name, its shape checked against the layer's, its values moved from PyTorch's
+/// layout. Fails the build, naming the key `layer.name` and both shapes, on a tensor the file
+/// lacks, one the layer lacks, or another shape. Used by `#[model]` for
+/// `#[frozen(torch = ..)]`.
+pub const fn from_torch<L: Layer, const N: usize>(
+    layer: &str,
+    file: &[u8],
+    entries: &[TorchEntry],
+) -> [f32; N] {
+    let mut out = [0.0f32; N];
+    let mut e = 0;
+    while e < entries.len() {
+        if torch_index::<L>(entries[e].name) == usize::MAX {
+            let m = Message::new().text("the file's `").text(layer).text(".");
+            let m = tensor_names::<L>(
+                m.text(entries[e].name)
+                    .text("` is not a tensor of the layer: its tensors are "),
+            );
+            panic!("{}", m.as_str());
+        }
+        e += 1;
+    }
+    let (mut i, mut offset) = (0, 0);
+    while i < L::TENSORS.len() {
+        let t = &L::TENSORS[i];
+        let (name, axes) = torch_of::<L>(i);
+        let mut e = 0;
+        while e < entries.len() && !same(entries[e].name, name) {
+            e += 1;
+        }
+        if e == entries.len() {
+            let m = Message::new()
+                .text("the file has no `")
+                .text(layer)
+                .text(".")
+                .text(name);
+            panic!("{}", m.text("`").as_str());
+        }
+        let entry = &entries[e];
+        if !torch_shape_is(t.shape, axes, entry.shape) {
+            let m = Message::new().text("`").text(layer).text(".").text(name);
+            let m = shape(m.text("`: the file's shape "), entry.shape);
+            let m = torch_shape(m.text(" is not the layer's "), t.shape, axes);
+            panic!("{}", m.text(" (PyTorch's layout)").as_str());
+        }
+        copy_from_torch(t.shape, axes, file, entry.start, &mut out, offset);
+        offset += t.len();
+        i += 1;
+    }
+    out
+}
+
+/// PyTorch's name and axes of layer `L`'s tensor `i`.
+const fn torch_of<L: Layer>(i: usize) -> (&'static str, &'static [usize]) {
+    if L::TORCH.is_empty() {
+        (L::TENSORS[i].name, &[])
+    } else {
+        (L::TORCH[i].name, L::TORCH[i].axes)
+    }
+}
+
+/// The index of layer `L`'s tensor PyTorch names `name`, `usize::MAX` if none.
+const fn torch_index<L: Layer>(name: &str) -> usize {
+    let mut i = 0;
+    while i < L::TENSORS.len() {
+        if same(torch_of::<L>(i).0, name) {
+            return i;
+        }
+        i += 1;
+    }
+    usize::MAX
+}
+
+/// `m` and PyTorch's names of layer `L`'s tensors, in backquotes.
+const fn tensor_names<L: Layer>(mut m: Message) -> Message {
+    let mut i = 0;
+    while i < L::TENSORS.len() {
+        if i > 0 {
+            m = m.text(", ");
+        }
+        m = m.text("`").text(torch_of::<L>(i).0).text("`");
+        i += 1;
+    }
+    m
+}
+
+/// PyTorch's size of its axis `k` of a tensor stored in `stored` with `axes`.
+const fn torch_dim(stored: &[usize], axes: &[usize], k: usize) -> usize {
+    if axes.is_empty() {
+        stored[k]
+    } else {
+        stored[axes[k]]
+    }
+}
+
+/// Whether PyTorch's shape of a tensor stored in `stored` with `axes` is `file`.
+const fn torch_shape_is(stored: &[usize], axes: &[usize], file: &[usize]) -> bool {
+    if file.len() != stored.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < file.len() {
+        if file[k] != torch_dim(stored, axes, k) {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+/// `m` and `dims` as `[a, b]`.
+const fn shape(mut m: Message, dims: &[usize]) -> Message {
+    m = m.text("[");
+    let mut k = 0;
+    while k < dims.len() {
+        if k > 0 {
+            m = m.text(", ");
+        }
+        m = m.number(dims[k]);
+        k += 1;
+    }
+    m.text("]")
+}
+
+/// `m` and PyTorch's shape of a tensor stored in `stored` with `axes`, as `[a, b]`.
+const fn torch_shape(mut m: Message, stored: &[usize], axes: &[usize]) -> Message {
+    m = m.text("[");
+    let mut k = 0;
+    while k < stored.len() {
+        if k > 0 {
+            m = m.text(", ");
+        }
+        m = m.number(torch_dim(stored, axes, k));
+        k += 1;
+    }
+    m.text("]")
+}
+
+/// Writes a tensor stored in `stored` with `axes` into `out` from `offset`, reading PyTorch's
+/// layout, its little-endian `f32` values from `start` in `file`.
+const fn copy_from_torch<const N: usize>(
+    stored: &[usize],
+    axes: &[usize],
+    file: &[u8],
+    start: usize,
+    out: &mut [f32; N],
+    offset: usize,
+) {
+    let rank = stored.len();
+    let mut len = 1;
+    let mut k = 0;
+    while k < rank {
+        len *= stored[k];
+        k += 1;
+    }
+    let mut j = 0;
+    while j < len {
+        // The stored coordinates of value `j`, then its index in PyTorch's layout.
+        let (mut rest, mut torch, mut stride) = (j, 0, 1);
+        let mut coords = [0usize; 8];
+        let mut a = rank;
+        while a > 0 {
+            a -= 1;
+            coords[a] = rest % stored[a];
+            rest /= stored[a];
+        }
+        let mut k = rank;
+        while k > 0 {
+            k -= 1;
+            let axis = if axes.is_empty() { k } else { axes[k] };
+            torch += coords[axis] * stride;
+            stride *= stored[axis];
+        }
+        let at = start + 4 * torch;
+        out[offset + j] = f32::from_le_bytes([file[at], file[at + 1], file[at + 2], file[at + 3]]);
+        j += 1;
+    }
+}

@@ -2,8 +2,9 @@
 //! inferred, every mismatch a spanned error (or, where sizes are not literals, a const
 //! assertion at the user's token).
 
-use super::parse::{Def, OptValue};
+use super::parse::{Def, Frozen, OptValue};
 use super::shapes::{self, Mistake, Shape};
+use super::weights::{self, Weights};
 use crate::errors::{self, Errors};
 use crate::paths;
 use proc_macro2::{Span, TokenStream};
@@ -64,6 +65,8 @@ pub struct Net {
     pub input: Width,
     pub assertions: Vec<Assertion>,
     pub budget: Option<Budget>,
+    /// Per field, the tensors of `#[frozen(torch = ..)]` in their file.
+    pub weights: Vec<Option<Weights>>,
 }
 
 /// `max_bytes = max, batch = batch, optimizer = optimizer` (and `fused`): a memory budget
@@ -411,6 +414,7 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
     for e in &def.frozen_errors {
         b.errs.push(e.clone());
     }
+    let weights = torch_weights(def, &mut b.errs);
     if !b.errs.is_empty() {
         return Err(std::mem::take(&mut b.errs)
             .finish()
@@ -431,7 +435,23 @@ pub fn check(def: &Def) -> Result<Net, syn::Error> {
         nodes: b.nodes,
         assertions: b.assertions,
         budget,
+        weights,
     })
+}
+
+/// The tensors of each `#[frozen(torch = "file")]` in its file, under `key` or the field's
+/// name; what cannot be read goes to `errs`.
+fn torch_weights(def: &Def, errs: &mut Errors) -> Vec<Option<Weights>> {
+    let load = |f: &super::parse::Field, errs: &mut Errors| {
+        let Some(Frozen::Torch { file, key }) = &f.frozen else {
+            return None;
+        };
+        let prefix = key
+            .as_ref()
+            .map_or_else(|| f.name.to_string(), syn::LitStr::value);
+        weights::load(file, &prefix).map_err(|e| errs.push(e)).ok()
+    };
+    def.fields.iter().map(|f| load(f, errs)).collect()
 }
 
 /// At least one field, each a layer type.

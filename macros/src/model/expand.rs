@@ -6,7 +6,7 @@ use super::check::{Net, Op, Src};
 use super::parse::{Def, Frozen};
 use crate::paths::{private as p, private_at};
 use proc_macro2::{Ident, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 
 /// The struct alone, so that a model with a mistake still names a type (one error, not fifty):
 /// parameters and state on the heap, or in `arrays` of that many values.
@@ -248,10 +248,12 @@ impl<'a> Expansion<'a> {
 
     /// The struct, its parameter and state sizes spelled out when they are stored inline.
     fn header(&self) -> TokenStream {
-        let sizes = self
-            .def
-            .inline
-            .then(|| (self.sum_of(quote!(PARAMS)), self.sum_of(quote!(STATE))));
+        let sizes = self.def.inline.then(|| {
+            (
+                self.sum_of_buffered(quote!(PARAMS)),
+                self.sum_of(quote!(STATE)),
+            )
+        });
         header(self.def, sizes)
     }
 
@@ -311,12 +313,19 @@ impl<'a> Expansion<'a> {
             let (o0, o1, s0, s1) = (&o[i], &o[i + 1], &st[i], &st[i + 1]);
             let (g0, g1, t0, t1, f) = (&g[i], &g[i + 1], &t[i], &t[i + 1], &self.f[i]);
             let mask = self.frozen_mask(i);
+            let (params, tensors) = match self.static_source(i) {
+                Some(_) => (quote!(0usize), quote!(0usize)),
+                None => (
+                    quote!(<#ty as #l>::PARAMS),
+                    quote!(<#ty as #l>::TENSORS.len()),
+                ),
+            };
             quote! {
-                const #o1: usize = #o0 + <#ty as #l>::PARAMS;
+                const #o1: usize = #o0 + #params;
                 const #s1: usize = #s0 + <#ty as #l>::STATE;
                 const #f: #p::layers::Frozen = #mask;
                 const #g1: usize = #g0 + #f.trainable_len(<#ty as #l>::TENSORS);
-                const #t1: usize = #t0 + <#ty as #l>::TENSORS.len();
+                const #t1: usize = #t0 + #tensors;
             }
         });
         let (o0, st0, g0, t0) = (&o[0], &st[0], &g[0], &t[0]);
@@ -334,12 +343,80 @@ impl<'a> Expansion<'a> {
         let (p, l, ty) = (&self.p, &self.l, self.tys[i]);
         match &self.def.fields[i].frozen {
             None => quote!(#p::layers::Frozen::NONE),
-            Some(Frozen::Layer(_)) => quote!(#p::layers::Frozen::all(<#ty as #l>::TENSORS.len())),
+            Some(Frozen::Layer(_) | Frozen::Static(_) | Frozen::Torch { .. }) => {
+                quote!(#p::layers::Frozen::all(<#ty as #l>::TENSORS.len()))
+            }
             Some(Frozen::Tensors(names)) => {
                 let names = names.iter().map(|n| n.to_string());
                 quote!(#p::frozen_named(<#ty as #l>::TENSORS, &[#(#names),*]))
             }
         }
+    }
+
+    /// The `static` array field `i`'s parameters are read from (`#[frozen(static = ..)]` or
+    /// `#[frozen(torch = ..)]`), if they are not in the parameter buffer.
+    fn static_source(&self, i: usize) -> Option<TokenStream> {
+        match &self.def.fields[i].frozen {
+            Some(Frozen::Static(path)) => Some(quote!(#path)),
+            Some(Frozen::Torch { .. }) => Some(format_ident!("__WEIGHTS{}", i).into_token_stream()),
+            _ => None,
+        }
+    }
+
+    /// Field `i`'s parameters in a pass: its `static`, or its part of the buffer `params`.
+    fn params_of(&self, i: usize, params: TokenStream) -> TokenStream {
+        match self.static_source(i) {
+            Some(src) => quote!(&#src[..]),
+            None => {
+                let (o0, o1) = (&self.o[i], &self.o[i + 1]);
+                quote!(&#params[#o0..#o1])
+            }
+        }
+    }
+
+    /// `<ty as Layer>::item` of each field whose tensors are in the parameter buffer, added
+    /// up.
+    fn sum_of_buffered(&self, item: TokenStream) -> TokenStream {
+        let l = &self.l;
+        let buffered = (0..self.tys.len()).filter(|&i| self.static_source(i).is_none());
+        sum(buffered.map(|i| {
+            let ty = self.tys[i];
+            quote!(<#ty as #l>::#item)
+        }))
+    }
+
+    /// The `static` arrays of `#[frozen(torch = ..)]`, built from their files when the crate
+    /// compiles, and the check that each `static` holds its layer's parameters.
+    fn statics(&self) -> TokenStream {
+        let l = &self.l;
+        let per_field = (0..self.tys.len()).filter_map(|i| {
+            let src = self.static_source(i)?;
+            let (ty, frozen) = (self.tys[i], self.def.fields[i].frozen.as_ref()?);
+            let span = frozen.span();
+            // The constant's error points at the file's name.
+            let p = private_at(span);
+            let built = self.net.weights[i].as_ref().map(|w| {
+                let (path, prefix) = (&w.path, &w.prefix);
+                let entries = w.entries.iter().map(|e| {
+                    let (name, shape, start) = (&e.name, &e.shape, e.start);
+                    quote!(#p::TorchEntry { name: #name, shape: &[#(#shape),*], start: #start })
+                });
+                quote_spanned! {span=>
+                    static #src: [f32; <#ty as #l>::PARAMS] = #p::from_torch::<#ty, { <#ty as #l>::PARAMS }>(
+                        #prefix,
+                        ::core::include_bytes!(#path),
+                        &[#(#entries),*],
+                    );
+                }
+            });
+            let check = quote_spanned! {span=>
+                const _: fn() = || {
+                    let _: &'static [f32; <#ty as #l>::PARAMS] = &#src;
+                };
+            };
+            Some(quote!(#built #check))
+        });
+        quote!(#(#per_field)*)
     }
 
     /// Where each field's tensors lie (`__AT{i}`), which its backward call hands to the sink.
@@ -379,7 +456,7 @@ impl<'a> Expansion<'a> {
                 const _: () = #p::check_freezable(#field, <#ty as #p::#l>::FREEZABLE, <#ty as #p::#l>::TENSORS.len());
             };
             let names = match frozen {
-                Frozen::Layer(_) => Vec::new(),
+                Frozen::Layer(_) | Frozen::Static(_) | Frozen::Torch { .. } => Vec::new(),
                 Frozen::Tensors(names) => names.iter().map(|n| {
                     let (p, name) = (private_at(n.span()), n.to_string());
                     quote_spanned! {n.span()=>
@@ -441,14 +518,12 @@ impl<'a> Expansion<'a> {
         offsets: &[Ident],
     ) -> TokenStream {
         let (p, l) = (&self.p, &self.l);
-        let fields = self
-            .def
-            .fields
-            .iter()
-            .zip(&self.tys)
-            .zip(offsets)
-            .enumerate();
-        let pushes = fields.map(|(i, ((f, ty), at))| {
+        let fields = self.def.fields.iter().zip(&self.tys).zip(offsets);
+        // A static field's tensors are in its `static`, not in the parameter buffer.
+        let buffered = fields
+            .enumerate()
+            .filter(|(i, _)| !params || self.static_source(*i).is_none());
+        let pushes = buffered.map(|(i, ((f, ty), at))| {
             let nm = f.name.to_string();
             let (torch, grad, frozen) = if params {
                 let (g, f) = (&self.g[i], &self.f[i]);
@@ -459,7 +534,12 @@ impl<'a> Expansion<'a> {
             quote!(let (__out, __at) = #p::push_tensors(__out, __at, #nm, <#ty as #l>::#tensors, #torch, #at, #grad, #frozen);)
         });
         let (ty, empty) = (quote!(#p::NamedTensor), quote!(#p::NamedTensor::EMPTY));
-        table(name, ty, empty, self.sum_of(quote!(#tensors.len())), pushes)
+        let count = if params {
+            self.sum_of_buffered(quote!(#tensors.len()))
+        } else {
+            self.sum_of(quote!(#tensors.len()))
+        };
+        table(name, ty, empty, count, pushes)
     }
 
     /// The names of the fields whose layer counts batches.
@@ -602,9 +682,9 @@ impl<'a> Expansion<'a> {
         match &n.op {
             Op::Layer(f) => {
                 let (ty, input) = (self.tys[*f], &ins[0]);
-                let (of, of1, sf, sf1) =
-                    (&self.o[*f], &self.o[*f + 1], &self.st[*f], &self.st[*f + 1]);
-                let io = quote!(ctx, #p::layers::Forward { params: &params[#of..#of1], state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });
+                let (sf, sf1) = (&self.st[*f], &self.st[*f + 1]);
+                let params = self.params_of(*f, quote!(params));
+                let io = quote!(ctx, #p::layers::Forward { params: #params, state: &mut state[#sf..#sf1], x: #input, y: #yk, saved: #sk, batch });
                 let call = self.layer_call(k, ty, "forward", io);
                 quote!(#call;)
             }
@@ -722,8 +802,14 @@ impl<'a> Expansion<'a> {
             Op::Layer(f) => {
                 let (ty, at, frozen, input) = (self.tys[*f], &self.at[*f], &self.f[*f], &ins[0]);
                 let gi = grad(n.inputs[0]);
-                let io = quote!(ctx, #p::layers::Backward { params: __p, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, frozen: #frozen, dparams: __g, batch });
-                let call = self.layer_call(k, ty, "backward", io);
+                let io = |params, dparams| quote!(ctx, #p::layers::Backward { params: #params, x: #input, y: &*#yk, saved: &*#sk, dy: &mut #dk[..], dx: #gi, frozen: #frozen, dparams: #dparams, batch });
+                if let Some(src) = self.static_source(*f) {
+                    // Nothing of it trains: its input gradient alone, without the sink.
+                    let io = io(quote!(&#src[..]), quote!(&mut []));
+                    let call = self.layer_call(k, ty, "backward", io);
+                    return quote!(#call;);
+                }
+                let call = self.layer_call(k, ty, "backward", io(quote!(__p), quote!(__g)));
                 quote! {
                     let (__p, __g) = sink.layer(&#at);
                     #call;
@@ -878,19 +964,19 @@ impl<'a> Expansion<'a> {
 
     /// One method per field: a view of its layer's parameters.
     fn views(&self) -> Vec<TokenStream> {
-        let (p, o) = (&self.p, &self.o);
+        let p = &self.p;
         let fields = self.def.fields.iter().enumerate();
         fields
             .map(|(i, f)| {
-                let (fname, ty, vis, attrs, oi, oi1) =
-                    (&f.name, &f.ty, &f.vis, &f.attrs, &o[i], &o[i + 1]);
+                let (fname, ty, vis, attrs) = (&f.name, &f.ty, &f.vis, &f.attrs);
+                let params = self.params_of(i, quote!(self.__params));
                 let doc = format!("The parameters of layer `{fname}`.");
                 quote! {
                     #(#attrs)*
                     #[doc = #doc]
                     #[allow(dead_code)]
                     #vis fn #fname(&self) -> #p::View<'_, #ty> {
-                        #p::View::new(&self.__params[#oi..#oi1])
+                        #p::View::new(#params)
                     }
                 }
             })
@@ -902,7 +988,9 @@ impl<'a> Expansion<'a> {
     fn inherent(&self) -> TokenStream {
         let (p, l, name, vis) = (&self.p, &self.l, &self.def.name, &self.def.vis);
         let construct = self.constructors();
-        let finish_init = self.tys.iter().enumerate().map(|(i, ty)| {
+        let buffered = self.tys.iter().enumerate();
+        let buffered = buffered.filter(|&(i, _)| self.static_source(i).is_none());
+        let finish_init = buffered.map(|(i, ty)| {
             let (o0, o1) = (&self.o[i], &self.o[i + 1]);
             quote!(<#ty as #l>::finish_init(&mut self.__params[#o0..#o1]);)
         });
@@ -1042,6 +1130,7 @@ impl<'a> Expansion<'a> {
 pub fn model(def: &Def, net: &Net) -> TokenStream {
     let e = Expansion::new(def, net);
     let (head, checks, offsets, layouts) = (e.header(), e.checks(), e.offsets(), e.layouts());
+    let statics = e.statics();
     let (tables, inherent, model_impl, budget) =
         (e.tables(), e.inherent(), e.model_impl(), e.budget());
     quote! {
@@ -1051,6 +1140,7 @@ pub fn model(def: &Def, net: &Net) -> TokenStream {
             #checks
 
             #offsets
+            #statics
             #layouts
             #tables
 

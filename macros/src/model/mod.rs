@@ -5,6 +5,7 @@ mod check;
 mod expand;
 mod parse;
 mod shapes;
+mod weights;
 
 use proc_macro2::TokenStream;
 

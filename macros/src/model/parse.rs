@@ -22,6 +22,16 @@ pub enum Frozen {
     Layer(proc_macro2::Span),
     /// `#[frozen(weight, ...)]`: the tensors named.
     Tensors(Vec<Ident>),
+    /// `#[frozen(static = PATH)]`: every tensor, read from the `static` array `PATH` (in
+    /// flash on a microcontroller), not from the model's parameter buffer.
+    Static(syn::Path),
+    /// `#[frozen(torch = "file.safetensors")]`, with `key = "prefix"` when the file's keys of
+    /// the layer do not start with the field's name: every tensor, read from a file saved by
+    /// PyTorch when the crate compiles, into a `static` array.
+    Torch {
+        file: syn::LitStr,
+        key: Option<syn::LitStr>,
+    },
 }
 
 impl Frozen {
@@ -30,6 +40,8 @@ impl Frozen {
         match self {
             Frozen::Layer(span) => *span,
             Frozen::Tensors(names) => names[0].span(),
+            Frozen::Static(path) => syn::spanned::Spanned::span(path),
+            Frozen::Torch { file, .. } => file.span(),
         }
     }
 }
@@ -57,6 +69,35 @@ fn take_frozen(attrs: &mut Vec<Attribute>, errors: &mut Vec<syn::Error>) -> Opti
     frozen
 }
 
+/// `static = PATH`, or `torch = "file"` with an optional `, key = "prefix"`; `None` for
+/// anything else (a list of tensor names), consuming nothing.
+fn from_static(input: ParseStream) -> syn::Result<Option<Frozen>> {
+    if input.peek(Token![static]) {
+        input.parse::<Token![static]>()?;
+        input.parse::<Token![=]>()?;
+        return Ok(Some(Frozen::Static(input.parse()?)));
+    }
+    let torch = input.fork().parse::<Ident>().is_ok_and(|i| i == "torch") && input.peek2(Token![=]);
+    if !torch {
+        // Leave the names to the caller.
+        input.parse::<proc_macro2::TokenStream>()?;
+        return Ok(None);
+    }
+    input.parse::<Ident>()?;
+    input.parse::<Token![=]>()?;
+    let file = input.parse()?;
+    let mut key = None;
+    if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
+        let k: Ident = input.parse()?;
+        if k != "key" {
+            return Err(syn::Error::new(k.span(), errors::frozen_syntax()));
+        }
+        input.parse::<Token![=]>()?;
+        key = Some(input.parse()?);
+    }
+    Ok(Some(Frozen::Torch { file, key }))
+}
+
 /// `#[frozen]` or `#[frozen(a, b)]` with distinct names.
 fn frozen_of(attr: &Attribute) -> syn::Result<Frozen> {
     let list = match &attr.meta {
@@ -66,6 +107,12 @@ fn frozen_of(attr: &Attribute) -> syn::Result<Frozen> {
             return Err(syn::Error::new_spanned(nv, errors::frozen_syntax()));
         }
     };
+    if let Some(frozen) = list
+        .parse_args_with(from_static)
+        .map_err(|e| syn::Error::new(e.span(), errors::frozen_syntax()))?
+    {
+        return Ok(frozen);
+    }
     let names = list
         .parse_args_with(Punctuated::<Ident, Token![,]>::parse_terminated)
         .map_err(|e| syn::Error::new(e.span(), errors::frozen_syntax()))?;

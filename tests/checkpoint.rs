@@ -1363,7 +1363,8 @@ fn non_finite_values_are_refused_unless_accepted() {
     assert_eq!(
         err.to_string(),
         "checkpoint tensor `fc.weight` holds NaN at index 2; \
-         load with `Loader::new().allow_non_finite()` to accept it"
+         load with `Loader::new().allow_non_finite()` (a PyTorch file: \
+         `TorchImport::new().allow_non_finite()`) to accept it"
     );
     assert_eq!(bits(target.params()), before);
     let meta = Loader::new()

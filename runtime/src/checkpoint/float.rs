@@ -57,7 +57,6 @@ fn f16_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::vec;
 
     fn le16(words: &[u16]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
@@ -78,7 +77,7 @@ mod tests {
             (0x7bff, 65504.0),
             (0x0400, 6.103_515_6e-5), // smallest normal, 2^-14
             (0x0001, 5.960_464_5e-8), // smallest subnormal, 2^-24
-            (0x03ff, 6.097_555_2e-5), // largest subnormal, 1023 * 2^-24
+            (0x03ff, 6.097_555e-5),   // largest subnormal, 1023 * 2^-24
             (0x8001, -5.960_464_5e-8),
             (0x7c00, f32::INFINITY),
             (0xfc00, f32::NEG_INFINITY),
@@ -147,7 +146,7 @@ mod tests {
             Dtype::BOOL,
             Dtype::F8_E4M3,
         ] {
-            assert_eq!(decode(dtype, &vec![0u8; 8]), None, "{dtype:?}");
+            assert_eq!(decode(dtype, &[0u8; 8]), None, "{dtype:?}");
         }
     }
 }

@@ -71,8 +71,8 @@ impl Rename {
 /// checks more of it, the layers' kinds and the checksums).
 ///
 /// ```ignore
-/// // (Compiled and run as `docs_example` in tests/torch_import.rs: the macros live in the
-/// // `fusegraph` crate.)
+/// // (Compiled and run as `torch_import::docs_example` in tests/checkpoint.rs: the macros
+/// // live in the `fusegraph` crate.)
 /// use fusegraph::checkpoint::TorchImport;
 /// use fusegraph::prelude::*;
 ///

@@ -3,7 +3,7 @@ state_dict of `fc = nn.Linear(3, 2)` with weight [[1, 2, 3], [4, 5, 6]] and bias
 using only the standard library (no torch, no safetensors): an 8-byte little-endian header
 length, the header as compact JSON (no `__metadata__`; tensors sorted by name, as they all are
 F32) padded with spaces to a multiple of 8, then each tensor's float32 values, little-endian, in
-C order. `tests/torch_import.rs` checks the bytes against the Rust crate PyTorch's save calls.
+C order. `tests/checkpoint/torch_import.rs` checks the bytes against the Rust crate PyTorch's save calls.
 
 Run from this directory: python3 write_tiny.py
 """

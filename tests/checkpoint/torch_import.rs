@@ -2,76 +2,20 @@
 //! written here with the `safetensors` crate that PyTorch's `save_file` calls, without
 //! metadata, tensors in PyTorch's names and layouts, as PyTorch writes them.
 
-mod common;
-
-use common::{bits, Rng};
+use super::common::{bits, Rng};
+use super::{scratch, Attn, Conv, GruNet, Mlp, Normed, Seq, Tiny, GRU_NET_GRU};
 use fusegraph::checkpoint::{self, CheckpointError, TorchImport, Warning};
 use fusegraph::fit::TrainError;
 use fusegraph::optim::keras;
 use fusegraph::prelude::*;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
-use std::path::PathBuf;
-
-/// One Dense, small enough to write its values by hand.
-#[fusegraph::model(loss = Mse)]
-pub struct Tiny {
-    fc: Dense<3, 2>,
-}
-
-/// An MLP.
-#[fusegraph::model(loss = SoftmaxCrossEntropy)]
-pub struct Mlp {
-    fc1: Dense<8, 16, Relu>,
-    fc2: Dense<16, 4>,
-}
-
-/// BatchNorm1d with its running statistics and a LayerNorm.
-#[fusegraph::model(loss = SoftmaxCrossEntropy)]
-pub struct Normed {
-    fc1: Dense<8, 16, Relu>,
-    bn: BatchNorm<16>,
-    ln: LayerNorm<16>,
-    head: Dense<16, 4>,
-}
-
-/// A convolution (OIHW in the file) with a BatchNorm2d over its channels.
-#[fusegraph::model(loss = SoftmaxCrossEntropy)]
-pub struct Conv {
-    conv: Conv2d<5, 5, 2, 3, 3, 3, 1, Valid, Relu>,
-    bn: BatchNorm<3, 9>,
-    flat: Flatten<27>,
-    fc: Dense<27, 4>,
-}
-
-/// A Conv1d (`[out, in, k]` in the file) and a Dense at every position.
-#[fusegraph::model(loss = SoftmaxCrossEntropy)]
-pub struct Seq {
-    conv: Conv1d<6, 2, 3, 3, 1, Same, Relu>,
-    proj: PerPosition<Dense<3, 4>, 6>,
-    pool: MeanOverTime<6, 4>,
-}
-
-/// Two stacked GRU layers, then a classifier.
-#[fusegraph::model(loss = SoftmaxCrossEntropy)]
-pub struct GruNet {
-    gru: Gru<3, 2, 4, 2>,
-    fc: Dense<4, 4>,
-}
 
 /// An LSTM, then a classifier.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 pub struct LstmNet {
     lstm: Lstm<3, 2, 3>,
     fc: Dense<3, 2>,
-}
-
-/// Token ids through an embedding and causal self-attention without a key bias.
-#[fusegraph::model(loss = SequenceCrossEntropy<5>, input = u32)]
-pub struct Attn {
-    tok: Embedding<5, 4, 3>,
-    attn: CausalSelfAttention<3, 4, 2, true, false>,
-    head: PerPosition<Dense<4, 5>, 3>,
 }
 
 /// A tensor of a PyTorch `state_dict`: its key, type, shape and little-endian bytes.
@@ -189,19 +133,24 @@ fn mlp_dict(seed: u64, prefix: &str, extra: &[(&str, &[usize])]) -> Vec<Tensor> 
     state_dict(seed, &all)
 }
 
+/// The weight `[[1, 2, 3], [4, 5, 6]]` of an `nn.Linear(3, 2)`: row `o`, column `i`.
+const LINEAR: [f32; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// [`LINEAR`] as `Dense<3, 2>` stores it, `[in = 3, out = 2]`: (i, o) at `2 * i + o` holds
+/// PyTorch's `[o][i]`.
+const LINEAR_STORED: [f32; 6] = [1.0, 4.0, 2.0, 5.0, 3.0, 6.0];
+
 #[test]
 fn a_linear_weight_lands_transposed() {
     // nn.Linear(3, 2) with weight [[1, 2, 3], [4, 5, 6]] (row o, column i) and bias [7, 8].
     let file = [
-        f32s("fc.weight", &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        f32s("fc.weight", &[2, 3], &LINEAR),
         f32s("fc.bias", &[2], &[7.0, 8.0]),
     ];
     let mut model = Tiny::init(Seed(1));
     let report = TorchImport::new()
         .from_bytes(&save_file(&file), &mut model)
         .unwrap();
-    // Stored [in = 3, out = 2]: (i, o) at 2 * i + o holds PyTorch's [o][i].
-    assert_eq!(model.fc().weight(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    assert_eq!(model.fc().weight(), LINEAR_STORED);
     assert_eq!(model.fc().bias(), [7.0, 8.0]);
     let loaded: Vec<(&str, &str, &str)> = report
         .loaded()
@@ -255,26 +204,33 @@ fn a_conv2d_weight_goes_from_oihw_to_hwio_and_batchnorm_state_is_restored() {
         }
     }
     let bn = model.bn();
-    assert_eq!(
-        bits(bn.tensor("gamma").unwrap()),
-        bits(&find(&file, "bn.weight"))
-    );
-    assert_eq!(
-        bits(bn.tensor("beta").unwrap()),
-        bits(&find(&file, "bn.bias"))
-    );
-    let stats = [
-        find(&file, "bn.running_mean"),
-        find(&file, "bn.running_var"),
-    ]
-    .concat();
-    assert_eq!(bits(model.state()), bits(&stats));
-    let fc = find(&file, "fc.weight"); // [4, 27]
-    let transposed: Vec<f32> = (0..27)
-        .flat_map(|i| (0..4).map(move |o| (i, o)))
-        .map(|(i, o)| fc[o * 27 + i])
-        .collect();
-    assert_eq!(bits(model.fc().weight()), bits(&transposed));
+    assert_affine(bn.tensor("gamma"), bn.tensor("beta"), &file, "bn");
+    assert_eq!(bits(model.state()), bits(&running_stats(&file, "bn")));
+    let fc = transposed(&find(&file, "fc.weight"), 4, 27);
+    assert_eq!(bits(model.fc().weight()), bits(&fc));
+}
+
+/// Checks that a norm's `gamma` and `beta` hold the file's `<layer>.weight` and
+/// `<layer>.bias`.
+fn assert_affine(gamma: Option<&[f32]>, beta: Option<&[f32]>, file: &[Tensor], layer: &str) {
+    let weight = find(file, &format!("{layer}.weight"));
+    assert_eq!(bits(gamma.unwrap()), bits(&weight), "{layer}.weight");
+    let bias = find(file, &format!("{layer}.bias"));
+    assert_eq!(bits(beta.unwrap()), bits(&bias), "{layer}.bias");
+}
+
+/// The running mean and variance of BatchNorm `layer` in the file, as the model's state
+/// holds them.
+fn running_stats(file: &[Tensor], layer: &str) -> Vec<f32> {
+    let mean = find(file, &format!("{layer}.running_mean"));
+    [mean, find(file, &format!("{layer}.running_var"))].concat()
+}
+
+/// A Linear weight `[out, in]` of PyTorch as fusegraph stores it, `[in, out]`.
+fn transposed(torch: &[f32], out: usize, inputs: usize) -> Vec<f32> {
+    (0..inputs * out)
+        .map(|n| torch[(n % out) * inputs + n / out])
+        .collect()
 }
 
 #[test]
@@ -297,12 +253,8 @@ fn a_conv1d_weight_goes_from_out_in_k_and_a_per_position_dense_is_a_linear() {
             }
         }
     }
-    let p = find(&file, "proj.weight");
-    let transposed: Vec<f32> = (0..3)
-        .flat_map(|i| (0..4).map(move |o| (i, o)))
-        .map(|(i, o)| p[o * 3 + i])
-        .collect();
-    assert_eq!(bits(model.proj().weight()), bits(&transposed));
+    let proj = transposed(&find(&file, "proj.weight"), 4, 3);
+    assert_eq!(bits(model.proj().weight()), bits(&proj));
     assert_eq!(bits(model.conv().bias()), bits(&find(&file, "conv.bias")));
 }
 
@@ -323,21 +275,10 @@ fn norms_load_with_pytorch_names_and_the_counter_may_be_absent() {
     ];
     let file = state_dict(4, &keys);
     let model: Normed = import(&TorchImport::new(), &file, 1);
-    let ln = model.ln();
-    assert_eq!(
-        bits(ln.tensor("gamma").unwrap()),
-        bits(&find(&file, "ln.weight"))
-    );
-    assert_eq!(
-        bits(ln.tensor("beta").unwrap()),
-        bits(&find(&file, "ln.bias"))
-    );
-    let stats = [
-        find(&file, "bn.running_mean"),
-        find(&file, "bn.running_var"),
-    ]
-    .concat();
-    assert_eq!(bits(model.state()), bits(&stats));
+    let (ln, bn) = (model.ln(), model.bn());
+    assert_affine(ln.tensor("gamma"), ln.tensor("beta"), &file, "ln");
+    assert_affine(bn.tensor("gamma"), bn.tensor("beta"), &file, "bn");
+    assert_eq!(bits(model.state()), bits(&running_stats(&file, "bn")));
     // Without the counter (a BatchNorm with momentum but an old PyTorch): the same.
     keys.retain(|(k, _)| !k.ends_with("num_batches_tracked"));
     let again: Normed = import(&TorchImport::new(), &state_dict(4, &keys), 1);
@@ -345,38 +286,38 @@ fn norms_load_with_pytorch_names_and_the_counter_may_be_absent() {
     assert_eq!(bits(again.state()), bits(model.state()));
 }
 
+/// Imports a `state_dict` of `keys` into an `M` whose parameters start with the first
+/// `recurrent` of them, and checks that they are there as they are, in the model's order.
+fn recurrent_as_they_are<M: Init>(seed: u64, keys: &[(&str, &[usize])], recurrent: usize) {
+    let file = state_dict(seed, keys);
+    let model: M = import(&TorchImport::new(), &file, 1);
+    let expected: Vec<f32> = keys[..recurrent]
+        .iter()
+        .flat_map(|(k, _)| find(&file, k))
+        .collect();
+    assert_eq!(bits(&model.params()[..expected.len()]), bits(&expected));
+}
+
 #[test]
 fn recurrent_weights_load_as_they_are() {
-    let gru: [(&str, &[usize]); 10] = [
-        ("gru.weight_ih_l0", &[12, 2]),
-        ("gru.weight_hh_l0", &[12, 4]),
-        ("gru.bias_ih_l0", &[12]),
-        ("gru.bias_hh_l0", &[12]),
-        ("gru.weight_ih_l1", &[12, 4]),
-        ("gru.weight_hh_l1", &[12, 4]),
-        ("gru.bias_ih_l1", &[12]),
-        ("gru.bias_hh_l1", &[12]),
-        ("fc.weight", &[4, 4]),
-        ("fc.bias", &[4]),
-    ];
-    let file = state_dict(5, &gru);
-    let model: GruNet = import(&TorchImport::new(), &file, 1);
-    // nn.GRU's tensors in the model's order, untransposed.
-    let expected: Vec<f32> = gru[..8].iter().flat_map(|(k, _)| find(&file, k)).collect();
-    assert_eq!(bits(&model.params()[..expected.len()]), bits(&expected));
-
-    let lstm: [(&str, &[usize]); 6] = [
-        ("lstm.weight_ih_l0", &[12, 2]),
-        ("lstm.weight_hh_l0", &[12, 3]),
-        ("lstm.bias_ih_l0", &[12]),
-        ("lstm.bias_hh_l0", &[12]),
-        ("fc.weight", &[2, 3]),
-        ("fc.bias", &[2]),
-    ];
-    let file = state_dict(6, &lstm);
-    let model: LstmNet = import(&TorchImport::new(), &file, 1);
-    let expected: Vec<f32> = lstm[..4].iter().flat_map(|(k, _)| find(&file, k)).collect();
-    assert_eq!(bits(&model.params()[..expected.len()]), bits(&expected));
+    let gru_net = [
+        &GRU_NET_GRU[..],
+        &[("fc.weight", &[4, 4]), ("fc.bias", &[4])],
+    ]
+    .concat();
+    recurrent_as_they_are::<GruNet>(5, &gru_net, GRU_NET_GRU.len());
+    recurrent_as_they_are::<LstmNet>(
+        6,
+        &[
+            ("lstm.weight_ih_l0", &[12, 2]),
+            ("lstm.weight_hh_l0", &[12, 3]),
+            ("lstm.bias_ih_l0", &[12]),
+            ("lstm.bias_hh_l0", &[12]),
+            ("fc.weight", &[2, 3]),
+            ("fc.bias", &[2]),
+        ],
+        4,
+    );
 }
 
 #[test]
@@ -397,13 +338,9 @@ fn embeddings_load_as_they_are_and_attention_projections_as_linears() {
     let model: Attn = import(&TorchImport::new(), &file, 1);
     assert_eq!(bits(model.tok().weight()), bits(&find(&file, "tok.weight")));
     for (key, stored) in [("attn.q.weight", "q_weight"), ("attn.o.weight", "o_weight")] {
-        let t = find(&file, key);
-        let transposed: Vec<f32> = (0..16).map(|n| t[(n % 4) * 4 + n / 4]).collect();
-        assert_eq!(
-            bits(model.attn().tensor(stored).unwrap()),
-            bits(&transposed),
-            "{key}"
-        );
+        let w = transposed(&find(&file, key), 4, 4);
+        let attn = model.attn();
+        assert_eq!(bits(attn.tensor(stored).unwrap()), bits(&w), "{key}");
     }
     assert_eq!(
         bits(model.attn().tensor("o_bias").unwrap()),
@@ -628,7 +565,7 @@ fn half_and_double_precision_are_converted_and_integers_refused() {
     let report = TorchImport::new()
         .from_bytes(&save_file(&half), &mut model)
         .unwrap();
-    assert_eq!(model.fc().weight(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    assert_eq!(model.fc().weight(), LINEAR_STORED);
     assert_eq!(model.fc().bias(), [7.0, 8.0]);
     assert_eq!(
         report.to_string(),
@@ -782,25 +719,10 @@ fn files_that_are_not_safetensors_are_refused() {
     }
 }
 
-/// A temporary directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("fusegraph-torch-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
 #[test]
 fn load_model_and_resume_refuse_a_pytorch_file_and_point_at_the_import() {
     let dir = scratch("refuse");
-    let path = dir.0.join("torch.safetensors");
+    let path = dir.join("torch.safetensors");
     std::fs::write(&path, save_file(&mlp_dict(15, "", &[]))).unwrap();
     let pointer = "checkpoint metadata has no `format` (expected `fusegraph`; a file written by \
                    PyTorch's `safetensors.torch.save_file` loads with `checkpoint::TorchImport`)";
@@ -825,7 +747,7 @@ fn load_model_and_resume_refuse_a_pytorch_file_and_point_at_the_import() {
     );
 }
 
-/// A file written by `tests/data/torch/write_tiny.py` with Python's `struct` and `json` only,
+/// The file `tests/data/torch/write_tiny.py` writes with Python's `struct` and `json` only,
 /// byte for byte as `safetensors.torch.save_file` writes `nn.Linear(3, 2)`'s `state_dict`
 /// with weight `[[1, 2, 3], [4, 5, 6]]` and bias `[0.5, -0.25]`.
 #[test]
@@ -835,7 +757,7 @@ fn a_file_written_by_python_imports() {
     )
     .unwrap();
     let same = save_file(&[
-        f32s("fc.weight", &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        f32s("fc.weight", &[2, 3], &LINEAR),
         f32s("fc.bias", &[2], &[0.5, -0.25]),
     ]);
     assert_eq!(
@@ -844,7 +766,7 @@ fn a_file_written_by_python_imports() {
     );
     let mut model = Tiny::init(Seed(1));
     TorchImport::new().from_bytes(&bytes, &mut model).unwrap();
-    assert_eq!(model.fc().weight(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    assert_eq!(model.fc().weight(), LINEAR_STORED);
     assert_eq!(model.fc().bias(), [0.5, -0.25]);
 }
 
@@ -852,7 +774,7 @@ fn a_file_written_by_python_imports() {
 #[test]
 fn docs_example() -> Result<(), CheckpointError> {
     let dir = scratch("docs");
-    let path = dir.0.join("classifier.safetensors");
+    let path = dir.join("classifier.safetensors");
     let file = mlp_dict(
         16,
         "backbone.",

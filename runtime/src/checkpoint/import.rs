@@ -247,25 +247,28 @@ impl TorchImport {
             .filter(|e| !claimed.contains_key(e.name.as_str()))
             .map(|e| (e.name.clone(), e.shape.clone()))
             .collect();
-        let refused_unused = if self.allow_unused {
-            vec![]
-        } else {
-            unused.clone()
-        };
-        let refused_unset = if self.allow_missing {
-            vec![]
-        } else {
-            unset.clone()
-        };
-        if !refused_unused.is_empty() || !refused_unset.is_empty() {
-            return Err(CheckpointError::Unmatched {
-                unused: refused_unused,
-                unset: refused_unset,
-            });
-        }
+        self.check_unmatched(&unused, &unset)?;
         report.unused = unused.into_iter().map(|(key, _)| key).collect();
         report.unset = unset.into_iter().map(|(name, _)| name).collect();
         Ok(matched)
+    }
+
+    /// `Ok` unless keys of the file map to no tensor or tensors of the model are set by no
+    /// key, which this import does not allow.
+    fn check_unmatched(
+        &self,
+        unused: &[(String, String)],
+        unset: &[(String, Vec<usize>)],
+    ) -> Result<(), CheckpointError> {
+        let unused = if self.allow_unused { &[][..] } else { unused };
+        let unset = if self.allow_missing { &[][..] } else { unset };
+        if unused.is_empty() && unset.is_empty() {
+            return Ok(());
+        }
+        Err(CheckpointError::Unmatched {
+            unused: unused.to_vec(),
+            unset: unset.to_vec(),
+        })
     }
 
     /// The values of a matched tensor of the file, checked and converted to `f32` in

@@ -4,7 +4,8 @@
 //! under `kill`, and random corruption that never panics. Integrity: every single flipped bit
 //! is an error or changes nothing, each layer kind is part of the model's identity, files of
 //! format version 1 load with warnings, NaNs are refused unless accepted, and saves report the
-//! caller's path and clean up after killed writers.
+//! caller's path and clean up after killed writers. `torch_import`: loading a PyTorch
+//! `state_dict`.
 
 mod common;
 #[path = "checkpoint/torch_import.rs"]

@@ -213,6 +213,30 @@ impl Frozen {
         n
     }
 
+    /// The values of the gradients of tensors of `lens` values that are not frozen:
+    /// [`trainable_len`](Self::trainable_len) for sizes known at run time.
+    pub fn trainable_values(self, lens: &[usize]) -> usize {
+        let trainable = lens.iter().enumerate().filter(|&(i, _)| !self.is_frozen(i));
+        trainable.map(|(_, &n)| n).sum()
+    }
+
+    /// The mask of the `count` tensors from `first` on, as a part of a layer that holds them
+    /// sees it (its tensor 0 is the layer's tensor `first`): a stacked recurrent layer's, an
+    /// attention projection's.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Frozen;
+    /// assert_eq!(Frozen(0b1101_0110).part(4, 2), Frozen(0b01));
+    /// ```
+    pub const fn part(self, first: usize, count: usize) -> Frozen {
+        let shifted = if first >= Self::MAX_TENSORS {
+            0
+        } else {
+            self.0 >> first
+        };
+        Frozen(shifted & Self::all(count).0)
+    }
+
     /// The gradient of each of `N` tensors of `lens` values, cut from `dparams` (the
     /// trainable tensors' gradients, one after the other): `None` for a frozen tensor.
     ///

@@ -511,7 +511,11 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
         x: c,
         y: io.y,
         dy: io.dy,
-        dx: if below { Grad::Set(&mut *dc) } else { Grad::Skip },
+        dx: if below {
+            Grad::Set(&mut *dc)
+        } else {
+            Grad::Skip
+        },
         frozen: d.projection_frozen(io.frozen, 3),
         dparams: go,
     };

@@ -33,7 +33,11 @@ pub(crate) fn backward<L: Layer>(io: &Backward<'_, impl Sized>) {
         "{l}: frozen mask {:#b} for a layer of {} tensors that {} freezing",
         io.frozen.0,
         L::TENSORS.len(),
-        if L::FREEZABLE { "allows" } else { "does not allow" }
+        if L::FREEZABLE {
+            "allows"
+        } else {
+            "does not allow"
+        }
     );
     let trainable = match io.frozen.any() {
         true => io.frozen.trainable_len(L::TENSORS),

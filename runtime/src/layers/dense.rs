@@ -393,6 +393,34 @@ mod tests {
         );
     }
 
+    /// A mask naming a tensor past the layer's (a bias the layer does not have) is the
+    /// caller's bug, refused before any work.
+    #[test]
+    #[should_panic(expected = "frozen mask 0b10 for a layer of 1 tensors")]
+    fn a_mask_past_the_tensors_is_refused() {
+        type D = Dense<2, 1, Identity, false>;
+        let mut rng = crate::rng::Rng::new(crate::rng::Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut std::vec![0.0; D::gemm_len(1)],
+            scratch: &mut [],
+            rng: &mut rng,
+            first_sample: 0,
+            mode: crate::layers::Mode::Train,
+        };
+        let io = Backward {
+            params: &[1.0, 2.0],
+            x: &[1.0, 1.0],
+            y: &[3.0],
+            saved: &[],
+            dy: &mut [1.0],
+            dx: Grad::Skip,
+            frozen: crate::layers::Frozen(0b10),
+            dparams: &mut [0.0; 2],
+            batch: 1,
+        };
+        D::backward(&mut ctx, io);
+    }
+
     #[test]
     fn batch_of_zero_does_nothing() {
         Check::new(0).run::<Dense<3, 2>>(&reference::<3, 2, Identity, true>);

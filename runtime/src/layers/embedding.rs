@@ -450,6 +450,33 @@ mod tests {
         assert_eq!(&params[..4], [1.0, 1.0, 0.0, 0.0]);
     }
 
+    /// A frozen table over ids: no gradient (`dparams` empty), and the input gradient still
+    /// zeros when overwritten, untouched when added to.
+    #[test]
+    fn a_frozen_table_over_ids_gives_the_input_gradient_only() {
+        type E = Embedding<6, 2, 4>;
+        let table: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
+        let ids: [u32; 4] = [1, 3, 5, 0];
+        let y = [0.0; 8];
+        let mut rng = Rng::new(Seed(0));
+        let (mut set, mut added) = (vec![f32::NAN; 4], vec![2.0; 4]);
+        for dx in [Grad::Set(&mut set), Grad::Add(&mut added)] {
+            let io = Backward {
+                params: &table,
+                x: &ids,
+                y: &y,
+                saved: &[],
+                dy: &mut [1.0; 8],
+                dx,
+                frozen: crate::layers::Frozen::all(1),
+                dparams: &mut [],
+                batch: 1,
+            };
+            E::backward_ids(&mut ctx(&mut rng), io);
+        }
+        assert_eq!((set, added), (vec![0.0; 4], vec![2.0; 4]));
+    }
+
     /// The output and table gradient of layer `E` with table `table` on the inputs `x`,
     /// through `forward` and `backward`: its passes over `f32` values or over ids.
     fn pass<E: Layer, X>(

@@ -272,7 +272,9 @@ fn check_masks<L: Layer>(backward: &mut MaskedBackward<'_>, unmasked: Unmasked<'
             );
             let outside = buffer[..PAD].iter().chain(&buffer[PAD + len..]);
             assert!(
-                outside.into_iter().all(|v| v.to_bits() == sentinel.to_bits()),
+                outside
+                    .into_iter()
+                    .all(|v| v.to_bits() == sentinel.to_bits()),
                 "{what}: written outside dparams"
             );
         }

@@ -145,7 +145,9 @@ impl RnnDims {
     /// The values of the gradients of the tensors that `frozen` does not freeze:
     /// [`params`](Self::params) with none frozen.
     pub fn trainable(&self, frozen: Frozen) -> usize {
-        (0..self.layers).map(|l| self.layer_trainable(frozen, l)).sum()
+        (0..self.layers)
+            .map(|l| self.layer_trainable(frozen, l))
+            .sum()
     }
 
     /// Parameters of every layer, layer after layer.

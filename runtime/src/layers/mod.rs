@@ -250,11 +250,11 @@ impl Frozen {
     ///
     /// # Panics
     /// If `dparams` is not as long as the trainable tensors together.
-    pub fn split<'a, const N: usize>(
+    pub fn split<const N: usize>(
         self,
-        dparams: &'a mut [f32],
+        dparams: &mut [f32],
         lens: [usize; N],
-    ) -> [Option<&'a mut [f32]>; N] {
+    ) -> [Option<&mut [f32]>; N] {
         let mut rest = dparams;
         let grads = core::array::from_fn(|i| {
             if self.is_frozen(i) {

@@ -505,13 +505,15 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     let (dv, heads) = rest.split_at_mut(n);
     let [q, k, v, c, p] = saved_parts(d, io.saved, batch);
     let [gq, gk, gv, go] = projection_grads(d, io.frozen, io.dparams);
-    let inputs_frozen = io.frozen.part(0, d.first_tensor(3)) == Frozen::all(d.first_tensor(3));
-    let below = !(inputs_frozen && matches!(io.dx, Grad::Skip));
+    // Backward goes on through the heads unless no input projection trains and no `dx` is
+    // wanted.
+    let through_heads =
+        !(io.frozen.freezes_first(d.first_tensor(3)) && matches!(io.dx, Grad::Skip));
     let to_c = ProjectionBackward {
         x: c,
         y: io.y,
         dy: io.dy,
-        dx: if below {
+        dx: if through_heads {
             Grad::Set(&mut *dc)
         } else {
             Grad::Skip
@@ -520,7 +522,7 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
         dparams: go,
     };
     project_backward(ctx, d, io.params, 3, to_c);
-    if !below {
+    if !through_heads {
         ctx.scratch = scratch;
         return;
     }

@@ -213,6 +213,18 @@ impl Frozen {
         n
     }
 
+    /// Whether each of the first `count` tensors is frozen (`true` for none): whether the
+    /// layers or projections that hold them need no gradient.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Frozen;
+    /// assert!(Frozen(0b1011).freezes_first(2));
+    /// assert!(!Frozen(0b1011).freezes_first(3));
+    /// ```
+    pub const fn freezes_first(self, count: usize) -> bool {
+        self.part(0, count).0 == Self::all(count).0
+    }
+
     /// The values of the gradients of tensors of `lens` values that are not frozen:
     /// [`trainable_len`](Self::trainable_len) for sizes known at run time.
     pub fn trainable_values(self, lens: &[usize]) -> usize {

@@ -705,8 +705,10 @@ fn backward_stack<C: Cell>(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
     let input_grad_wanted = !matches!(dx, Grad::Skip);
     // Whether layers `0..=l` need backward: some of their tensors train, or `dx` is wanted.
     let needed = |l: usize| {
-        let tensors = RnnDims::TENSORS_PER_LAYER * (l + 1);
-        input_grad_wanted || io.frozen.part(0, tensors) != Frozen::all(tensors)
+        input_grad_wanted
+            || !io
+                .frozen
+                .freezes_first(RnnDims::TENSORS_PER_LAYER * (l + 1))
     };
     for l in (0..dims.layers).rev() {
         if !needed(l) {

@@ -1,6 +1,7 @@
 //! A train step allocates nothing: a counting global allocator sees no allocation during
 //! optimizer steps and model train steps, whatever options are folded into the pass, with every
-//! layer kind, serial or across rayon; nor does the Trainer's loop after its first epoch.
+//! layer kind, frozen tensors among them, serial or across rayon; nor does the Trainer's loop
+//! after its first epoch.
 
 use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::optim::{
@@ -187,6 +188,21 @@ pub struct WideGru {
     fc: Dense<64, 10>,
 }
 
+/// A frozen convolutional backbone, a normalization whose scale is frozen and a layer whose
+/// biases alone train, under a trained head.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct FineTuned {
+    #[frozen]
+    conv: Conv2d<8, 8, 2, 4, 3, 3, 1, Same, Relu>,
+    pool: MaxPool2d<8, 8, 4, 2>,
+    flat: Flatten<64>,
+    #[frozen(gamma)]
+    norm: LayerNorm<64>,
+    #[frozen(weight)]
+    fc1: Dense<64, 32, Relu>,
+    fc2: Dense<32, 10>,
+}
+
 /// A wide MLP whose matrix products are split across the pool.
 #[model(loss = SoftmaxCrossEntropy)]
 pub struct WideMlp {
@@ -263,6 +279,11 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         serial, 0,
         "{serial} allocations in train steps of every layer kind"
+    );
+    let frozen = allocations_during_train_steps::<_, 8>(FineTuned::init(Seed(6)));
+    assert_eq!(
+        frozen, 0,
+        "{frozen} allocations in train steps of a model with frozen tensors"
     );
     let sequence = allocations_during_train_steps::<_, 8>(SequenceLayers::init(Seed(4)));
     assert_eq!(

@@ -298,3 +298,154 @@ where
         self.step.optimizer()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Bugs planted in the handling of frozen tensors must fail the comparison with the
+    //! PyTorch trajectory of `torch.frozen_mlp_backbone.sgd_momentum_wd_clip` (a frozen
+    //! backbone, SGD with momentum, L2 weight decay and global-norm clipping), and a control
+    //! that only moves the frozen tensors' bookkeeping must pass.
+
+    use super::*;
+    use crate::plan::{map_optimizer, WithRule};
+    use fusegraph::optim::Config;
+    use std::ops::Range;
+
+    /// What the planted trainee gets wrong.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Bug {
+        /// Nothing: the frozen tensors get a zero gradient, and their values are put back
+        /// after each update.
+        None,
+        /// The frozen tensors are handed to the optimizer with a zero gradient: decayed.
+        Decayed,
+        /// The frozen tensors' gradients count in the clipping norm (their values are put
+        /// back).
+        InClipNorm,
+    }
+
+    /// Every tensor trains in `inner`; `frozen` are the ranges of the case's frozen ones.
+    struct Planted<'n, R: Rule> {
+        inner: Dynamic<'n, R>,
+        frozen: &'n [Range<usize>],
+        initial: Vec<f32>,
+        bug: Bug,
+    }
+
+    impl<R: Rule> Trainee for Planted<'_, R> {
+        type Rule = R;
+        fn gradients(&mut self, batch: &Batch) -> f32 {
+            let loss = self.inner.gradients(batch);
+            if self.bug != Bug::InClipNorm {
+                self.frozen
+                    .iter()
+                    .for_each(|r| self.inner.grads[r.clone()].fill(0.0));
+            }
+            loss
+        }
+        fn grads(&self) -> &[f32] {
+            self.inner.grads()
+        }
+        fn step(&mut self, batch: &Batch) -> f32 {
+            let loss = self.gradients(batch);
+            self.inner.update();
+            if self.bug != Bug::Decayed {
+                for r in self.frozen {
+                    self.inner.params[r.clone()].copy_from_slice(&self.initial[r.clone()]);
+                }
+            }
+            loss
+        }
+        fn params(&self) -> &[f32] {
+            self.inner.params()
+        }
+        fn predict(&mut self, x: &ModelInput) -> &[f32] {
+            self.inner.predict(x)
+        }
+        fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+            self.inner.input_gradient(x)
+        }
+        fn embedding_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+            self.inner.embedding_gradient(x)
+        }
+        fn optimizer(&self) -> &Optimizer<R> {
+            self.inner.optimizer()
+        }
+    }
+
+    /// A run of `case` (every tensor trainable) with `bug`.
+    struct PlantedRun<'a> {
+        case: &'a ModelCase,
+        frozen: &'a [Range<usize>],
+        bug: Bug,
+    }
+
+    impl WithRule for PlantedRun<'_> {
+        type Output = Value;
+        fn run<R: Rule + 'static>(
+            self,
+            rule: R,
+            config: Config,
+            conventions: Conventions,
+        ) -> Result<Value, String> {
+            let lens = self.case.trainable.layout.lens();
+            let mut t = Planted {
+                inner: Dynamic::new(self.case, Optimizer::with_config(rule, &lens, config)),
+                frozen: self.frozen,
+                initial: self.case.params.clone(),
+                bug: self.bug,
+            };
+            record(&mut t, self.case, conventions)
+        }
+    }
+
+    fn frozen_mlp() -> Value {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/reference/models_torch_sequence2.json"
+        );
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let id = "torch.frozen_mlp_backbone.sgd_momentum_wd_clip";
+        let cases = doc["cases"].as_array().unwrap();
+        cases.iter().find(|c| c["id"] == id).unwrap().clone()
+    }
+
+    /// Whether `case` run with `bug` matches the reference, and its weights after step 1.
+    fn passes_with(bug: Bug) -> (bool, Value) {
+        let case = frozen_mlp();
+        let parsed = ModelCase::parse(&case).unwrap();
+        let layout = &parsed.net.layout;
+        let frozen: Vec<Range<usize>> = (0..layout.names.len())
+            .filter(|&i| !parsed.trainable.trains(i))
+            .map(|i| layout.ranges[i].clone())
+            .collect();
+        assert_eq!(frozen, [0..60, 60..70, 70..150, 150..158]);
+        let mut unfrozen = case.clone();
+        unfrozen["model"]["frozen_weights"] = json!([]);
+        unfrozen["model"]["trainable_weights"] = case["model"]["weight_order"].clone();
+        let all_train = ModelCase::parse(&unfrozen).unwrap();
+        let run = PlantedRun {
+            case: &all_train,
+            frozen: &frozen,
+            bug,
+        };
+        let got = map_optimizer(&case, run).unwrap();
+        let weights = got["weights"][0].clone();
+        let got = json!({"cases": [{"id": case["id"], "got": got}]});
+        let result = crate::compare(&json!({ "cases": [case] }), &got, 1e-5, 1e-6).remove(0);
+        (result.passed, weights)
+    }
+
+    #[test]
+    fn frozen_tensors_that_are_decayed_or_clipped_with_fail_the_reference() {
+        let initial = frozen_mlp()["inputs"]["initial_weights"].clone();
+        let (passed, weights) = passes_with(Bug::None);
+        assert!(passed, "the control fails");
+        assert_eq!(weights["dense_0.kernel"], initial["dense_0.kernel"]);
+        let (passed, weights) = passes_with(Bug::Decayed);
+        assert!(!passed, "frozen tensors decayed pass");
+        assert_ne!(weights["dense_0.kernel"], initial["dense_0.kernel"]);
+        let (passed, _) = passes_with(Bug::InClipNorm);
+        assert!(!passed, "frozen gradients in the clipping norm pass");
+    }
+}

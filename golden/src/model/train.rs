@@ -306,9 +306,11 @@ mod tests {
     //! backbone, SGD with momentum, L2 weight decay and global-norm clipping), and a control
     //! that only moves the frozen tensors' bookkeeping must pass.
 
+    use super::super::Exactly;
     use super::*;
-    use crate::plan::{map_optimizer, WithRule};
-    use fusegraph::optim::Config;
+    use crate::plan::map_optimizer;
+    use fusegraph::optim::torch;
+    use std::marker::PhantomData;
     use std::ops::Range;
 
     /// What the planted trainee gets wrong.
@@ -373,32 +375,6 @@ mod tests {
         }
     }
 
-    /// A run of `case` (every tensor trainable) with `bug`.
-    struct PlantedRun<'a> {
-        case: &'a ModelCase,
-        frozen: &'a [Range<usize>],
-        bug: Bug,
-    }
-
-    impl WithRule for PlantedRun<'_> {
-        type Output = Value;
-        fn run<R: Rule + 'static>(
-            self,
-            rule: R,
-            config: Config,
-            conventions: Conventions,
-        ) -> Result<Value, String> {
-            let lens = self.case.trainable.layout.lens();
-            let mut t = Planted {
-                inner: Dynamic::new(self.case, Optimizer::with_config(rule, &lens, config)),
-                frozen: self.frozen,
-                initial: self.case.params.clone(),
-                bug: self.bug,
-            };
-            record(&mut t, self.case, conventions)
-        }
-    }
-
     fn frozen_mlp() -> Value {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -424,12 +400,16 @@ mod tests {
         unfrozen["model"]["frozen_weights"] = json!([]);
         unfrozen["model"]["trainable_weights"] = case["model"]["weight_order"].clone();
         let all_train = ModelCase::parse(&unfrozen).unwrap();
-        let run = PlantedRun {
-            case: &all_train,
+        let (rule, config, conventions) =
+            map_optimizer(&case, Exactly::<torch::SgdMomentum>(PhantomData)).unwrap();
+        let lens = all_train.trainable.layout.lens();
+        let mut t = Planted {
+            inner: Dynamic::new(&all_train, Optimizer::with_config(rule, &lens, config)),
             frozen: &frozen,
+            initial: all_train.params.clone(),
             bug,
         };
-        let got = map_optimizer(&case, run).unwrap();
+        let got = record(&mut t, &all_train, conventions).unwrap();
         let weights = got["weights"][0].clone();
         let got = json!({"cases": [{"id": case["id"], "got": got}]});
         let result = crate::compare(&json!({ "cases": [case] }), &got, 1e-5, 1e-6).remove(0);

@@ -404,13 +404,13 @@ fn same_frozen_tensors<M: Model>(case: &ModelCase) -> Result<(), String> {
     for (i, t) in M::TENSORS.iter().enumerate() {
         let model_trains = t.grad.is_some();
         if model_trains != case.trainable.trains(i) {
-            let (model, case_) = if model_trains {
+            let (in_model, in_case) = if model_trains {
                 ("trains", "freezes")
             } else {
                 ("freezes", "trains")
             };
             differ.push(format!(
-                "`{}` (the model {model} its `{}.{}`, the case {case_} it)",
+                "`{}` (the model {in_model} its `{}.{}`, the case {in_case} it)",
                 case.net.layout.names[i], t.layer, t.tensor.name
             ));
         }

@@ -15,7 +15,10 @@
 //!   the runtime's layer functions ([`fusegraph::layers::dense_forward`],
 //!   [`fusegraph::layers::conv_forward`], [`fusegraph::layers::rnn_forward`]...) and trained on
 //!   the given batches. [`run_typed_case`] runs the same case on a
-//!   `#[fusegraph::model]` type instead.
+//!   `#[fusegraph::model]` type instead. The tensors of `model.frozen_weights` are frozen as
+//!   PyTorch's `requires_grad=False` freezes them: the optimizer (its state, weight decay and
+//!   clipping norm) covers the trainable tensors only, and `grads_step0` and
+//!   `final_optimizer_state` list those; a typed model must freeze the same tensors.
 //!
 //! The result is written in the shape of the case's `expected`. A case the harness cannot map
 //! (an argument, layer, activation or loss fusegraph does not support) is skipped with the

@@ -446,7 +446,8 @@ impl Net {
             "Conv1D" => self.conv1d(&layer, &name, &shape)?,
             "GlobalAveragePooling1D" | "MeanOverTime" => layer.mean_over_time(&shape)?,
             "Flatten" => {
-                layer.check_keys(&["data_format"])?;
+                layer.check_keys(&["data_format", "order"])?;
+                layer.expect_value("order", &Value::from("(h, w, c)"))?;
                 (Op::Flatten, vec![shape.iter().product()])
             }
             "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
@@ -575,6 +576,7 @@ impl Net {
             "gate_order",
             "returns",
             "note",
+            "packed",
         ])?;
         let (cell, gates) = match kind {
             "GRU" => (CellKind::Gru, ["r", "z", "n"].as_slice()),
@@ -590,6 +592,7 @@ impl Net {
         layer.expect_value("bias", &Value::Bool(true))?;
         layer.expect_value("batch_first", &Value::Bool(true))?;
         layer.expect_value("bidirectional", &Value::Bool(false))?;
+        layer.expect_value("packed", &Value::Bool(false))?;
         layer.expect_value("initial_state", &Value::from("zeros"))?;
         layer.expect_value("gate_order", &Value::from(gates))?;
         if layer.spec["dropout"].as_f64().is_some_and(|d| d != 0.0) {

@@ -11,6 +11,7 @@
 mod layers;
 mod machine;
 mod train;
+mod trainable;
 
 use crate::plan::{map_optimizer, WithRule};
 use crate::state::Conventions;
@@ -19,12 +20,12 @@ use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
 use fusegraph::optim::{Config, Rule};
 use fusegraph::{Model, TrainStep};
 use layers::Net;
-use machine::Machine;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 pub use train::CaseInput;
 use train::{record, Dynamic, Typed};
+use trainable::Trainable;
 
 /// The loss of a case, with the targets of one batch.
 #[derive(Debug)]
@@ -125,6 +126,8 @@ pub(crate) struct ModelCase {
     pub net: Net,
     /// Initial parameters, laid out as `net.layout`.
     pub params: Vec<f32>,
+    /// The parameters that train (the others are frozen).
+    pub trainable: Trainable,
     /// The batch of each step.
     pub batches: Vec<Batch>,
     /// The probe batch.
@@ -137,6 +140,11 @@ impl ModelCase {
     /// Reads a case's `model` and `inputs`.
     pub fn parse(case: &Value) -> Result<ModelCase, String> {
         let model = &case["model"];
+        if model["variable_length"] == true {
+            return Err(
+                "variable-length sequences (per-sample `lengths`) are not supported".into(),
+            );
+        }
         let net = Net::parse(model)?;
         let order: Vec<&str> = model["weight_order"]
             .as_array()
@@ -153,6 +161,7 @@ impl ModelCase {
                 net.layout.names
             ));
         }
+        let trainable = Trainable::parse(model, &net.layout)?;
         let inputs = &case["inputs"];
         let weights = inputs["initial_weights"]
             .as_object()
@@ -197,6 +206,7 @@ impl ModelCase {
         Ok(ModelCase {
             net,
             params,
+            trainable,
             batches,
             probe,
             probe_shape,
@@ -306,15 +316,9 @@ impl WithRule for DynamicRun<'_> {
         conventions: Conventions,
     ) -> Result<Value, String> {
         let case = self.0;
-        let mut trainee = Dynamic {
-            machine: Machine::new(&case.net, case.max_batch()),
-            params: case.params.clone(),
-            optimizer: fusegraph::optim::Optimizer::with_config(
-                rule,
-                &case.net.layout.lens(),
-                config,
-            ),
-        };
+        let optimizer =
+            fusegraph::optim::Optimizer::with_config(rule, &case.trainable.layout.lens(), config);
+        let mut trainee = Dynamic::new(case, optimizer);
         record(&mut trainee, case, conventions)
     }
 }
@@ -365,6 +369,7 @@ where
             net.layout.shapes
         ));
     }
+    same_frozen_tensors::<M>(&parsed)?;
     if !parsed.batches[0].y.is::<M::Loss>(M::OUT) {
         return Err(format!(
             "the model trains with {}; the case with {:?}",
@@ -389,6 +394,35 @@ where
     model.params_mut().copy_from_slice(&parsed.params);
     let step = TrainStep::<M, R, B>::with_config(&model, rule, config);
     record(&mut Typed { model, step }, &parsed, conventions)
+}
+
+/// Checks that model `M` freezes the tensors the case freezes (its tensors matched to the
+/// case's by position in the weight order), else names the tensors frozen in one and not the
+/// other.
+fn same_frozen_tensors<M: Model>(case: &ModelCase) -> Result<(), String> {
+    let mut differ = Vec::new();
+    for (i, t) in M::TENSORS.iter().enumerate() {
+        let model_trains = t.grad.is_some();
+        if model_trains != case.trainable.trains(i) {
+            let (in_model, in_case) = if model_trains {
+                ("trains", "freezes")
+            } else {
+                ("freezes", "trains")
+            };
+            differ.push(format!(
+                "`{}` (the model {in_model} its `{}.{}`, the case {in_case} it)",
+                case.net.layout.names[i], t.layer, t.tensor.name
+            ));
+        }
+    }
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the model's frozen tensors are not the case's: {}",
+            differ.join(", ")
+        ))
+    }
 }
 
 #[cfg(test)]

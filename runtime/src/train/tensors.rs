@@ -16,7 +16,8 @@ pub struct NamedTensor {
     /// Offset of its first value in the flat parameter (or state) buffer.
     pub offset: usize,
     /// Offset of its gradient, optimizer slots and EMA in the buffers of the trainable
-    /// tensors ([`Model::TRAINABLE`] values, the trainable tensors one after the other);
+    /// tensors ([`Model::TRAINABLE`](super::Model::TRAINABLE) values, the trainable tensors one
+    /// after the other);
     /// `None` for a frozen tensor (`#[frozen]`) and a state tensor.
     pub grad: Option<usize>,
 }

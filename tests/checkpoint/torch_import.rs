@@ -75,7 +75,7 @@ fn values(t: &Tensor) -> Vec<f32> {
         .collect()
 }
 
-fn find<'a>(tensors: &'a [Tensor], key: &str) -> Vec<f32> {
+fn find(tensors: &[Tensor], key: &str) -> Vec<f32> {
     values(tensors.iter().find(|t| t.key == key).unwrap())
 }
 

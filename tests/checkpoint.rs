@@ -4,9 +4,12 @@
 //! under `kill`, and random corruption that never panics. Integrity: every single flipped bit
 //! is an error or changes nothing, each layer kind is part of the model's identity, files of
 //! format version 1 load with warnings, NaNs are refused unless accepted, and saves report the
-//! caller's path and clean up after killed writers.
+//! caller's path and clean up after killed writers. `torch_import`: loading a PyTorch
+//! `state_dict`.
 
 mod common;
+#[path = "checkpoint/torch_import.rs"]
+mod torch_import;
 
 use common::{bits, Rng};
 use fusegraph::checkpoint::{self, CheckpointError, Loader, Warning};
@@ -1178,6 +1181,19 @@ pub struct GruNet {
     fc: Dense<4, 4>,
 }
 
+/// `nn.GRU(2, 4, num_layers=2).state_dict()` of `GruNet`'s `gru`, in the model's order,
+/// untransposed.
+const GRU_NET_GRU: [(&str, &[usize]); 8] = [
+    ("gru.weight_ih_l0", &[12, 2]),
+    ("gru.weight_hh_l0", &[12, 4]),
+    ("gru.bias_ih_l0", &[12]),
+    ("gru.bias_hh_l0", &[12]),
+    ("gru.weight_ih_l1", &[12, 4]),
+    ("gru.weight_hh_l1", &[12, 4]),
+    ("gru.bias_ih_l1", &[12]),
+    ("gru.bias_hh_l1", &[12]),
+];
+
 #[test]
 fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
     let dir = scratch("gru");
@@ -1188,19 +1204,8 @@ fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
     step.run(&mut model, &x, &y);
     let f = Parsed::new(&checkpoint::to_bytes(&model, &step).unwrap());
     let params = model.params();
-    // nn.GRU(2, 4, num_layers=2).state_dict(), in the model's order, untransposed.
-    let expected: [(&str, &[usize]); 8] = [
-        ("gru.weight_ih_l0", &[12, 2]),
-        ("gru.weight_hh_l0", &[12, 4]),
-        ("gru.bias_ih_l0", &[12]),
-        ("gru.bias_hh_l0", &[12]),
-        ("gru.weight_ih_l1", &[12, 4]),
-        ("gru.weight_hh_l1", &[12, 4]),
-        ("gru.bias_ih_l1", &[12]),
-        ("gru.bias_hh_l1", &[12]),
-    ];
     let mut offset = 0;
-    for (name, shape) in expected {
+    for (name, shape) in GRU_NET_GRU {
         assert_eq!(f.shape(name), shape, "{name}");
         let len: usize = shape.iter().product();
         assert_eq!(
@@ -1363,7 +1368,8 @@ fn non_finite_values_are_refused_unless_accepted() {
     assert_eq!(
         err.to_string(),
         "checkpoint tensor `fc.weight` holds NaN at index 2; \
-         load with `Loader::new().allow_non_finite()` to accept it"
+         load with `Loader::new().allow_non_finite()` (a PyTorch file: \
+         `TorchImport::new().allow_non_finite()`) to accept it"
     );
     assert_eq!(bits(target.params()), before);
     let meta = Loader::new()

@@ -140,6 +140,50 @@ pub enum CheckpointError {
         /// The name.
         name: String,
     },
+    /// The file is not a safetensors file but one that `torch.save` writes.
+    NotSafetensors {
+        /// What it is instead (`a zip archive, as torch.save writes`).
+        found: &'static str,
+    },
+    /// Keys of a PyTorch file and tensors of the model that the
+    /// [`TorchImport`](super::TorchImport) pairs with nothing, when it does not allow them.
+    Unmatched {
+        /// The file's keys that map to no tensor of the model, each with the name it maps to
+        /// (itself unless renamed).
+        unused: Vec<(String, String)>,
+        /// The model's tensors that no key of the file sets, each with its shape (PyTorch's
+        /// layout).
+        unset: Vec<(String, Vec<usize>)>,
+    },
+    /// Two keys of a PyTorch file map to the same tensor of the model.
+    DuplicateMapping {
+        /// The model's tensor.
+        tensor: String,
+        /// The first key (in sorted order) that maps to it.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A key of a PyTorch file holds a tensor of another shape than the model's tensor it
+    /// maps to.
+    ImportShape {
+        /// The file's key.
+        key: String,
+        /// The model's tensor it maps to.
+        tensor: String,
+        /// The shape in the file.
+        file: Vec<usize>,
+        /// The model tensor's shape, in PyTorch's layout.
+        model: Vec<usize>,
+    },
+    /// A key of a PyTorch file holds values of a type that the import does not read (it reads
+    /// `F32`, `F16`, `BF16` and `F64`).
+    ImportDtype {
+        /// The file's key.
+        key: String,
+        /// The type in the file.
+        found: String,
+    },
 }
 
 impl CheckpointError {
@@ -254,13 +298,112 @@ impl fmt::Display for CheckpointError {
             CheckpointError::NonFinite { name, index, value } => write!(
                 f,
                 "checkpoint tensor `{name}` holds {value} at index {index}; \
-                 load with `Loader::new().allow_non_finite()` to accept it"
+                 load with `Loader::new().allow_non_finite()` (a PyTorch file: \
+                 `TorchImport::new().allow_non_finite()`) to accept it"
             ),
             CheckpointError::Clash { name } => write!(
                 f,
                 "two tensors of the checkpoint would be named `{name}`: rename the layer or slot"
             ),
+            CheckpointError::NotSafetensors { found } => write!(
+                f,
+                "checkpoint is not a safetensors file but {found}; write it in PyTorch with \
+                 `safetensors.torch.save_file(model.state_dict(), path)`"
+            ),
+            CheckpointError::Unmatched { unused, unset } => unmatched(f, unused, unset),
+            CheckpointError::DuplicateMapping {
+                tensor,
+                first,
+                second,
+            } => write!(
+                f,
+                "the PyTorch file's keys `{first}` and `{second}` both map to the model's \
+                 tensor `{tensor}`"
+            ),
+            CheckpointError::ImportShape {
+                key,
+                tensor,
+                file,
+                model,
+            } => {
+                key_of(f, key, tensor)?;
+                write!(
+                    f,
+                    ": the file's shape {file:?} is not the model's {model:?} (PyTorch layout)"
+                )
+            }
+            CheckpointError::ImportDtype { key, found } => write!(
+                f,
+                "`{key}` holds {found} values; the import reads {}: convert the tensor with \
+                 `.float()` before saving it",
+                super::float::READ
+            ),
         }
+    }
+}
+
+/// How many names an error lists before it counts the rest.
+const LISTED: usize = 8;
+
+/// `` `key` ``, and `` (the model's `tensor`) `` when the key was renamed.
+fn key_of(f: &mut fmt::Formatter<'_>, key: &str, tensor: &str) -> fmt::Result {
+    write!(f, "`{key}`")?;
+    if key != tensor {
+        write!(f, " (the model's `{tensor}`)")?;
+    }
+    Ok(())
+}
+
+/// The message of [`CheckpointError::Unmatched`]: each side that is not empty, its first
+/// [`LISTED`] names and how many more.
+fn unmatched(
+    f: &mut fmt::Formatter<'_>,
+    unused: &[(String, String)],
+    unset: &[(String, Vec<usize>)],
+) -> fmt::Result {
+    f.write_str("the PyTorch file does not match the model: ")?;
+    if !unused.is_empty() {
+        f.write_str("its keys ")?;
+        for (i, (key, mapped)) in unused.iter().take(LISTED).enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "`{key}`")?;
+            if key != mapped {
+                write!(f, " (read as `{mapped}`)")?;
+            }
+        }
+        more(f, unused.len())?;
+        f.write_str(
+            " map to no tensor of the model (map them with `TorchImport::rename`, or allow \
+             them with `allow_unused`)",
+        )?;
+    }
+    if !unset.is_empty() {
+        if !unused.is_empty() {
+            f.write_str("; ")?;
+        }
+        f.write_str("the model's tensors ")?;
+        for (i, (name, shape)) in unset.iter().take(LISTED).enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "`{name}` {shape:?}")?;
+        }
+        more(f, unset.len())?;
+        f.write_str(
+            " are set by no key of the file (keep their values with \
+             `TorchImport::allow_missing`)",
+        )?;
+    }
+    Ok(())
+}
+
+/// ` and 3 more` after the first [`LISTED`] of `len` names.
+fn more(f: &mut fmt::Formatter<'_>, len: usize) -> fmt::Result {
+    match len.checked_sub(LISTED) {
+        Some(rest) if rest > 0 => write!(f, " and {rest} more"),
+        _ => Ok(()),
     }
 }
 

@@ -238,15 +238,44 @@ fn split_header(bytes: &[u8]) -> Option<(&str, usize)> {
     Some((std::str::from_utf8(json).ok()?, bytes.len() - PREFIX - n))
 }
 
+/// What a file that is not safetensors is, when it starts as a file of `torch.save` does: a
+/// zip archive (PyTorch 1.6 and later) or a pickle (before), whose bytes at the place of a
+/// safetensors header do not open a JSON object.
+fn torch_save_kind(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.get(PREFIX) == Some(&b'{') {
+        return None;
+    }
+    match bytes {
+        [b'P', b'K', 3, 4, ..] => Some("a zip archive, as `torch.save` writes"),
+        [0x80, 2..=5, ..] => Some("a pickle, as `torch.save` writes"),
+        _ => None,
+    }
+}
+
+/// One tensor of a file, as its header describes it.
+pub(super) struct Stored<'a> {
+    /// Its name.
+    pub name: String,
+    /// Its element type.
+    pub dtype: Dtype,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its bytes, as many as its type and shape need.
+    pub data: &'a [u8],
+}
+
 /// A parsed file: its header, metadata and data section.
-struct File<'a> {
+pub(super) struct File<'a> {
     header: Header,
     meta: Metadata,
     data: &'a [u8],
 }
 
 impl<'a> File<'a> {
-    fn parse(bytes: &'a [u8]) -> Result<Self, CheckpointError> {
+    pub(super) fn parse(bytes: &'a [u8]) -> Result<Self, CheckpointError> {
+        if let Some(found) = torch_save_kind(bytes) {
+            return Err(CheckpointError::NotSafetensors { found });
+        }
         if let Some((json, data_len)) = split_header(bytes) {
             super::header::check(json, data_len, bytes.len())?;
         }
@@ -262,6 +291,31 @@ impl<'a> File<'a> {
             .get(PREFIX + n..)
             .ok_or(CheckpointError::Truncated { len: bytes.len() })?;
         Ok(File { header, meta, data })
+    }
+
+    /// Every tensor of the file, in the order of their names.
+    pub(super) fn stored(&self) -> Result<Vec<Stored<'a>>, CheckpointError> {
+        let mut out = self
+            .header
+            .tensors()
+            .into_iter()
+            .map(|(name, info)| {
+                let (start, end) = info.data_offsets;
+                match self.data.get(start..end) {
+                    Some(data) => Ok(Stored {
+                        dtype: info.dtype,
+                        shape: info.shape.clone(),
+                        data,
+                        name,
+                    }),
+                    None => Err(CheckpointError::Header {
+                        reason: format!("the data of `{name}` lies outside the file"),
+                    }),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     /// The data of every entry, after checking that each is present with its type and shape,

@@ -15,6 +15,9 @@ use std::vec::Vec;
 pub(crate) const KEY_FORMAT: &str = "format";
 /// The value of `format`.
 pub(crate) const FORMAT: &str = "fusegraph";
+/// Where a file without fusegraph's `format` goes, most likely one of PyTorch.
+const FROM_TORCH: &str = "; a file written by PyTorch's `safetensors.torch.save_file` loads \
+                          with `checkpoint::TorchImport`";
 /// `format_version`: the version of the layout of names and metadata.
 pub(crate) const KEY_VERSION: &str = "format_version";
 /// The current format version: 2 adds the checksums and the layers' kinds.
@@ -153,11 +156,17 @@ impl Metadata {
 
     /// `Ok` when entry `key` is `expected`.
     fn expect(&self, key: &str, expected: &str) -> Result<(), CheckpointError> {
+        self.expect_or(key, expected, "")
+    }
+
+    /// `Ok` when entry `key` is `expected`; otherwise an error whose expectation ends with
+    /// `note`.
+    fn expect_or(&self, key: &str, expected: &str, note: &str) -> Result<(), CheckpointError> {
         match self.raw(key) {
             Some(v) if v == expected => Ok(()),
             found => Err(CheckpointError::Metadata {
                 key: key.into(),
-                expected: format!("`{expected}`"),
+                expected: format!("`{expected}`{note}"),
                 found: found.map(Into::into),
             }),
         }
@@ -170,7 +179,7 @@ impl Metadata {
         &mut self,
         contents: &str,
     ) -> Result<Version, CheckpointError> {
-        self.expect(KEY_FORMAT, FORMAT)?;
+        self.expect_or(KEY_FORMAT, FORMAT, FROM_TORCH)?;
         let version = self.version()?;
         if version == Version::Current {
             checksum::verify(

@@ -5,7 +5,8 @@
 //! hyper-parameters); [`load`] restores all of it into a freshly constructed model and train
 //! step, so that training resumes bit for bit as if it had never stopped. [`save_model`] and
 //! [`load_model`] keep the model only, for inference. [`to_bytes`], [`from_bytes`],
-//! [`model_to_bytes`] and [`model_from_bytes`] do the same in memory.
+//! [`model_to_bytes`] and [`model_from_bytes`] do the same in memory. [`TorchImport`] loads
+//! the weights of a model trained in PyTorch.
 //!
 //! ```ignore
 //! // (Compiled and run as `docs_example` in tests/checkpoint.rs: the macros live in the
@@ -99,6 +100,26 @@
 //! a resumed run may change it. [`load_model`] also takes a training checkpoint and ignores
 //! its `optimizer.` and `train.` tensors.
 //!
+//! # From PyTorch
+//!
+//! A file that PyTorch wrote, `safetensors.torch.save_file(model.state_dict(), path)`, has
+//! none of this metadata: [`load_model`] refuses it for want of a `format` entry, and
+//! [`TorchImport`] loads it. It maps each key of the file to a tensor of the model, by
+//! default the key of the table above (renamed with a prefix or key by key as asked),
+//! converts the tensor from PyTorch's layout to fusegraph's, checks its shape (naming the key
+//! and both shapes) and type (`F32`, or `F16`, `BF16`, `F64` converted), and by default, as
+//! `load_state_dict(strict=True)`, refuses keys that map to no tensor and tensors that no key
+//! sets; its [`ImportReport`] lists what it loaded and what it left.
+//!
+//! ```ignore
+//! let report = TorchImport::new()
+//!     .prefix("backbone.") // the model was the `backbone` attribute of a wrapper
+//!     .rename("classifier.weight", "fc2.weight")
+//!     .rename("classifier.bias", "fc2.bias")
+//!     .load_model("pretrained.safetensors", &mut model)?;
+//! println!("{report}"); // 4 tensors loaded: `backbone.fc1.bias` as `fc1.bias`, ...
+//! ```
+//!
 //! # Writing
 //!
 //! Files are replaced atomically ([`write_atomic`]): after a crash, a kill or a failed write,
@@ -157,14 +178,17 @@
 
 mod checksum;
 mod error;
+mod float;
 mod format;
 mod header;
+mod import;
 mod layout;
 mod metadata;
 mod warning;
 
 pub use error::CheckpointError;
 pub use format::{from_bytes, model_from_bytes, model_to_bytes, to_bytes, to_bytes_with};
+pub use import::{ImportReport, Loaded, TorchImport};
 pub use layout::{layers, signature};
 pub use metadata::Metadata;
 pub use warning::Warning;

@@ -389,7 +389,7 @@ fn a_checkpoint_of_a_frozen_model_holds_the_slots_of_its_trainable_tensors_and_r
     assert_eq!(bits(tuned.params()), bits(twin.params()));
 }
 
-/// `fc1` of `tests/data/frozen/backbone.safetensors`, as PyTorch saved it ([out, in]).
+/// `fc1` of `tests/data/torch/backbone.safetensors`, as PyTorch saved it ([out, in]).
 fn torch_fc1(o: usize, i: usize) -> f32 {
     (10 * o + i) as f32 / 100.0
 }
@@ -397,9 +397,9 @@ fn torch_fc1(o: usize, i: usize) -> f32 {
 /// A backbone read from a file saved by PyTorch when the crate compiles, into `static`s.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 struct FromTorch {
-    #[frozen(torch = "tests/data/frozen/backbone.safetensors")]
+    #[frozen(torch = "tests/data/torch/backbone.safetensors")]
     fc1: Dense<4, 3, Tanh>,
-    #[frozen(torch = "tests/data/frozen/backbone.safetensors", key = "fc2")]
+    #[frozen(torch = "tests/data/torch/backbone.safetensors", key = "fc2")]
     mid: Dense<3, 2>,
     head: Dense<2, 3>,
 }

@@ -747,7 +747,7 @@ fn load_model_and_resume_refuse_a_pytorch_file_and_point_at_the_import() {
     );
 }
 
-/// The file `tests/data/torch/write_tiny.py` writes with Python's `struct` and `json` only,
+/// The file `tests/data/torch/write_fixtures.py` writes with Python's `struct` and `json` only,
 /// byte for byte as `safetensors.torch.save_file` writes `nn.Linear(3, 2)`'s `state_dict`
 /// with weight `[[1, 2, 3], [4, 5, 6]]` and bias `[0.5, -0.25]`.
 #[test]

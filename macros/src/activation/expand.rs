@@ -106,6 +106,7 @@ fn layer(
                 const STATE: usize = 0;
                 const SAVED: usize = 0;
                 const TENSORS: &'static [#l::Tensor] = &[#(#tensors),*];
+                const FREEZABLE: bool = true;
                 #describe
                 fn forward(_: &mut #p::Ctx<'_>, __io: #l::Forward<'_>) {
                     #l::per_feature_forward::<Self, #k>(__io, N);
@@ -326,6 +327,7 @@ mod tests {
                         fans: (N, N),
                         init: #l::Init::constant(0.25f32),
                     }];
+                    const FREEZABLE: bool = true;
                     fn describe(out: &mut dyn ::core::fmt::Write) -> ::core::fmt::Result {
                         ::core::write!(out, "PRelu<{}>", N)?;
                         ::core::result::Result::Ok(())

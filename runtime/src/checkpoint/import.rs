@@ -192,7 +192,7 @@ impl TorchImport {
             .collect::<Result<Vec<_>, _>>()?;
         for (m, values) in matched.iter().zip(&values) {
             if let Some(PartMut::Floats(v)) = m.part.of_model_mut(model) {
-                v[m.tensor.offset..][..values.len()].copy_from_slice(values);
+                v[m.at..][..values.len()].copy_from_slice(values);
             }
             report.loaded.push(Loaded {
                 key: m.stored.name.clone(),
@@ -231,11 +231,12 @@ impl TorchImport {
                 });
             }
             match e.source {
-                Source::Tensor { part, tensor } => matched.push(Match {
+                Source::Tensor { part, tensor, at } => matched.push(Match {
                     name: &e.name,
                     shape: &e.shape,
                     part,
                     tensor,
+                    at,
                     stored: s,
                 }),
                 Source::Counter | Source::Scalar(_) => report.ignored.push(s.name.clone()),
@@ -316,8 +317,10 @@ struct Match<'e, 's, 'a> {
     shape: &'e [usize],
     /// The part of the model it is in.
     part: StatePart,
-    /// Where it lies in the part, and its layouts.
+    /// Its layouts.
     tensor: &'static NamedTensor,
+    /// Where its values start in the part.
+    at: usize,
     /// The file's tensor.
     stored: &'s Stored<'a>,
 }

@@ -623,6 +623,7 @@ impl<A: Activation, const N: usize> Layer for Act<A, N> {
     const STATE: usize = 0;
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
         let Forward { x, y, .. } = io;

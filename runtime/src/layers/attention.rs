@@ -10,7 +10,9 @@
 //! position of the batch at once; scores and mixing are GEMMs per sample and head.
 
 use super::dense::{dense_backward, dense_forward, DenseDims};
-use super::{buffers, Backward, Ctx, Forward, Grad, Identity, Init, Layer, Softmax, Tensor, Torch};
+use super::{
+    buffers, Backward, Ctx, Forward, Frozen, Grad, Identity, Init, Layer, Softmax, Tensor, Torch,
+};
 use crate::kernels::gemm::{gemm, workspace_len_threads, MatMut, MatRef, Product, Scaled};
 use crate::kernels::parallel::{for_sample_runs, PerSample, Samples};
 use crate::math;
@@ -53,6 +55,35 @@ impl AttentionDims {
             i += 1;
         }
         n
+    }
+
+    /// The first of projection `i`'s tensors (its weight, then its bias if it has one) among
+    /// the layer's, which are the projections' one after the other.
+    const fn first_tensor(&self, i: usize) -> usize {
+        let (mut first, mut j) = (0, 0);
+        while j < i {
+            first += 1 + self.bias[j] as usize;
+            j += 1;
+        }
+        first
+    }
+
+    /// The part of `frozen` (a mask over the layer's tensors) over projection `i`'s, as
+    /// [`projection`](Self::projection)`(i)`'s dense layer sees it.
+    pub const fn projection_frozen(&self, frozen: Frozen, i: usize) -> Frozen {
+        frozen.part(self.first_tensor(i), 1 + self.bias[i] as usize)
+    }
+
+    /// The values of the gradients of projection `i`'s tensors that `frozen` does not freeze.
+    fn projection_trainable(&self, frozen: Frozen, i: usize) -> usize {
+        let lens = self.projection(i).tensor_lens();
+        self.projection_frozen(frozen, i).trainable_values(&lens)
+    }
+
+    /// The values of the gradients of the tensors that `frozen` does not freeze:
+    /// [`params`](Self::params) with none frozen.
+    pub fn trainable(&self, frozen: Frozen) -> usize {
+        (0..4).map(|i| self.projection_trainable(frozen, i)).sum()
     }
 
     /// Values per sample `forward` saves: `q`, `k`, `v`, the heads' mixed values `c` (`seq *
@@ -120,11 +151,13 @@ fn projection_params(d: AttentionDims, params: &[f32], i: usize) -> &[f32] {
     &params[start..start + d.projection(i).params()]
 }
 
-/// The four projections' gradients within the layer's.
-fn projection_grads(d: AttentionDims, grads: &mut [f32]) -> [&mut [f32]; 4] {
+/// The four projections' gradients within the layer's (of the tensors `frozen` does not
+/// freeze).
+fn projection_grads(d: AttentionDims, frozen: Frozen, grads: &mut [f32]) -> [&mut [f32]; 4] {
     let mut rest = grads;
     core::array::from_fn(|i| {
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(d.projection(i).params());
+        let len = d.projection_trainable(frozen, i);
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(len);
         rest = tail;
         head
     })
@@ -416,7 +449,9 @@ struct ProjectionBackward<'a> {
     dy: &'a mut [f32],
     /// Where d loss / d input goes.
     dx: Grad<'a>,
-    /// d loss / d the projection's weight and bias.
+    /// Which of the projection's weight and bias are frozen.
+    frozen: Frozen,
+    /// d loss / d the projection's weight and bias, those not frozen.
     dparams: &'a mut [f32],
 }
 
@@ -435,7 +470,7 @@ fn project_backward(
         saved: &[],
         dy: io.dy,
         dx: io.dx,
-        frozen: crate::layers::Frozen::NONE,
+        frozen: io.frozen,
         dparams: io.dparams,
         batch: io.x.len() / d.dim,
     };
@@ -443,8 +478,11 @@ fn project_backward(
 }
 
 /// The backward pass of [`attention_forward`]: d loss / d params into `io.dparams`
-/// (overwritten), d loss / d x into `io.dx` (the sum of the three input projections'), with
-/// `ctx.scratch` holding [`AttentionDims::scratch`] values per sample.
+/// (overwritten; without the tensors `io.frozen` names, [`AttentionDims::trainable`] values),
+/// d loss / d x into `io.dx` (the sum of the three input projections'), with `ctx.scratch`
+/// holding [`AttentionDims::scratch`] values per sample. A frozen tensor's GEMM or sum is not
+/// computed; with the query, key and value projections frozen and no `io.dx` wanted, the pass
+/// ends after the output projection's gradients.
 ///
 /// # Panics
 /// As [`attention_forward`], also for `dy`, `dparams`, `dx` and `ctx.scratch`.
@@ -452,7 +490,11 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     let batch = io.batch;
     let name = "attention_backward";
     buffers::expect(name, "params", io.params.len(), d.params());
-    buffers::expect(name, "dparams", io.dparams.len(), d.params());
+    let trainable = match io.frozen.any() {
+        true => d.trainable(io.frozen),
+        false => d.params(),
+    };
+    buffers::expect(name, "dparams", io.dparams.len(), trainable);
     buffers::expect(name, "saved", io.saved.len(), batch * d.saved());
     let n = batch * d.seq * d.dim;
     let scratch = core::mem::take(&mut ctx.scratch);
@@ -462,15 +504,28 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
     let (dk, rest) = rest.split_at_mut(n);
     let (dv, heads) = rest.split_at_mut(n);
     let [q, k, v, c, p] = saved_parts(d, io.saved, batch);
-    let [gq, gk, gv, go] = projection_grads(d, io.dparams);
+    let [gq, gk, gv, go] = projection_grads(d, io.frozen, io.dparams);
+    // Backward goes on through the heads unless no input projection trains and no `dx` is
+    // wanted.
+    let through_heads =
+        !(io.frozen.freezes_first(d.first_tensor(3)) && matches!(io.dx, Grad::Skip));
     let to_c = ProjectionBackward {
         x: c,
         y: io.y,
         dy: io.dy,
-        dx: Grad::Set(&mut *dc),
+        dx: if through_heads {
+            Grad::Set(&mut *dc)
+        } else {
+            Grad::Skip
+        },
+        frozen: d.projection_frozen(io.frozen, 3),
         dparams: go,
     };
     project_backward(ctx, d, io.params, 3, to_c);
+    if !through_heads {
+        ctx.scratch = scratch;
+        return;
+    }
     let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
     let dc = &*dc;
     let out = (
@@ -526,6 +581,7 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
             y,
             dy,
             dx,
+            frozen: d.projection_frozen(io.frozen, i),
             dparams,
         };
         project_backward(ctx, d, io.params, i, to_x);
@@ -737,6 +793,7 @@ impl<
     const TORCH: &'static [Torch] = Self::TORCH_TABLE.0.split_at(Self::TORCH_TABLE.1).0;
     const SCRATCH_PER_SAMPLE: usize = Self::DIMS.scratch();
     const PRODUCTS: &'static [Product] = &attention_products(Self::DIMS);
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

@@ -28,7 +28,22 @@ pub(crate) fn forward<L: Layer>(io: &Forward<'_, impl Sized>) {
 pub(crate) fn backward<L: Layer>(io: &Backward<'_, impl Sized>) {
     let l = type_name::<L>();
     expect(l, "params", io.params.len(), L::PARAMS);
-    expect(l, "dparams", io.dparams.len(), L::PARAMS);
+    assert!(
+        io.frozen.part(0, L::TENSORS.len()) == io.frozen && (L::FREEZABLE || !io.frozen.any()),
+        "{l}: frozen mask {:#b} for a layer of {} tensors that {} freezing",
+        io.frozen.0,
+        L::TENSORS.len(),
+        if L::FREEZABLE {
+            "allows"
+        } else {
+            "does not allow"
+        }
+    );
+    let trainable = match io.frozen.any() {
+        true => io.frozen.trainable_len(L::TENSORS),
+        false => L::PARAMS,
+    };
+    expect(l, "dparams", io.dparams.len(), trainable);
     expect(l, "x", io.x.len(), io.batch * L::IN);
     expect(l, "y", io.y.len(), io.batch * L::OUT);
     expect(l, "dy", io.dy.len(), io.batch * L::OUT);

@@ -145,6 +145,12 @@ impl ConvDims {
         self.patch() * self.f + if self.bias { self.f } else { 0 }
     }
 
+    /// The values of each tensor: the weight's, then the bias's (0 without a bias).
+    #[inline(always)]
+    pub const fn tensor_lens(&self) -> [usize; 2] {
+        [self.patch() * self.f, if self.bias { self.f } else { 0 }]
+    }
+
     /// Values per sample that [`conv_forward`] saves for [`conv_backward`] with activation
     /// `A`: the pre-activation when `A` needs it, else nothing.
     #[inline(always)]
@@ -406,12 +412,13 @@ pub fn conv_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Forwar
 
 /// The backward pass of [`conv_forward`]: given `io.dy` (d loss / d y, overwritten with
 /// d loss / d pre-activation), writes d loss / d params into `io.dparams` (overwriting it;
-/// laid out as `io.params`) and d loss / d x into `io.dx`. `io.x`, `io.y` and `io.saved` are
-/// what [`conv_forward`] saw and wrote.
+/// laid out as `io.params`, without the tensors `io.frozen` names) and d loss / d x into
+/// `io.dx`. `io.x`, `io.y` and `io.saved` are what [`conv_forward`] saw and wrote.
 ///
 /// The bias gradient sums the rows of the pre-activation gradient in order; the patches are
 /// rebuilt for `dW = patchesᵀ·dz`, and `dz·Wᵀ` is scattered back onto the image positions in
-/// a fixed order. Always inlined, as [`conv_forward`].
+/// a fixed order. A frozen weight needs neither the patches nor their GEMM, a frozen bias no
+/// sum. Always inlined, as [`conv_forward`].
 ///
 /// # Panics
 /// As [`conv_forward`], also for `dy`, `dparams` and `dx`.
@@ -420,7 +427,8 @@ pub fn conv_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Backw
     let (x, batch) = (io.x, io.batch);
     let name = "conv_backward";
     buffers::expect(name, "params", io.params.len(), dims.params());
-    buffers::expect(name, "dparams", io.dparams.len(), dims.params());
+    let trainable = io.frozen.trainable_values(&dims.tensor_lens());
+    buffers::expect(name, "dparams", io.dparams.len(), trainable);
     buffers::expect(name, "x", x.len(), batch * dims.inputs());
     buffers::expect(name, "y", io.y.len(), batch * dims.outputs());
     buffers::expect(name, "dy", io.dy.len(), batch * dims.outputs());
@@ -431,26 +439,30 @@ pub fn conv_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: ConvDims, io: Backw
     let (r, k, f) = (dims.positions(batch), dims.patch(), dims.f);
     backward_rows::<A>(io.saved, io.y, io.dy, f);
     let dz = &*io.dy;
-    let (dw, db) = io.dparams.split_at_mut(k * f);
-    db.fill(0.0);
-    add_rows(db, dz);
+    let [dw, db] = io.frozen.split(io.dparams, dims.tensor_lens());
+    if let Some(db) = db {
+        db.fill(0.0);
+        add_rows(db, dz);
+    }
     let w = &io.params[..k * f];
     let scratch = &mut ctx.scratch[..conv_scratch_len(dims, batch)];
     let direct = dims.direct();
-    let cols: &[f32] = if direct {
-        x
-    } else {
-        im2col(dims, x, scratch, batch);
-        scratch
-    };
-    gemm(
-        1.0,
-        MatRef::row_major(cols, r, k).t(),
-        MatRef::row_major(dz, r, f),
-        0.0,
-        MatMut::row_major(dw, k, f),
-        ctx.gemm,
-    );
+    if let Some(dw) = dw {
+        let cols: &[f32] = if direct {
+            x
+        } else {
+            im2col(dims, x, scratch, batch);
+            scratch
+        };
+        gemm(
+            1.0,
+            MatRef::row_major(cols, r, k).t(),
+            MatRef::row_major(dz, r, f),
+            0.0,
+            MatMut::row_major(dw, k, f),
+            ctx.gemm,
+        );
+    }
     let dz_wt = |beta: f32, out: &mut [f32], ws: &mut [f32]| {
         gemm(
             1.0,
@@ -668,6 +680,7 @@ impl<
 
     const SCRATCH_PER_SAMPLE: usize = conv_scratch_len(Self::DIMS, 1);
     const PRODUCTS: &'static [Product] = &conv_products(Self::DIMS);
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

@@ -209,6 +209,7 @@ impl<
 
     const SCRATCH_PER_SAMPLE: usize = conv_scratch_len(Self::DIMS, 1);
     const PRODUCTS: &'static [Product] = &conv_products(Self::DIMS);
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

@@ -31,6 +31,15 @@ impl DenseDims {
         self.inputs * self.outputs + if self.bias { self.outputs } else { 0 }
     }
 
+    /// The values of each tensor: the weight's, then the bias's (0 without a bias).
+    #[inline]
+    pub const fn tensor_lens(&self) -> [usize; 2] {
+        [
+            self.inputs * self.outputs,
+            if self.bias { self.outputs } else { 0 },
+        ]
+    }
+
     /// Values per sample that [`dense_forward`] saves for [`dense_backward`] with activation
     /// `A`: the pre-activation when `A` needs it, else nothing.
     #[inline]
@@ -120,11 +129,12 @@ pub fn dense_forward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Forw
 
 /// The backward pass of [`dense_forward`]: given `io.dy` (d loss / d y, overwritten with
 /// d loss / d pre-activation), writes d loss / d params into `io.dparams` (overwriting it;
-/// laid out as `io.params`) and d loss / d x into `io.dx`. `io.x`, `io.y` and `io.saved` are
-/// what [`dense_forward`] saw and wrote.
+/// laid out as `io.params`, without the tensors `io.frozen` names) and d loss / d x into
+/// `io.dx`. `io.x`, `io.y` and `io.saved` are what [`dense_forward`] saw and wrote.
 ///
 /// The bias gradient sums the rows of the pre-activation gradient in order; the weight and
-/// input gradients are one GEMM each. Always inlined, as [`dense_forward`].
+/// input gradients are one GEMM each; a frozen tensor's sum or GEMM is not computed. Always
+/// inlined, as [`dense_forward`].
 ///
 /// # Panics
 /// As [`dense_forward`], also for `dy`, `dparams` and `dx`.
@@ -136,7 +146,8 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
     } = dims;
     let name = "dense_backward";
     buffers::expect(name, "params", io.params.len(), dims.params());
-    buffers::expect(name, "dparams", io.dparams.len(), dims.params());
+    let trainable = io.frozen.trainable_values(&dims.tensor_lens());
+    buffers::expect(name, "dparams", io.dparams.len(), trainable);
     buffers::expect(name, "x", io.x.len(), batch * inputs);
     buffers::expect(name, "y", io.y.len(), batch * outputs);
     buffers::expect(name, "dy", io.dy.len(), batch * outputs);
@@ -146,17 +157,21 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
     }
     backward_rows::<A>(io.saved, io.y, io.dy, outputs);
     let dz = &*io.dy;
-    let (dw, db) = io.dparams.split_at_mut(inputs * outputs);
-    db.fill(0.0);
-    add_rows(db, dz);
-    gemm(
-        1.0,
-        MatRef::row_major(io.x, batch, inputs).t(),
-        MatRef::row_major(dz, batch, outputs),
-        0.0,
-        MatMut::row_major(dw, inputs, outputs),
-        ctx.gemm,
-    );
+    let [dw, db] = io.frozen.split(io.dparams, dims.tensor_lens());
+    if let Some(db) = db {
+        db.fill(0.0);
+        add_rows(db, dz);
+    }
+    if let Some(dw) = dw {
+        gemm(
+            1.0,
+            MatRef::row_major(io.x, batch, inputs).t(),
+            MatRef::row_major(dz, batch, outputs),
+            0.0,
+            MatMut::row_major(dw, inputs, outputs),
+            ctx.gemm,
+        );
+    }
     let Some((dx, add)) = io.dx.destination() else {
         return;
     };
@@ -306,6 +321,7 @@ impl<const IN: usize, const OUT: usize, A: Activation, const BIAS: bool> Layer
     };
 
     const PRODUCTS: &'static [Product] = &dense_products(Self::DIMS);
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -375,6 +391,34 @@ mod tests {
             std::format!("{:?}", E::new()),
             "Dense<4, 3, relu, bias: false>"
         );
+    }
+
+    /// A mask naming a tensor past the layer's (a bias the layer does not have) is the
+    /// caller's bug, refused before any work.
+    #[test]
+    #[should_panic(expected = "frozen mask 0b10 for a layer of 1 tensors")]
+    fn a_mask_past_the_tensors_is_refused() {
+        type D = Dense<2, 1, Identity, false>;
+        let mut rng = crate::rng::Rng::new(crate::rng::Seed(0));
+        let mut ctx = Ctx {
+            gemm: &mut std::vec![0.0; D::gemm_len(1)],
+            scratch: &mut [],
+            rng: &mut rng,
+            first_sample: 0,
+            mode: crate::layers::Mode::Train,
+        };
+        let io = Backward {
+            params: &[1.0, 2.0],
+            x: &[1.0, 1.0],
+            y: &[3.0],
+            saved: &[],
+            dy: &mut [1.0],
+            dx: Grad::Skip,
+            frozen: crate::layers::Frozen(0b10),
+            dparams: &mut [0.0; 2],
+            batch: 1,
+        };
+        D::backward(&mut ctx, io);
     }
 
     #[test]

@@ -48,6 +48,7 @@ impl<const N: usize, const RATE_PER_MILLE: u32> Layer for Dropout<N, RATE_PER_MI
     const STATE: usize = 0;
     const SAVED: usize = N;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

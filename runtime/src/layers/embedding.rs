@@ -3,7 +3,7 @@
 //! functions that take their sizes at run time ([`EmbeddingDims`], [`PositionalDims`]).
 
 use super::token::OutsideVocabulary;
-use super::{buffers, Backward, Ctx, Forward, Init, Layer, Tensor, TokenLayer};
+use super::{buffers, Backward, Ctx, Forward, Grad, Init, Layer, Tensor, TokenLayer};
 use core::fmt;
 
 /// [`Embedding`]'s `PAD` when no token is padding.
@@ -80,21 +80,30 @@ fn gather<I: Id>(dims: EmbeddingDims, io: Forward<'_, I>) {
 }
 
 /// The output gradient of every position added into the row of its id, in sample and
-/// position order, the padding row left at 0; `io.dx`, if asked for, gets zeros.
+/// position order, the padding row left at 0 (nothing when the table is frozen); `io.dx`, if
+/// asked for, gets zeros.
 fn scatter<I: Id>(dims: EmbeddingDims, io: Backward<'_, I>) {
     let d = dims.dim;
-    io.dparams.fill(0.0);
+    let [Some(dtable)] = io.frozen.split(io.dparams, [dims.params()]) else {
+        return zero_input_grad(io.dx);
+    };
+    dtable.fill(0.0);
     let ids = &io.x[..io.batch * dims.seq];
     for (at, (&id, dy)) in ids.iter().zip(io.dy.chunks_exact(d)).enumerate() {
         let r = row_of(id, &dims, at);
         if Some(r) == dims.padding {
             continue;
         }
-        for (g, &dy) in io.dparams[r * d..(r + 1) * d].iter_mut().zip(dy) {
+        for (g, &dy) in dtable[r * d..(r + 1) * d].iter_mut().zip(dy) {
             *g += dy;
         }
     }
-    if let Some((dx, false)) = io.dx.destination() {
+    zero_input_grad(io.dx);
+}
+
+/// The gradient of ids, which have none: zeros into `dx` if it is overwritten.
+fn zero_input_grad(dx: Grad<'_>) {
+    if let Some((dx, false)) = dx.destination() {
         dx.fill(0.0);
     }
 }
@@ -108,8 +117,8 @@ pub fn embedding_forward(dims: EmbeddingDims, io: Forward<'_, u32>) {
 }
 
 /// d loss / d table: the output gradient of every position added into the row of its id, in
-/// sample and position order, the padding row left at 0. Ids have no gradient: `io.dx`, if
-/// asked for, gets zeros.
+/// sample and position order, the padding row left at 0; nothing when `io.frozen` freezes the
+/// table (`io.dparams` is then empty). Ids have no gradient: `io.dx`, if asked for, gets zeros.
 ///
 /// # Panics
 /// If an id is not in `0..vocab` (see [`Embedding`]).
@@ -206,6 +215,7 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> L
         fans: (VOCAB, DIM),
         init: Init::StandardNormal,
     }];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -265,13 +275,16 @@ pub fn positional_forward(dims: PositionalDims, io: Forward<'_>) {
 }
 
 /// d loss / d table: the output gradient summed over the batch in sample order for the first
-/// `seq` rows, 0 for the rows past the sequence; d loss / d x is the output gradient.
+/// `seq` rows, 0 for the rows past the sequence (nothing when `io.frozen` freezes the table);
+/// d loss / d x is the output gradient.
 pub fn positional_backward(dims: PositionalDims, io: Backward<'_>) {
     let n = dims.seq * dims.dim;
-    io.dparams.fill(0.0);
-    for dy in io.dy.chunks_exact(n).take(io.batch) {
-        for (g, &dy) in io.dparams[..n].iter_mut().zip(dy) {
-            *g += dy;
+    if let [Some(dtable)] = io.frozen.split(io.dparams, [dims.max_len * dims.dim]) {
+        dtable.fill(0.0);
+        for dy in io.dy.chunks_exact(n).take(io.batch) {
+            for (g, &dy) in dtable[..n].iter_mut().zip(dy) {
+                *g += dy;
+            }
         }
     }
     if let Some((dx, add)) = io.dx.destination() {
@@ -335,6 +348,7 @@ impl<const MAX_LEN: usize, const DIM: usize, const SEQ: usize> Layer
         fans: (MAX_LEN, DIM),
         init: Init::StandardNormal,
     }];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -434,6 +448,33 @@ mod tests {
         let mut params = vec![1.0; 12];
         E::finish_init(&mut params);
         assert_eq!(&params[..4], [1.0, 1.0, 0.0, 0.0]);
+    }
+
+    /// A frozen table over ids: no gradient (`dparams` empty), and the input gradient still
+    /// zeros when overwritten, untouched when added to.
+    #[test]
+    fn a_frozen_table_over_ids_gives_the_input_gradient_only() {
+        type E = Embedding<6, 2, 4>;
+        let table: Vec<f32> = (0..12).map(|i| i as f32 + 0.5).collect();
+        let ids: [u32; 4] = [1, 3, 5, 0];
+        let y = [0.0; 8];
+        let mut rng = Rng::new(Seed(0));
+        let (mut set, mut added) = (vec![f32::NAN; 4], vec![2.0; 4]);
+        for dx in [Grad::Set(&mut set), Grad::Add(&mut added)] {
+            let io = Backward {
+                params: &table,
+                x: &ids,
+                y: &y,
+                saved: &[],
+                dy: &mut [1.0; 8],
+                dx,
+                frozen: crate::layers::Frozen::all(1),
+                dparams: &mut [],
+                batch: 1,
+            };
+            E::backward_ids(&mut ctx(&mut rng), io);
+        }
+        assert_eq!((set, added), (vec![0.0; 4], vec![2.0; 4]));
     }
 
     /// The output and table gradient of layer `E` with table `table` on the inputs `x`,

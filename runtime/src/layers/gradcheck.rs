@@ -3,7 +3,7 @@
 
 extern crate std;
 
-use super::{Backward, Ctx, Forward, Grad, Layer, Mode};
+use super::{Backward, Ctx, Forward, Frozen, Grad, Layer, Mode};
 use crate::rng::{Rng, Seed};
 use std::vec;
 use std::vec::Vec;
@@ -136,7 +136,7 @@ impl Check {
         ctx.scratch.fill(f32::NAN);
         ctx.gemm.fill(f32::NAN);
         // One backward call from a fresh copy of `dy`.
-        let mut backward = |dx: Grad<'_>, dparams: &mut [f32]| {
+        let mut masked_backward = |dx: Grad<'_>, frozen: Frozen, dparams: &mut [f32]| {
             let mut dy = dy.clone();
             let io = Backward {
                 params: &params,
@@ -145,7 +145,7 @@ impl Check {
                 saved: &saved,
                 dy: &mut dy,
                 dx,
-                frozen: crate::layers::Frozen::NONE,
+                frozen,
                 dparams,
                 batch,
             };
@@ -153,7 +153,10 @@ impl Check {
         };
         let mut dparams = vec![f32::NAN; L::PARAMS];
         let mut dx = vec![f32::NAN; batch * L::IN];
-        backward(Grad::Set(&mut dx), &mut dparams);
+        masked_backward(Grad::Set(&mut dx), Frozen::NONE, &mut dparams);
+        let mut backward = |dx: Grad<'_>, dparams: &mut [f32]| {
+            masked_backward(dx, Frozen::NONE, dparams);
+        };
 
         let ndp = numeric_grad(&p64, &dy64, &|p| reference(p, &x64, batch));
         let ndx = numeric_grad(&x64, &dy64, &|v| reference(&p64, v, batch));
@@ -182,7 +185,105 @@ impl Check {
             bits(&dparams2),
             "Grad::Skip changes dparams"
         );
+        let unmasked = Unmasked {
+            dparams: &dparams,
+            dx: &dx,
+            base: &base,
+            added: &acc,
+        };
+        if L::FREEZABLE {
+            check_masks::<L>(&mut masked_backward, unmasked, &mut rng);
+        } else {
+            assert!(
+                L::TENSORS.is_empty(),
+                "a layer with tensors honours the frozen mask (Layer::FREEZABLE)"
+            );
+        }
         Outcome { saved, state }
+    }
+}
+
+/// A layer's backward call with a given output gradient `dx` and mask, writing `dparams`.
+type MaskedBackward<'a> = dyn FnMut(Grad<'_>, Frozen, &mut [f32]) + 'a;
+
+/// What backward wrote with no tensor frozen, to compare masked calls with.
+struct Unmasked<'a> {
+    /// d loss / d params.
+    dparams: &'a [f32],
+    /// d loss / d x ([`Grad::Set`]).
+    dx: &'a [f32],
+    /// What [`Grad::Add`] added to...
+    added: &'a [f32],
+    /// ... giving this.
+    base: &'a [f32],
+}
+
+/// Masks with up to this many tensors are tried in every subset.
+const EVERY_SUBSET_UP_TO: usize = 5;
+
+/// The masks tried on a layer of `n` tensors: every subset of a few; of more, none, each
+/// tensor alone, all but each one, every prefix (a frozen bottom, as a stacked layer's lower
+/// layers) and a few drawn at random.
+fn masks(n: usize, rng: &mut Rng) -> Vec<Frozen> {
+    if n <= EVERY_SUBSET_UP_TO {
+        return (0..1u64 << n).map(Frozen).collect();
+    }
+    let all = Frozen::all(n).0;
+    let mut masks: Vec<Frozen> = (0..n)
+        .flat_map(|i| [Frozen(1 << i), Frozen(all & !(1 << i))])
+        .chain((0..=n).map(Frozen::all))
+        .collect();
+    masks.extend((0..6).map(|_| Frozen(rng.next_u64() & all)));
+    masks
+}
+
+/// For each mask of [`masks`], backward with [`Grad::Set`], [`Grad::Add`] and [`Grad::Skip`]
+/// into `dparams` of exactly the trainable tensors' length, cut from a buffer of NaN sentinels:
+/// each trainable tensor's gradient and `dx` bit for bit as without a mask, and no sentinel
+/// written.
+fn check_masks<L: Layer>(backward: &mut MaskedBackward<'_>, unmasked: Unmasked<'_>, rng: &mut Rng) {
+    const PAD: usize = 5;
+    let sentinel = f32::from_bits(0x7fc0_beef);
+    for frozen in masks(L::TENSORS.len(), rng) {
+        let len = frozen.trainable_len(L::TENSORS);
+        let mut expected = Vec::with_capacity(len);
+        let mut at = 0;
+        for (i, t) in L::TENSORS.iter().enumerate() {
+            if !frozen.is_frozen(i) {
+                expected.extend_from_slice(&unmasked.dparams[at..at + t.len()]);
+            }
+            at += t.len();
+        }
+        let mut dx = vec![f32::NAN; unmasked.dx.len()];
+        let mut added = unmasked.base.to_vec();
+        let calls: [(&str, Grad<'_>); 3] = [
+            ("Set", Grad::Set(&mut dx)),
+            ("Add", Grad::Add(&mut added)),
+            ("Skip", Grad::Skip),
+        ];
+        for (kind, grad) in calls {
+            let mut buffer = vec![sentinel; len + 2 * PAD];
+            backward(grad, frozen, &mut buffer[PAD..PAD + len]);
+            let what = std::format!("{frozen:?}, Grad::{kind}");
+            assert_eq!(
+                bits(&buffer[PAD..PAD + len]),
+                bits(&expected),
+                "{what}: trainable gradients"
+            );
+            let outside = buffer[..PAD].iter().chain(&buffer[PAD + len..]);
+            assert!(
+                outside
+                    .into_iter()
+                    .all(|v| v.to_bits() == sentinel.to_bits()),
+                "{what}: written outside dparams"
+            );
+        }
+        assert_eq!(bits(&dx), bits(unmasked.dx), "{frozen:?}: dx (Grad::Set)");
+        assert_eq!(
+            bits(&added),
+            bits(unmasked.added),
+            "{frozen:?}: dx (Grad::Add)"
+        );
     }
 }
 

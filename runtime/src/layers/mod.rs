@@ -213,6 +213,42 @@ impl Frozen {
         n
     }
 
+    /// Whether each of the first `count` tensors is frozen (`true` for none): whether the
+    /// layers or projections that hold them need no gradient.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Frozen;
+    /// assert!(Frozen(0b1011).freezes_first(2));
+    /// assert!(!Frozen(0b1011).freezes_first(3));
+    /// ```
+    pub const fn freezes_first(self, count: usize) -> bool {
+        self.part(0, count).0 == Self::all(count).0
+    }
+
+    /// The values of the gradients of tensors of `lens` values that are not frozen:
+    /// [`trainable_len`](Self::trainable_len) for sizes known at run time.
+    pub fn trainable_values(self, lens: &[usize]) -> usize {
+        let trainable = lens.iter().enumerate().filter(|&(i, _)| !self.is_frozen(i));
+        trainable.map(|(_, &n)| n).sum()
+    }
+
+    /// The mask of the `count` tensors from `first` on, as a part of a layer that holds them
+    /// sees it (its tensor 0 is the layer's tensor `first`): a stacked recurrent layer's, an
+    /// attention projection's.
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Frozen;
+    /// assert_eq!(Frozen(0b1101_0110).part(4, 2), Frozen(0b01));
+    /// ```
+    pub const fn part(self, first: usize, count: usize) -> Frozen {
+        let shifted = if first >= Self::MAX_TENSORS {
+            0
+        } else {
+            self.0 >> first
+        };
+        Frozen(shifted & Self::all(count).0)
+    }
+
     /// The gradient of each of `N` tensors of `lens` values, cut from `dparams` (the
     /// trainable tensors' gradients, one after the other): `None` for a frozen tensor.
     ///
@@ -226,11 +262,11 @@ impl Frozen {
     ///
     /// # Panics
     /// If `dparams` is not as long as the trainable tensors together.
-    pub fn split<'a, const N: usize>(
+    pub fn split<const N: usize>(
         self,
-        dparams: &'a mut [f32],
+        dparams: &mut [f32],
         lens: [usize; N],
-    ) -> [Option<&'a mut [f32]>; N] {
+    ) -> [Option<&mut [f32]>; N] {
         let mut rest = dparams;
         let grads = core::array::from_fn(|i| {
             if self.is_frozen(i) {

@@ -6,6 +6,7 @@
 
 use super::{buffers, Backward, Ctx, Forward, Init, Layer, Mode, Tensor, Torch};
 use crate::accumulate::{narrow, widen, Accumulator, Wide};
+use crate::lane::add_assign;
 use crate::math;
 
 /// PyTorch's default epsilon, for both layers (Keras uses 1e-3).
@@ -75,6 +76,7 @@ impl<const N: usize> Layer for LayerNorm<N> {
     const SAVED: usize = 2;
     const TENSORS: &'static [Tensor] = affine_tensors!(N);
     const TORCH: &'static [Torch] = TORCH_AFFINE;
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -186,15 +188,18 @@ fn normalize_rows<const R: usize>(
     }
 }
 
-/// [`LayerNorm`]'s backward pass over rows of `n` features; see [`layer_norm_forward`].
+/// [`LayerNorm`]'s backward pass over rows of `n` features; see [`layer_norm_forward`]. The
+/// gradients of `gamma` and `beta` go into `io.dparams` unless `io.frozen` names them; with
+/// both frozen and no `io.dx` wanted, nothing is computed.
 #[inline(always)]
 pub fn layer_norm_backward(n: usize, io: Backward<'_>) {
     let gamma = &io.params[..n];
-    let (dgamma, dbeta) = io.dparams.split_at_mut(n);
-    dgamma.fill(0.0);
-    dbeta.fill(0.0);
+    let [mut dgamma, mut dbeta] = io.frozen.split(io.dparams, [n, n]);
+    for grad in [&mut dgamma, &mut dbeta].into_iter().flatten() {
+        grad.fill(0.0);
+    }
     let mut dx = io.dx.destination();
-    if n == 0 {
+    if n == 0 || dgamma.is_none() && dbeta.is_none() && dx.is_none() {
         return;
     }
     let total = io.x.len() / n;
@@ -212,10 +217,11 @@ pub fn layer_norm_backward(n: usize, io: Backward<'_>) {
             saved: &io.saved[start * 2..(start + count) * 2],
             dx: dx.as_mut().map(|(dx, add)| (&mut dx[a..b], *add)),
         };
+        let grads = (dgamma.as_deref_mut(), dbeta.as_deref_mut());
         if count == GRAD_ROWS {
-            backward_rows::<GRAD_ROWS>(n, gamma, group, (dgamma, dbeta));
+            backward_rows::<GRAD_ROWS>(n, gamma, group, grads);
         } else {
-            backward_rows::<1>(n, gamma, group, (dgamma, dbeta));
+            backward_rows::<1>(n, gamma, group, grads);
         }
         start += count;
     }
@@ -233,25 +239,47 @@ struct RowsGrad<'a> {
     dx: Option<(&'a mut [f32], bool)>,
 }
 
-/// The backward pass of `R` rows: their terms of `dgamma` and `dbeta` (added row after row),
-/// then d loss / d x from each row's sums of `g = dy * gamma` and `g * xhat`, in [`Wide`], in
-/// order (the rows' sums side by side).
+/// The gradients of a normalization's `gamma` and `beta`, each `None` when frozen.
+type AffineGrads<'a> = (Option<&'a mut [f32]>, Option<&'a mut [f32]>);
+
+/// One row's terms of `dgamma` (`dy * xhat`) and `dbeta` (`dy`), added into those not frozen.
+#[inline(always)]
+fn add_affine_terms(x: &[f32], dy: &[f32], (mean, rstd): (f32, f32), grads: AffineGrads<'_>) {
+    let xhat = |x: f32| (x - mean) * rstd;
+    match grads {
+        (Some(dgamma), Some(dbeta)) => {
+            let sums = dgamma.iter_mut().zip(dbeta.iter_mut());
+            for (((dg, db), &x), &dy) in sums.zip(x).zip(dy) {
+                *dg += dy * xhat(x);
+                *db += dy;
+            }
+        }
+        (Some(dgamma), None) => {
+            for ((dg, &x), &dy) in dgamma.iter_mut().zip(x).zip(dy) {
+                *dg += dy * xhat(x);
+            }
+        }
+        (None, Some(dbeta)) => add_assign(dbeta, dy),
+        (None, None) => {}
+    }
+}
+
+/// The backward pass of `R` rows: their terms of `dgamma` and `dbeta` (added row after row,
+/// those not frozen), then d loss / d x from each row's sums of `g = dy * gamma` and
+/// `g * xhat`, in [`Wide`], in order (the rows' sums side by side).
 #[inline(always)]
 fn backward_rows<const R: usize>(
     n: usize,
     gamma: &[f32],
     rows_grad: RowsGrad<'_>,
-    (dgamma, dbeta): (&mut [f32], &mut [f32]),
+    (mut dgamma, mut dbeta): AffineGrads<'_>,
 ) {
     let RowsGrad { x, dy, saved, dx } = rows_grad;
     let (xs, dys) = (rows::<R>(x, n), rows::<R>(dy, n));
     let stats: [(f32, f32); R] = core::array::from_fn(|r| (saved[2 * r], saved[2 * r + 1]));
-    for ((x, dy), &(mean, rstd)) in xs.iter().zip(&dys).zip(&stats) {
-        let sums = dgamma.iter_mut().zip(dbeta.iter_mut());
-        for (((dg, db), &x), &dy) in sums.zip(*x).zip(*dy) {
-            *dg += dy * ((x - mean) * rstd);
-            *db += dy;
-        }
+    for ((x, dy), &stats) in xs.iter().zip(&dys).zip(&stats) {
+        let grads = (dgamma.as_deref_mut(), dbeta.as_deref_mut());
+        add_affine_terms(x, dy, stats, grads);
     }
     let (mut sum_g, mut sum_gx) = ([Accumulator::ZERO; R], [Accumulator::ZERO; R]);
     for i in 0..n {
@@ -321,17 +349,68 @@ impl<const C: usize, const SPATIAL: usize> BatchNorm<C, SPATIAL> {
         mut out: impl FnMut(usize, (Wide, Wide)),
     ) {
         for c0 in (0..C).step_by(BLOCK) {
+            Self::block_sums(c0, rows, &mut f, &mut out);
+        }
+    }
+
+    /// [`channel_sums`](Self::channel_sums) of the block of channels from `c0`.
+    #[inline(always)]
+    fn block_sums(
+        c0: usize,
+        rows: usize,
+        mut f: impl FnMut(usize, usize) -> (Wide, Wide),
+        mut out: impl FnMut(usize, (Wide, Wide)),
+    ) {
+        let c1 = (c0 + BLOCK).min(C);
+        let mut acc = [(Accumulator::ZERO, Accumulator::ZERO); BLOCK];
+        for r in 0..rows {
+            for (c, a) in (c0..c1).zip(acc.iter_mut()) {
+                let (u, v) = f(r, c);
+                a.0.add(u);
+                a.1.add(v);
+            }
+        }
+        for (c, a) in (c0..c1).zip(acc) {
+            out(c, (a.0.total(), a.1.total()));
+        }
+    }
+
+    /// [`Layer::backward`] with `gamma` or `beta` frozen (`None`): block after block of
+    /// channels, the sums the gradients that train and (in training) `dx` need, then `dx` of
+    /// those channels. `value(r, c, (Σ dy, Σ dy * xhat))` is d loss / d x at row `r`, channel
+    /// `c`; `sums(r, c)` the terms of those sums.
+    fn backward_frozen(
+        (rows, train): (usize, bool),
+        (mut dgamma, mut dbeta): AffineGrads<'_>,
+        mut dx: Option<(&mut [f32], bool)>,
+        sums: impl Fn(usize, usize) -> (Wide, Wide),
+        value: impl Fn(usize, usize, (f32, f32)) -> f32,
+    ) {
+        let needed = dgamma.is_some() || dbeta.is_some() || train && dx.is_some();
+        for c0 in (0..C).step_by(BLOCK) {
             let c1 = (c0 + BLOCK).min(C);
-            let mut acc = [(Accumulator::ZERO, Accumulator::ZERO); BLOCK];
-            for r in 0..rows {
-                for (c, a) in (c0..c1).zip(acc.iter_mut()) {
-                    let (u, v) = f(r, c);
-                    a.0.add(u);
-                    a.1.add(v);
+            let mut block = [(0.0, 0.0); BLOCK];
+            if needed {
+                Self::block_sums(c0, rows, &sums, |c, (s, sx)| {
+                    block[c - c0] = (narrow(s), narrow(sx));
+                });
+            }
+            for (c, &(s, sx)) in (c0..c1).zip(&block) {
+                if let Some(dbeta) = dbeta.as_deref_mut() {
+                    dbeta[c] = s;
+                }
+                if let Some(dgamma) = dgamma.as_deref_mut() {
+                    dgamma[c] = sx;
                 }
             }
-            for (c, a) in (c0..c1).zip(acc) {
-                out(c, (a.0.total(), a.1.total()));
+            let Some((dx, add)) = dx.as_mut() else {
+                continue;
+            };
+            for (r, dxr) in dx.chunks_exact_mut(C).enumerate() {
+                for (c, &block) in (c0..c1).zip(&block) {
+                    let v = value(r, c, block);
+                    dxr[c] = if *add { dxr[c] + v } else { v };
+                }
             }
         }
     }
@@ -349,6 +428,7 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
     const SAVED: usize = 2 * C;
     const TENSORS: &'static [Tensor] = affine_tensors!(C);
     const TORCH: &'static [Torch] = TORCH_AFFINE;
+    const FREEZABLE: bool = true;
     const STATE_TENSORS: &'static [Tensor] = &[
         Tensor {
             name: "running_mean",
@@ -436,47 +516,56 @@ impl<const C: usize, const SPATIAL: usize> Layer for BatchNorm<C, SPATIAL> {
             saved,
             dy,
             dx,
+            frozen,
             dparams,
             batch,
             ..
         } = io;
         let rows = batch * SPATIAL;
-        let (dgamma, dbeta) = dparams.split_at_mut(C);
+        let [dgamma, dbeta] = frozen.split(dparams, [C, C]);
         if rows == 0 || C == 0 {
-            dgamma.fill(0.0);
-            dbeta.fill(0.0);
+            dgamma.into_iter().chain(dbeta).for_each(|d| d.fill(0.0));
             return;
         }
         let gamma = &params[..C];
         let (mean, rstd) = saved[..2 * C].split_at(C);
         let xhat = |r: usize, c: usize| (x[r * C + c] - mean[c]) * rstd[c];
         // dbeta = Σ dy, dgamma = Σ dy * xhat, per channel.
-        Self::channel_sums(
-            rows,
-            |r, c| {
-                let d = widen(dy[r * C + c]);
-                (d, d * widen(xhat(r, c)))
-            },
-            |c, (s, sx)| {
-                dbeta[c] = narrow(s);
-                dgamma[c] = narrow(sx);
-            },
-        );
-        let Some((dx, add)) = dx.destination() else {
-            return;
+        let sums = |r: usize, c: usize| {
+            let d = widen(dy[r * C + c]);
+            (d, d * widen(xhat(r, c)))
         };
         let train = ctx.mode == Mode::Train;
         let m = rows as f32;
-        for (r, (dxr, dr)) in dx.chunks_exact_mut(C).zip(dy.chunks_exact(C)).enumerate() {
+        // d loss / d x at row `r`, channel `c`, from the channel's `(dbeta, dgamma)`.
+        let value = |r: usize, c: usize, (dbeta, dgamma): (f32, f32)| {
+            // With batch statistics, the mean and variance depend on x too:
+            // dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+            let dy = dy[r * C + c];
+            let g = if train {
+                dy - dbeta / m - xhat(r, c) * (dgamma / m)
+            } else {
+                dy
+            };
+            gamma[c] * rstd[c] * g
+        };
+        let (dgamma, dbeta) = match (dgamma, dbeta) {
+            (Some(dgamma), Some(dbeta)) => (dgamma, dbeta),
+            grads => {
+                Self::backward_frozen((rows, train), grads, dx.destination(), sums, value);
+                return;
+            }
+        };
+        Self::channel_sums(rows, sums, |c, (s, sx)| {
+            dbeta[c] = narrow(s);
+            dgamma[c] = narrow(sx);
+        });
+        let Some((dx, add)) = dx.destination() else {
+            return;
+        };
+        for (r, dxr) in dx.chunks_exact_mut(C).enumerate() {
             for c in 0..C {
-                // With batch statistics, the mean and variance depend on x too:
-                // dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
-                let g = if train {
-                    dr[c] - dbeta[c] / m - xhat(r, c) * (dgamma[c] / m)
-                } else {
-                    dr[c]
-                };
-                let v = gamma[c] * rstd[c] * g;
+                let v = value(r, c, (dbeta[c], dgamma[c]));
                 dxr[c] = if add { dxr[c] + v } else { v };
             }
         }

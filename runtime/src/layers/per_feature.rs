@@ -104,8 +104,8 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
 
 /// The backward pass matching [`per_feature_forward`]: given `io.dy`, `dx = dy ∂f/∂x`
 /// (computed in `io.dy`, then given to `io.dx`) and `dparams[j]`, the `j`-th `[n]` tensor of
-/// `io.dparams`, `Σ_samples dy ∂f/∂p_j` (overwriting it). `io.saved` and `io.batch` are not
-/// read.
+/// `io.dparams`, `Σ_samples dy ∂f/∂p_j` (overwriting it). A parameter `io.frozen` names gets
+/// no sum, and `io.dparams` holds the others' only. `io.saved` and `io.batch` are not read.
 ///
 /// `F::lane_grads` gets a lane of features of `x`, of `y = f(x, p)` and of each parameter, and
 /// returns `∂f/∂x` and each `∂f/∂p_j` there. The sums run sample after sample in batch order,
@@ -114,7 +114,7 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
 /// ```
 /// use fusegraph_runtime::__private_0_1::layers::{per_feature_backward, Backward, PerFeature};
 /// use fusegraph_runtime::lane::Lane;
-/// use fusegraph_runtime::layers::Grad;
+/// use fusegraph_runtime::layers::{Frozen, Grad};
 /// // y = a * x: dy/dx = a, dy/da = x.
 /// struct Scale;
 /// impl PerFeature<1> for Scale {
@@ -135,6 +135,7 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
 ///     saved: &[],
 ///     dy: &mut dy,
 ///     dx: Grad::Set(&mut dx),
+///     frozen: Frozen::NONE,
 ///     dparams: &mut da,
 ///     batch: 2,
 /// };
@@ -143,8 +144,8 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for ForwardPass<'_, F, K> {
 /// ```
 ///
 /// # Panics
-/// If `io.params` or `io.dparams` is not `K * n` values, or `io.x`, `io.y` and `io.dy` differ
-/// in length or are not rows of `n`.
+/// If `io.params` is not `K * n` values, `io.dparams` not `n` for each parameter not frozen,
+/// or `io.x`, `io.y` and `io.dy` differ in length or are not rows of `n`.
 #[inline(always)]
 pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, n: usize) {
     let Backward {
@@ -153,6 +154,7 @@ pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, 
         y,
         dy,
         dx,
+        frozen,
         dparams,
         ..
     } = io;
@@ -164,9 +166,17 @@ pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, 
     );
     assert_eq!(
         dparams.len(),
-        params.len(),
-        "per-feature layer: dparams and params lengths differ"
+        frozen.trainable_values(&[n; K]),
+        "per-feature layer: dparams and the trainable parameters' lengths differ"
     );
+    // Where each parameter's gradient starts in `dparams`; `None` when frozen.
+    let mut packed = 0;
+    let slots = core::array::from_fn(|j| {
+        (!frozen.is_frozen(j)).then(|| {
+            packed += n;
+            packed - n
+        })
+    });
     dparams.fill(0.0);
     if n == 0 {
         return;
@@ -180,6 +190,7 @@ pub fn per_feature_backward<F: PerFeature<K>, const K: usize>(io: Backward<'_>, 
                 y,
                 dy: &mut *dy,
                 dparams,
+                slots,
                 n,
                 f: PhantomData,
             },
@@ -195,6 +206,8 @@ struct BackwardPass<'a, F, const K: usize> {
     y: &'a [f32],
     dy: &'a mut [f32],
     dparams: &'a mut [f32],
+    /// Where each parameter's gradient starts in `dparams`; `None` when frozen.
+    slots: [Option<usize>; K],
     n: usize,
     f: PhantomData<F>,
 }
@@ -214,9 +227,11 @@ impl<F: PerFeature<K>, const K: usize> OnLanes for BackwardPass<'_, F, K> {
                     p,
                 );
                 let d = L::load_padded(&dr[i..i + k]);
-                for (j, g) in gp.into_iter().enumerate() {
-                    let acc = &mut dparams[j * n + i..j * n + i + k];
-                    (L::load_padded(acc) + d * g).store_partial(acc);
+                for (slot, g) in self.slots.into_iter().zip(gp) {
+                    if let Some(at) = slot {
+                        let acc = &mut dparams[at + i..at + i + k];
+                        (L::load_padded(acc) + d * g).store_partial(acc);
+                    }
                 }
                 (d * gx).store_partial(&mut dr[i..i + k]);
             }
@@ -246,7 +261,8 @@ fn check_rows(params: &[f32], k: usize, x: &[f32], y: &[f32], n: usize) {
 mod tests {
     use super::*;
     use crate::lane::Tested;
-    use crate::layers::Grad;
+    use crate::layers::gradcheck::Check;
+    use crate::layers::{Ctx, Frozen, Grad, Init, Layer, Tensor};
 
     /// `y = a x + b`.
     struct Affine;
@@ -268,6 +284,58 @@ mod tests {
         fn lane_grads<L: Lane>(x: L, _y: L, [a]: [L; 1]) -> (L, [L; 1]) {
             (L::splat(2.0) * a * x, [x * x])
         }
+    }
+
+    /// [`Affine`] as a layer of `N` features, as `activation!` would generate it, so that the
+    /// shared gradient check runs it with every mask of its two tensors.
+    struct AffineLayer<const N: usize>;
+
+    impl<const N: usize> Layer for AffineLayer<N> {
+        fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+            out.write_str("AffineLayer")
+        }
+        const IN: usize = N;
+        const OUT: usize = N;
+        const PARAMS: usize = 2 * N;
+        const STATE: usize = 0;
+        const SAVED: usize = 0;
+        const TENSORS: &'static [Tensor] = &[
+            Tensor {
+                name: "a",
+                shape: &[N],
+                fans: (N, N),
+                init: Init::Ones,
+            },
+            Tensor {
+                name: "b",
+                shape: &[N],
+                fans: (N, N),
+                init: Init::Zeros,
+            },
+        ];
+        const FREEZABLE: bool = true;
+        fn forward(_: &mut Ctx<'_>, io: Forward<'_>) {
+            per_feature_forward::<Affine, 2>(io, N);
+        }
+        fn backward(_: &mut Ctx<'_>, io: Backward<'_>) {
+            per_feature_backward::<Affine, 2>(io, N);
+        }
+    }
+
+    /// `a x + b` against finite differences, and with `a`, `b` or both frozen the other's
+    /// gradient and `dx` bit for bit as without.
+    #[test]
+    fn affine_layer_matches_finite_differences_under_every_mask() {
+        extern crate std;
+        fn check<const N: usize>(batch: usize) {
+            Check::new(batch).run::<AffineLayer<N>>(&|p, x, _| {
+                let at = |i: usize| p[i % N] * x[i] + p[N + i % N];
+                (0..x.len()).map(at).collect()
+            });
+        }
+        check::<11>(3);
+        check::<8>(2);
+        check::<1>(1);
     }
 
     /// The buffers of a per-feature forward call.
@@ -296,7 +364,7 @@ mod tests {
             saved: &[],
             dy,
             dx,
-            frozen: crate::layers::Frozen::NONE,
+            frozen: Frozen::NONE,
             dparams,
             batch: 0,
         }
@@ -404,6 +472,7 @@ mod tests {
                 y: &y,
                 dy: &mut dy,
                 dparams: &mut dp,
+                slots: [Some(0), Some(n)],
                 n,
                 f: PhantomData,
             });

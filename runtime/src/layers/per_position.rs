@@ -110,6 +110,8 @@ impl<L: Layer, const T: usize> Layer for PerPosition<L, T> {
     const TORCH: &'static [Torch] = L::TORCH;
     const STATE_TENSORS: &'static [Tensor] = L::STATE_TENSORS;
     const BATCH_COUNTER: bool = L::BATCH_COUNTER;
+    /// The mask goes to `L`'s backward as it is.
+    const FREEZABLE: bool = L::FREEZABLE;
     const SCRATCH_PER_SAMPLE: usize = T * L::SCRATCH_PER_SAMPLE;
     const PRODUCTS: &'static [Product] = Self::PRODUCT_TABLE.split_at(L::PRODUCTS.len()).0;
 

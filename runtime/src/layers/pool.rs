@@ -112,6 +112,7 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const STATE: usize = 0;
     const SAVED: usize = Self::OUT;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -260,6 +261,7 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     const STATE: usize = 0;
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -397,6 +399,7 @@ impl<const T: usize, const C: usize> Layer for MeanOverTime<T, C> {
     const STATE: usize = 0;
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

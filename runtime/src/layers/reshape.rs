@@ -28,6 +28,7 @@ impl<const N: usize> Layer for Flatten<N> {
     const STATE: usize = 0;
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
+    const FREEZABLE: bool = true;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

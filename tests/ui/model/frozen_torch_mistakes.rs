@@ -12,7 +12,7 @@ pub struct Missing {
 
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 pub struct Reshaped {
-    #[frozen(torch = "../../../../tests/data/frozen/backbone.safetensors")]
+    #[frozen(torch = "../../../../tests/data/torch/backbone.safetensors")]
     fc1: Dense<4, 5>,
     head: Dense<5, 2>,
 }

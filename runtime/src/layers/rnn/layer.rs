@@ -284,6 +284,7 @@ impl<
     const TORCH: &'static [Torch] = TORCH_NAMES.split_at(4 * LAYERS).0;
     const SCRATCH_PER_SAMPLE: usize = rnn_scratch_len(Self::DIMS, 1);
     const PRODUCTS: &'static [Product] = &rnn_products(Self::DIMS);
+    const FREEZABLE: bool = true;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

@@ -34,7 +34,7 @@ mod layer;
 #[cfg(test)]
 mod tests;
 
-use super::{buffers, Backward, Ctx, Forward, Grad};
+use super::{buffers, Backward, Ctx, Forward, Frozen, Grad};
 use crate::kernels::gemm::{
     gemm, gemm_packed, pack_b, pool_threads, products_workspace_len, MatMut, MatRef, PackedB,
     Product, Scaled,
@@ -119,6 +119,35 @@ impl RnnDims {
     #[inline]
     pub const fn layer_params(&self, l: usize) -> usize {
         self.gate_rows() * (self.layer_inputs(l) + self.hidden + 2)
+    }
+
+    /// The values of layer `l`'s tensors, `weight_ih`, `weight_hh`, `bias_ih` and `bias_hh`:
+    /// the layer's tensors are the layer's [`TENSORS_PER_LAYER`](Self::TENSORS_PER_LAYER)
+    /// from `TENSORS_PER_LAYER * l` on.
+    #[inline]
+    pub const fn layer_tensor_lens(&self, l: usize) -> [usize; 4] {
+        let g = self.gate_rows();
+        [g * self.layer_inputs(l), g * self.hidden, g, g]
+    }
+
+    /// Tensors per stacked layer.
+    pub const TENSORS_PER_LAYER: usize = 4;
+
+    /// The values of the gradients of layer `l`'s tensors that `frozen` (a mask over every
+    /// layer's tensors) does not freeze.
+    pub fn layer_trainable(&self, frozen: Frozen, l: usize) -> usize {
+        let per = Self::TENSORS_PER_LAYER;
+        frozen
+            .part(per * l, per)
+            .trainable_values(&self.layer_tensor_lens(l))
+    }
+
+    /// The values of the gradients of the tensors that `frozen` does not freeze:
+    /// [`params`](Self::params) with none frozen.
+    pub fn trainable(&self, frozen: Frozen) -> usize {
+        (0..self.layers)
+            .map(|l| self.layer_trainable(frozen, l))
+            .sum()
     }
 
     /// Parameters of every layer, layer after layer.
@@ -294,18 +323,20 @@ fn split_weights(params: &[f32], dims: RnnDims, l: usize) -> (Weights<&[f32]>, &
     (Weights { ih, hh, b_ih, b_hh }, rest)
 }
 
-/// Splits layer `l`'s parameter gradients off the front of `dparams`.
-fn split_weights_mut(
+/// Layer `l`'s parameter gradients in `dparams` (every layer's trainable tensors, packed),
+/// `None` for a tensor `frozen` freezes.
+fn layer_grads(
     dparams: &mut [f32],
+    frozen: Frozen,
     dims: RnnDims,
     l: usize,
-) -> (Weights<&mut [f32]>, &mut [f32]) {
-    let (g, n) = (dims.gate_rows(), dims.layer_inputs(l));
-    let (ih, rest) = dparams.split_at_mut(g * n);
-    let (hh, rest) = rest.split_at_mut(g * dims.hidden);
-    let (b_ih, rest) = rest.split_at_mut(g);
-    let (b_hh, rest) = rest.split_at_mut(g);
-    (Weights { ih, hh, b_ih, b_hh }, rest)
+) -> Weights<Option<&mut [f32]>> {
+    let below: usize = (0..l).map(|k| dims.layer_trainable(frozen, k)).sum();
+    let own = &mut dparams[below..below + dims.layer_trainable(frozen, l)];
+    let per = RnnDims::TENSORS_PER_LAYER;
+    let part = frozen.part(per * l, per);
+    let [ih, hh, b_ih, b_hh] = part.split(own, dims.layer_tensor_lens(l));
+    Weights { ih, hh, b_ih, b_hh }
 }
 
 /// What forward saves for one layer, each `[batch, T, width]`.
@@ -631,9 +662,13 @@ impl<'a> Scratch<'a> {
 }
 
 /// The backward pass of [`rnn_forward`]: given `io.dy` (d loss / d y, not modified), writes
-/// d loss / d params into `io.dparams` (overwriting it; laid out as `io.params`) and
-/// d loss / d x into `io.dx`, by backpropagation through every time step. `io.x`, `io.y` and
-/// `io.saved` are what [`rnn_forward`] saw and wrote.
+/// d loss / d params into `io.dparams` (overwriting it; laid out as `io.params`, without the
+/// tensors `io.frozen` names: [`RnnDims::trainable`] values) and d loss / d x into `io.dx`,
+/// by backpropagation through every time step. `io.x`, `io.y` and `io.saved` are what
+/// [`rnn_forward`] saw and wrote.
+///
+/// A frozen tensor's GEMM or sum is not computed, and the pass stops at the top of the
+/// stacked layers below which every tensor is frozen, unless `io.dx` is wanted.
 ///
 /// # Panics
 /// As [`rnn_forward`], also for `dy`, `dparams` and `dx`.
@@ -641,7 +676,11 @@ pub fn rnn_backward(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
     dims.check();
     let (name, batch) = ("rnn_backward", io.batch);
     buffers::expect(name, "params", io.params.len(), dims.params());
-    buffers::expect(name, "dparams", io.dparams.len(), dims.params());
+    let trainable = match io.frozen.any() {
+        true => dims.trainable(io.frozen),
+        false => dims.params(),
+    };
+    buffers::expect(name, "dparams", io.dparams.len(), trainable);
     buffers::expect(name, "x", io.x.len(), batch * dims.input_len());
     buffers::expect(name, "y", io.y.len(), batch * dims.outputs());
     buffers::expect(name, "dy", io.dy.len(), batch * dims.outputs());
@@ -656,14 +695,27 @@ pub fn rnn_backward(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
 }
 
 /// [`rnn_backward`] with cell `C`: layer after layer from the top, each passing the gradient
-/// of its input sequence to the one below.
+/// of its input sequence to the one below, as long as one of the layers below has a tensor
+/// that trains or `io.dx` is wanted.
 fn backward_stack<C: Cell>(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
     let batch = io.batch;
     let Ctx { gemm, scratch, .. } = ctx;
     let (mut buf, d_below) = Scratch::split::<C>(scratch, dims, batch);
     let mut dx = io.dx;
+    let input_grad_wanted = !matches!(dx, Grad::Skip);
+    // Whether layers `0..=l` need backward: some of their tensors train, or `dx` is wanted.
+    let needed = |l: usize| {
+        input_grad_wanted
+            || !io
+                .frozen
+                .freezes_first(RnnDims::TENSORS_PER_LAYER * (l + 1))
+    };
     for l in (0..dims.layers).rev() {
-        let (w, dw) = layer_slices(io.params, io.dparams, dims, l);
+        if !needed(l) {
+            break;
+        }
+        let w = layer_weights(io.params, dims, l);
+        let dw = layer_grads(io.dparams, io.frozen, dims, l);
         let (saved, input) = layer_saved(io.saved, io.x, dims, batch, l);
         let s = Shape::of(dims, l, batch);
         let upstream = match (l + 1 == dims.layers, dims.sequence) {
@@ -672,31 +724,25 @@ fn backward_stack<C: Cell>(ctx: &mut Ctx<'_>, dims: RnnDims, io: Backward<'_>) {
             (false, _) => Upstream::Every(d_below),
         };
         backward_through_time::<C>(gemm, s, &w, &saved, upstream, &mut buf);
-        weight_grads(gemm, s, &saved, input, &mut buf, dw);
+        weight_grads((gemm, dims.gate_rows()), s, &saved, input, &mut buf, dw);
         let below = if l == 0 {
             dx.reborrow()
-        } else {
+        } else if needed(l - 1) {
             Grad::Set(&mut *d_below)
+        } else {
+            Grad::Skip
         };
         input_grad(gemm, s, w.ih, buf.dx_gates, below);
     }
 }
 
-/// Layer `l`'s parameters and their gradients.
-fn layer_slices<'a, 'b>(
-    params: &'a [f32],
-    dparams: &'b mut [f32],
-    dims: RnnDims,
-    l: usize,
-) -> (Weights<&'a [f32]>, Weights<&'b mut [f32]>) {
-    let (mut params, mut dparams) = (params, dparams);
+/// Layer `l`'s parameters.
+fn layer_weights(params: &[f32], dims: RnnDims, l: usize) -> Weights<&[f32]> {
+    let mut params = params;
     for k in 0..l {
         params = &params[dims.layer_params(k)..];
-        dparams = &mut dparams[dims.layer_params(k)..];
     }
-    let (w, _) = split_weights(params, dims, l);
-    let (dw, _) = split_weights_mut(dparams, dims, l);
-    (w, dw)
+    split_weights(params, dims, l).0
 }
 
 /// Layer `l`'s saved values and its input sequence: `x` for the first layer, the hidden
@@ -844,43 +890,50 @@ fn backward_sample<C: Cell>(
 }
 
 /// `dW_ih = dGxᵀ·X`, `dW_hh = dGhᵀ·H_prev` over `batch * T` rows, and the bias gradients as
-/// column sums of the gate gradients.
+/// column sums of the gate gradients, for the tensors not frozen (`Some`) of a layer of `g`
+/// gate rows.
 fn weight_grads(
-    ws: &mut [f32],
+    (ws, g): (&mut [f32], usize),
     s: Shape,
     saved: &Saved<&[f32]>,
     input: &[f32],
     buf: &mut Scratch<'_>,
-    dw: Weights<&mut [f32]>,
+    dw: Weights<Option<&mut [f32]>>,
 ) {
-    let (n, g, rows) = (s.hidden, dw.b_ih.len(), s.rows());
+    let (n, rows) = (s.hidden, s.rows());
     let dx_gates = &*buf.dx_gates;
     let dh_gates = if buf.dh_gates.is_empty() {
         dx_gates
     } else {
         &*buf.dh_gates
     };
-    gemm(
-        1.0,
-        MatRef::row_major(dx_gates, rows, g).t(),
-        MatRef::row_major(input, rows, s.inputs),
-        0.0,
-        MatMut::row_major(dw.ih, g, s.inputs),
-        ws,
-    );
-    previous_states(s, saved.h, buf.h_prev);
-    gemm(
-        1.0,
-        MatRef::row_major(dh_gates, rows, g).t(),
-        MatRef::row_major(buf.h_prev, rows, n),
-        0.0,
-        MatMut::row_major(dw.hh, g, n),
-        ws,
-    );
-    dw.b_ih.fill(0.0);
-    add_rows(dw.b_ih, dx_gates);
-    dw.b_hh.fill(0.0);
-    add_rows(dw.b_hh, dh_gates);
+    if let Some(ih) = dw.ih {
+        gemm(
+            1.0,
+            MatRef::row_major(dx_gates, rows, g).t(),
+            MatRef::row_major(input, rows, s.inputs),
+            0.0,
+            MatMut::row_major(ih, g, s.inputs),
+            ws,
+        );
+    }
+    if let Some(hh) = dw.hh {
+        previous_states(s, saved.h, buf.h_prev);
+        gemm(
+            1.0,
+            MatRef::row_major(dh_gates, rows, g).t(),
+            MatRef::row_major(buf.h_prev, rows, n),
+            0.0,
+            MatMut::row_major(hh, g, n),
+            ws,
+        );
+    }
+    for (db, gates) in [(dw.b_ih, dx_gates), (dw.b_hh, dh_gates)] {
+        if let Some(db) = db {
+            db.fill(0.0);
+            add_rows(db, gates);
+        }
+    }
 }
 
 /// The hidden state before each step, `[batch, T, H]`: zeros, then `h` shifted by one step.

@@ -5,7 +5,7 @@ A 64-32(ReLU)-16(ReLU)-5 MLP (`nn.Linear` modules `fc1`, `fc2`, `head`) learns t
 of the training split of `data/digits.csv`: the split of `embedded/src/digits.rs` (every fifth
 image, the first, the sixth, ..., is held out; the others train), the pixels scaled to
 `pixel / 8 - 1`. Deterministic: a fixed seed, one thread, `torch.use_deterministic_algorithms`,
-full-batch-free plain mini-batches in a seeded order. Saves `state_dict()` with
+mini-batches of 32 in a seeded order, SGD with momentum. Saves `state_dict()` with
 `safetensors.torch.save_file` to `digits_0_4.safetensors` beside this script and prints the
 held-out accuracy on the digits 0 to 4 (and, for the record, the SHA-256 of the file).
 

@@ -2,7 +2,7 @@
 //! device, its backbone frozen in flash.
 //!
 //! `pretrain/pretrain.py` trained a 64-32(ReLU)-16(ReLU)-5 MLP in PyTorch on the digits 0 to 4
-//! of the training split of [`digits`](crate::digits) and saved it as
+//! of the training split of [`digits`] and saved it as
 //! `pretrain/digits_0_4.safetensors`. Here its `fc1` and `fc2` are read from that file when the
 //! crate compiles into `static`s (flash: no RAM, no gradient, no optimizer slot), and a ten-class
 //! head learns all ten digits on the same training images with SGD and momentum, from static

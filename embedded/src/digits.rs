@@ -118,6 +118,38 @@ fn load(image: fn(usize) -> usize, first: usize, x: &mut [f32], y: &mut [u32]) {
     }
 }
 
+/// Batch `k` of the training images (`0..TRAINING.div_ceil(BATCH)`) scaled into `x`, its
+/// labels into `y`; returns how many samples it has (fewer than [`BATCH`] in the last batch).
+pub(crate) fn training_batch(
+    k: usize,
+    x: &mut [f32; BATCH * PIXELS],
+    y: &mut [u32; BATCH],
+) -> usize {
+    let first = k * BATCH;
+    let samples = BATCH.min(TRAINING - first);
+    load(
+        training_image,
+        first,
+        &mut x[..samples * PIXELS],
+        &mut y[..samples],
+    );
+    samples
+}
+
+/// The held-out images classified right, summed over batches of at most [`BATCH`]:
+/// `correct_in_batch` gets a batch's scaled pixels and labels and says how many it got right.
+pub(crate) fn held_out_correct(mut correct_in_batch: impl FnMut(&[f32], &[u32]) -> usize) -> usize {
+    let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
+    let mut correct = 0;
+    for first in (0..HELD_OUT).step_by(BATCH) {
+        let samples = BATCH.min(HELD_OUT - first);
+        let (x, y) = (&mut x[..samples * PIXELS], &mut y[..samples]);
+        load(held_out_image, first, x, y);
+        correct += correct_in_batch(x, y);
+    }
+    correct
+}
+
 /// The digits' training, a step at a time: the model and its step in static memory.
 pub struct Training {
     model: &'static mut Mlp,
@@ -141,15 +173,8 @@ impl Training {
 
     /// Trains on batch `k` of the training images (`0..STEPS_PER_EPOCH`).
     pub fn step(&mut self, k: usize) {
-        let first = k * BATCH;
         let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
-        let samples = BATCH.min(TRAINING - first);
-        load(
-            training_image,
-            first,
-            &mut x[..samples * PIXELS],
-            &mut y[..samples],
-        );
+        let samples = training_batch(k, &mut x, &mut y);
         self.last_loss = self
             .step
             .run(self.model, &x[..samples * PIXELS], &y[..samples]);
@@ -164,15 +189,7 @@ impl Training {
 
     /// The held-out images classified right.
     pub fn correct(&mut self) -> usize {
-        let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
-        let mut correct = 0;
-        for first in (0..HELD_OUT).step_by(BATCH) {
-            let samples = BATCH.min(HELD_OUT - first);
-            let (x, y) = (&mut x[..samples * PIXELS], &mut y[..samples]);
-            load(held_out_image, first, x, y);
-            correct += crate::correct_in(self.step.predict(self.model, x), CLASSES, y);
-        }
-        correct
+        held_out_correct(|x, y| crate::correct_in(self.step.predict(self.model, x), CLASSES, y))
     }
 
     /// What the training measured so far.

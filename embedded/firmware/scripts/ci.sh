@@ -2,9 +2,11 @@
 # The firmware as a checked product, run by `.ci/run` on every commit:
 # 1. installs what is missing (Debian bookworm: rustc-web, cargo-web and rust-web-src 1.96 for
 #    core's sources, lld-16, and qemu-system-arm from bookworm-backports);
-# 2. builds the two firmware binaries for the Cortex-M4F (`thumbv7em-none-eabihf`) with core
+# 2. builds the three firmware binaries for the Cortex-M4F (`thumbv7em-none-eabihf`) with core
 #    built from source by Debian's rustc, and runs each in QEMU with a timeout: the demo (8-16-4
-#    MLP) and the digits (64-32-16-10 MLP, held-out accuracy asserted by the exit status);
+#    MLP), the digits (64-32-16-10 MLP, held-out accuracy asserted by the exit status) and the
+#    fine-tuning (the digits' backbone trained in PyTorch on 0-4, frozen in flash, a ten-class
+#    head trained; held-out accuracy after asserted by the exit status);
 # 3. checks that each prints the same report line (loss bits) as the host build of the same
 #    configuration (the features the firmware enables on fusegraph-embedded-demo, with `std`
 #    and the AVX2+FMA kernels, whose GEMM rounds as the firmware's `vfma.f32`);
@@ -30,14 +32,19 @@ DEMO_MAX_RAM=16384
 # The digits: a part with 256 KB of flash and 64 KB of RAM (an STM32F401RC, say).
 DIGITS_MAX_FLASH=262144
 DIGITS_MAX_RAM=65536
+# The fine-tuning: the digits' part, but only 32 KB of its RAM.
+FINETUNE_MAX_FLASH=262144
+FINETUNE_MAX_RAM=32768
 # The statics beside the train step's own bytes (semihosting's handle, the `Static` flags).
 MAX_OTHER_STATICS=64
 # The stack's high-water mark.
 DEMO_MAX_STACK=8192
 DIGITS_MAX_STACK=12288
+FINETUNE_MAX_STACK=8192
 # Instructions per floating-point operation of a train step.
 DEMO_MAX_PER_FLOP=3
 DIGITS_MAX_PER_FLOP=3
+FINETUNE_MAX_PER_FLOP=3
 # Seconds a firmware may run in QEMU.
 QEMU_TIMEOUT=120
 
@@ -129,6 +136,8 @@ check fusegraph-firmware host "$DEMO_MAX_FLASH" "$DEMO_MAX_STACK" "$DEMO_MAX_PER
     "$DEMO_MAX_RAM"
 check digits digits "$DIGITS_MAX_FLASH" "$DIGITS_MAX_STACK" "$DIGITS_MAX_PER_FLOP" \
     "$DIGITS_MAX_RAM"
+check finetune finetune "$FINETUNE_MAX_FLASH" "$FINETUNE_MAX_STACK" "$FINETUNE_MAX_PER_FLOP" \
+    "$FINETUNE_MAX_RAM"
 
 step "build the no_std demo library for thumbv6m-none-eabi and riscv32imac-unknown-none-elf"
 # One cargo for both targets, so that their two builds of core share the cores.

@@ -94,23 +94,19 @@ impl<R: Rule, U: UpdateMode, S: Storage> GradSink for Apply<'_, R, U, S> {
         let splits = splits();
         self.optimizer.set_gradients_spread(splits != self.splits);
         self.splits = splits;
+        let n = at.grads.len();
+        if at.params.len() == n {
+            // Nothing of the layer is frozen: one run, as without frozen tensors.
+            let params = &mut self.params[at.params.clone()];
+            let grads = &self.grads[..n];
+            self.optimizer.update(self.plan, at.grads.clone(), params, grads);
+            return;
+        }
         let first = at.grads.start;
-        for (params, grads) in layer_runs(at) {
+        for (params, grads) in trainable_runs(at.tensors) {
             let local = grads.start - first..grads.end - first;
-            self.optimizer.update(
-                self.plan,
-                grads,
-                &mut self.params[params],
-                &self.grads[local],
-            );
+            let (params, grads_here) = (&mut self.params[params], &self.grads[local]);
+            self.optimizer.update(self.plan, grads, params, grads_here);
         }
     }
-}
-
-/// The runs of the layer at `at` whose parameters and gradients are both contiguous: the
-/// whole layer when none of its tensors is frozen.
-fn layer_runs(at: &LayerAt) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
-    let whole = (at.params.len() == at.grads.len()).then(|| (at.params.clone(), at.grads.clone()));
-    let runs = whole.is_none().then(|| trainable_runs(at.tensors));
-    whole.into_iter().chain(runs.into_iter().flatten())
 }

@@ -180,13 +180,6 @@ impl Training {
             .run(self.model, &x[..samples * PIXELS], &y[..samples]);
     }
 
-    /// One pass over the training images, [`Self::STEPS_PER_EPOCH`] steps.
-    pub fn epoch(&mut self) {
-        for k in 0..Self::STEPS_PER_EPOCH {
-            self.step(k);
-        }
-    }
-
     /// The held-out images classified right.
     pub fn correct(&mut self) -> usize {
         held_out_correct(|x, y| crate::correct_in(self.step.predict(self.model, x), CLASSES, y))
@@ -202,14 +195,23 @@ impl Training {
     }
 }
 
-/// Trains for [`EPOCHS`] passes from the static memory and reports; `None` if it was already
-/// called (the statics are handed out once).
-pub fn train() -> Option<Report> {
-    let mut training = Training::new()?;
-    for _ in 0..EPOCHS {
-        training.epoch();
+impl crate::Task for Training {
+    type Report = Report;
+    const STEPS_PER_EPOCH: usize = Training::STEPS_PER_EPOCH;
+    const EPOCHS: usize = EPOCHS;
+    const FLOPS_PER_STEP: usize = FLOPS_PER_STEP;
+    const STEP_BYTES: usize = Step::BYTES.total();
+
+    fn take() -> Option<Self> {
+        Training::new()
     }
-    Some(training.report())
+    fn step(&mut self, k: usize) {
+        Training::step(self, k);
+    }
+    fn measure(&mut self) -> (Report, bool) {
+        let report = self.report();
+        (report, report.reached_target())
+    }
 }
 
 #[cfg(test)]

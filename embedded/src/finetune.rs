@@ -151,13 +151,6 @@ impl Tuning {
             .run(self.model, &x[..samples * PIXELS], &y[..samples]);
     }
 
-    /// One pass over the training images, [`Self::STEPS_PER_EPOCH`] steps.
-    pub fn epoch(&mut self) {
-        for k in 0..Self::STEPS_PER_EPOCH {
-            self.step(k);
-        }
-    }
-
     /// The held-out images (all ten digits) classified right.
     pub fn correct(&mut self) -> usize {
         digits::held_out_correct(|x, y| {
@@ -181,14 +174,23 @@ impl Tuning {
     }
 }
 
-/// Fine-tunes for [`EPOCHS`] passes from the static memory and reports; `None` if it was
-/// already called (the statics are handed out once).
-pub fn train() -> Option<Report> {
-    let mut tuning = Tuning::new()?;
-    for _ in 0..EPOCHS {
-        tuning.epoch();
+impl crate::Task for Tuning {
+    type Report = Report;
+    const STEPS_PER_EPOCH: usize = Tuning::STEPS_PER_EPOCH;
+    const EPOCHS: usize = EPOCHS;
+    const FLOPS_PER_STEP: usize = FLOPS_PER_STEP;
+    const STEP_BYTES: usize = Step::BYTES.total();
+
+    fn take() -> Option<Self> {
+        Tuning::new()
     }
-    Some(tuning.report())
+    fn step(&mut self, k: usize) {
+        Tuning::step(self, k);
+    }
+    fn measure(&mut self) -> (Report, bool) {
+        let report = self.report();
+        (report, report.reached_target())
+    }
 }
 
 #[cfg(test)]

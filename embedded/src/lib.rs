@@ -41,6 +41,45 @@ macro_rules! static_training {
 pub mod digits;
 pub mod finetune;
 
+/// A training that the firmware runs and the host build checks, a step at a time: the digits
+/// ([`digits::Training`]) and their fine-tuning ([`finetune::Tuning`]).
+pub trait Task: Sized {
+    /// What the training measured: the line both builds print.
+    type Report: core::fmt::Display;
+    /// Steps in one pass over the training images.
+    const STEPS_PER_EPOCH: usize;
+    /// Passes over the training images.
+    const EPOCHS: usize;
+    /// Floating-point operations of one step, from the layers' shapes.
+    const FLOPS_PER_STEP: usize;
+    /// Bytes of the model and its train step.
+    const STEP_BYTES: usize;
+
+    /// The training from its statics; `None` if they were already taken.
+    fn take() -> Option<Self>;
+    /// Trains on batch `k` of an epoch (`0..STEPS_PER_EPOCH`).
+    fn step(&mut self, k: usize);
+    /// What the training measured so far, and whether it reached its target.
+    fn measure(&mut self) -> (Self::Report, bool);
+
+    /// One pass over the training images, [`STEPS_PER_EPOCH`](Self::STEPS_PER_EPOCH) steps.
+    fn epoch(&mut self) {
+        for k in 0..Self::STEPS_PER_EPOCH {
+            self.step(k);
+        }
+    }
+
+    /// Trains for [`EPOCHS`](Self::EPOCHS) passes from the static memory and reports; `None`
+    /// if the statics were already taken (they are handed out once).
+    fn train() -> Option<Self::Report> {
+        let mut task = Self::take()?;
+        for _ in 0..Self::EPOCHS {
+            task.epoch();
+        }
+        Some(task.measure().0)
+    }
+}
+
 /// Samples per batch.
 pub const BATCH: usize = 8;
 

@@ -2,7 +2,8 @@
 //! trace, the stack's high-water mark, and the exit status over semihosting.
 #![no_std]
 
-use cortex_m_semihosting::debug;
+use cortex_m_semihosting::{debug, hprintln};
+use fusegraph_embedded_demo::Task;
 
 /// The word `cortex-m-rt`'s feature `paint-stack` fills the stack with before `main`.
 const STACK_PAINT: u32 = 0xcccc_cccc;
@@ -67,6 +68,39 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
         let _ = out.write_all(b"\n");
     }
     exit(false)
+}
+
+/// Runs `T` for its epochs, the first `counted` steps framed by [`fusegraph_count_mark`] (a few
+/// steps, not an epoch: an instruction trace is slow to write), then prints over semihosting
+/// its report (the line the host build prints too), the step's bytes and the stack's peak, and
+/// exits with status 0 if the training reached its target.
+pub fn run<T: Task>(mut counted: usize) -> ! {
+    let Some(mut task) = T::take() else { exit(false) };
+    hprintln!(
+        "counted_steps {} flops_per_step {}",
+        counted,
+        T::FLOPS_PER_STEP
+    );
+    fusegraph_count_mark();
+    for k in 0..counted {
+        task.step(k);
+    }
+    fusegraph_count_mark();
+    // The rest of the first epoch, then the others.
+    for _ in 0..T::EPOCHS {
+        for k in counted..T::STEPS_PER_EPOCH {
+            task.step(k);
+        }
+        counted = 0;
+    }
+    let (report, reached) = task.measure();
+    hprintln!("{}", report);
+    hprintln!(
+        "step_bytes {} stack_peak_bytes {}",
+        T::STEP_BYTES,
+        stack_peak_bytes()
+    );
+    exit(reached)
 }
 
 /// Ends the program under QEMU with status 0 if `ok`, 1 otherwise.

@@ -2,6 +2,7 @@
 //! same report line as the firmware and checks the held-out accuracy.
 
 use fusegraph_embedded_demo::digits::{self, Step, HELD_OUT, TARGET_ACCURACY_PERCENT};
+use fusegraph_embedded_demo::Task;
 
 fn main() {
     let bytes = Step::BYTES;
@@ -20,7 +21,7 @@ fn main() {
         bytes.workspace,
         bytes.slots
     );
-    let report = digits::train().expect("the statics are taken once");
+    let report = digits::Training::train().expect("the statics are taken once");
     println!(
         "held-out accuracy {:.2}% (at least {TARGET_ACCURACY_PERCENT}%)",
         100.0 * report.correct as f64 / HELD_OUT as f64
@@ -28,7 +29,7 @@ fn main() {
     println!("{report}");
     assert!(report.reached_target(), "below the target accuracy");
     assert!(
-        digits::train().is_none(),
+        digits::Training::train().is_none(),
         "the static memory is handed out once"
     );
 }

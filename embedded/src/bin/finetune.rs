@@ -6,6 +6,7 @@ use fusegraph::train::Bytes;
 use fusegraph_embedded_demo::digits;
 use fusegraph_embedded_demo::digits::HELD_OUT;
 use fusegraph_embedded_demo::finetune::{self, Step, TARGET_ACCURACY_PERCENT};
+use fusegraph_embedded_demo::Task;
 
 /// The parts of a step's memory, in bytes.
 fn parts(bytes: Bytes) -> String {
@@ -33,7 +34,7 @@ fn main() {
     );
     println!("fine-tuning the head: {}", parts(Step::BYTES));
     println!("training every layer: {}", parts(digits::Step::BYTES));
-    let report = finetune::train().expect("the statics are taken once");
+    let report = finetune::Tuning::train().expect("the statics are taken once");
     let percent = |correct: usize| 100.0 * correct as f64 / HELD_OUT as f64;
     println!(
         "held-out accuracy over ten digits: {:.2}% as shipped, {:.2}% fine-tuned (at least \
@@ -44,7 +45,7 @@ fn main() {
     println!("{report}");
     assert!(report.reached_target(), "below the target accuracy");
     assert!(
-        finetune::train().is_none(),
+        finetune::Tuning::train().is_none(),
         "the static memory is handed out once"
     );
 }

@@ -99,7 +99,8 @@ impl<R: Rule, U: UpdateMode, S: Storage> GradSink for Apply<'_, R, U, S> {
             // Nothing of the layer is frozen: one run, as without frozen tensors.
             let params = &mut self.params[at.params.clone()];
             let grads = &self.grads[..n];
-            self.optimizer.update(self.plan, at.grads.clone(), params, grads);
+            self.optimizer
+                .update(self.plan, at.grads.clone(), params, grads);
             return;
         }
         let first = at.grads.start;

@@ -2,48 +2,17 @@
 //! `fusegraph_embedded_demo::digits` from static memory on the images in flash, reports the
 //! loss bits and the held-out images classified right over semihosting (the same line as the
 //! host build prints), then exits with status 0 if the held-out accuracy reached its target.
-//!
-//! The first steps are framed by two calls of [`fusegraph_count_mark`] for the instruction
-//! count (a few steps, not an epoch: an instruction trace is slow to write).
 #![no_std]
 #![no_main]
 
 use cortex_m_rt::entry;
-use cortex_m_semihosting::hprintln;
-use fusegraph_embedded_demo::digits::{Step, Training, EPOCHS, FLOPS_PER_STEP};
-use fusegraph_firmware::{exit, fusegraph_count_mark, stack_peak_bytes};
+use fusegraph_embedded_demo::digits::Training;
+use fusegraph_firmware::run;
 
 /// The steps counted: the first ones, at the start of the first epoch.
 const COUNTED_STEPS: usize = 2;
 
 #[entry]
 fn main() -> ! {
-    let Some(mut training) = Training::new() else {
-        exit(false)
-    };
-    hprintln!(
-        "counted_steps {} flops_per_step {}",
-        COUNTED_STEPS,
-        FLOPS_PER_STEP
-    );
-    fusegraph_count_mark();
-    for k in 0..COUNTED_STEPS {
-        training.step(k);
-    }
-    fusegraph_count_mark();
-    // The rest of the first epoch, then the others.
-    for k in COUNTED_STEPS..Training::STEPS_PER_EPOCH {
-        training.step(k);
-    }
-    for _ in 1..EPOCHS {
-        training.epoch();
-    }
-    let report = training.report();
-    hprintln!("{}", report);
-    hprintln!(
-        "step_bytes {} stack_peak_bytes {}",
-        Step::BYTES.total(),
-        stack_peak_bytes()
-    );
-    exit(report.reached_target())
+    run::<Training>(COUNTED_STEPS)
 }

@@ -320,11 +320,17 @@ impl<'a> Expansion<'a> {
                     quote!(<#ty as #l>::TENSORS.len()),
                 ),
             };
+            // Without frozen tensors, the trainable tensors are the parameters.
+            let g = if self.frozen {
+                quote!(#g0 + #f.trainable_len(<#ty as #l>::TENSORS))
+            } else {
+                quote!(#o1)
+            };
             quote! {
                 const #o1: usize = #o0 + #params;
                 const #s1: usize = #s0 + <#ty as #l>::STATE;
                 const #f: #p::layers::Frozen = #mask;
-                const #g1: usize = #g0 + #f.trainable_len(<#ty as #l>::TENSORS);
+                const #g1: usize = #g;
                 const #t1: usize = #t0 + #tensors;
             }
         });
@@ -432,11 +438,17 @@ impl<'a> Expansion<'a> {
                 &t[i],
                 &t[i + 1],
             );
+            // The sink reads a layer's tensors only when some of them are frozen.
+            let tensors = if self.frozen {
+                quote!(#p::layer_tensors(&__TENSORS, #t0, #t1))
+            } else {
+                quote!(&[])
+            };
             quote! {
                 const #at: #p::LayerAt = #p::LayerAt {
                     params: #o0..#o1,
                     grads: #g0..#g1,
-                    tensors: #p::layer_tensors(&__TENSORS, #t0, #t1),
+                    tensors: #tensors,
                 };
             }
         });
@@ -640,9 +652,14 @@ impl<'a> Expansion<'a> {
     fn tables(&self) -> TokenStream {
         let (p, l) = (&self.p, &self.l);
         let tensors = self.tensor_table(quote!(__TENSORS), quote!(TENSORS), true, &self.o);
-        let trainable = quote! {
-            const __TRAINABLE_COUNT: usize = #p::trainable_count(&__TENSORS);
-            const __TRAINABLE_TENSORS: [#p::NamedTensor; __TRAINABLE_COUNT] = #p::trainable_tensors(&__TENSORS);
+        // Without frozen tensors, every tensor trains.
+        let trainable = if self.frozen {
+            quote! {
+                const __TRAINABLE_COUNT: usize = #p::trainable_count(&__TENSORS);
+                const __TRAINABLE_TENSORS: [#p::NamedTensor; __TRAINABLE_COUNT] = #p::trainable_tensors(&__TENSORS);
+            }
+        } else {
+            quote!(const __TRAINABLE_TENSORS: [#p::NamedTensor; __TENSORS.len()] = __TENSORS;)
         };
         let places = self.layer_places();
         let product_pushes = self.tys.iter().map(

@@ -94,10 +94,10 @@ mod tests {
     /// 364 with token inputs (the `Input` type, the input carried as `f32` in forward and
     /// backward) and each layer's `finish_init` call; 379 with the table of layer kinds that
     /// checkpoints record; 380 with `VOCAB`, the token ids the model reads; 365 once the input
-    /// goes to the layers that read it as it is, without an `f32` copy; 406 with frozen
+    /// goes to the layers that read it as it is, without an `f32` copy; 394 with frozen
     /// tensors (each layer's frozen mask, its offsets in the trainable tensors' buffers and the
-    /// tensor table, its place for the gradient sink, and the table of trainable tensors).
-    const README_MODEL_LINES: usize = 406;
+    /// tensor table, its place for the gradient sink).
+    const README_MODEL_LINES: usize = 394;
 
     /// The README's model expands to at most [`README_MODEL_LINES`] lines, with one forward
     /// and one backward pass.

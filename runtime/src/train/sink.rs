@@ -16,7 +16,8 @@ pub struct LayerAt {
     /// The range of the layer's trainable tensors in the buffers of the trainable tensors
     /// (gradients, optimizer slots): `params` again when none of the model's tensors is frozen.
     pub grads: Range<usize>,
-    /// The layer's tensors, in the model's table.
+    /// The layer's tensors, in the model's table, when some tensor of the model is frozen
+    /// (empty otherwise: the layer is then one run).
     pub tensors: &'static [NamedTensor],
 }
 

@@ -158,28 +158,6 @@ pub struct Training {
 }
 
 impl Training {
-    /// Steps in one pass over the training images (a last partial batch included).
-    pub const STEPS_PER_EPOCH: usize = TRAINING.div_ceil(BATCH);
-
-    /// The initialized model and its step; `None` if the statics were already taken.
-    pub fn new() -> Option<Self> {
-        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(0.03))?;
-        Some(Training {
-            model,
-            step,
-            last_loss: f32::NAN,
-        })
-    }
-
-    /// Trains on batch `k` of the training images (`0..STEPS_PER_EPOCH`).
-    pub fn step(&mut self, k: usize) {
-        let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
-        let samples = training_batch(k, &mut x, &mut y);
-        self.last_loss = self
-            .step
-            .run(self.model, &x[..samples * PIXELS], &y[..samples]);
-    }
-
     /// The held-out images classified right.
     pub fn correct(&mut self) -> usize {
         held_out_correct(|x, y| crate::correct_in(self.step.predict(self.model, x), CLASSES, y))
@@ -197,17 +175,30 @@ impl Training {
 
 impl crate::Task for Training {
     type Report = Report;
-    const STEPS_PER_EPOCH: usize = Training::STEPS_PER_EPOCH;
+    const STEPS_PER_EPOCH: usize = TRAINING.div_ceil(BATCH);
     const EPOCHS: usize = EPOCHS;
     const FLOPS_PER_STEP: usize = FLOPS_PER_STEP;
     const STEP_BYTES: usize = Step::BYTES.total();
 
+    /// The initialized model and its step; `None` if the statics were already taken.
     fn take() -> Option<Self> {
-        Training::new()
+        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(0.03))?;
+        Some(Training {
+            model,
+            step,
+            last_loss: f32::NAN,
+        })
     }
+
+    /// Trains on batch `k` of the training images (`0..STEPS_PER_EPOCH`).
     fn step(&mut self, k: usize) {
-        Training::step(self, k);
+        let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
+        let samples = training_batch(k, &mut x, &mut y);
+        self.last_loss = self
+            .step
+            .run(self.model, &x[..samples * PIXELS], &y[..samples]);
     }
+
     fn measure(&mut self) -> (Report, bool) {
         let report = self.report();
         (report, report.reached_target())

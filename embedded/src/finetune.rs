@@ -124,33 +124,6 @@ pub struct Tuning {
 }
 
 impl Tuning {
-    /// Steps in one pass over the training images (a last partial batch included).
-    pub const STEPS_PER_EPOCH: usize = digits::TRAINING.div_ceil(BATCH);
-
-    /// The shipped model with its ten-class head ([`shipped_head`]) and its step, its held-out
-    /// accuracy measured; `None` if the statics were already taken.
-    pub fn new() -> Option<Self> {
-        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(LEARNING_RATE))?;
-        model.params_mut().copy_from_slice(&shipped_head());
-        let mut tuning = Tuning {
-            model,
-            step,
-            last_loss: f32::NAN,
-            correct_before: 0,
-        };
-        tuning.correct_before = tuning.correct();
-        Some(tuning)
-    }
-
-    /// Trains the head on batch `k` of the training images (`0..STEPS_PER_EPOCH`).
-    pub fn step(&mut self, k: usize) {
-        let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
-        let samples = digits::training_batch(k, &mut x, &mut y);
-        self.last_loss = self
-            .step
-            .run(self.model, &x[..samples * PIXELS], &y[..samples]);
-    }
-
     /// The held-out images (all ten digits) classified right.
     pub fn correct(&mut self) -> usize {
         digits::held_out_correct(|x, y| {
@@ -176,17 +149,35 @@ impl Tuning {
 
 impl crate::Task for Tuning {
     type Report = Report;
-    const STEPS_PER_EPOCH: usize = Tuning::STEPS_PER_EPOCH;
+    const STEPS_PER_EPOCH: usize = digits::TRAINING.div_ceil(BATCH);
     const EPOCHS: usize = EPOCHS;
     const FLOPS_PER_STEP: usize = FLOPS_PER_STEP;
     const STEP_BYTES: usize = Step::BYTES.total();
 
+    /// The shipped model with its ten-class head ([`shipped_head`]) and its step, its held-out
+    /// accuracy measured; `None` if the statics were already taken.
     fn take() -> Option<Self> {
-        Tuning::new()
+        let (model, step) = take_step(Seed(7), SgdMomentum::default().with_lr(LEARNING_RATE))?;
+        model.params_mut().copy_from_slice(&shipped_head());
+        let mut tuning = Tuning {
+            model,
+            step,
+            last_loss: f32::NAN,
+            correct_before: 0,
+        };
+        tuning.correct_before = tuning.correct();
+        Some(tuning)
     }
+
+    /// Trains the head on batch `k` of the training images (`0..STEPS_PER_EPOCH`).
     fn step(&mut self, k: usize) {
-        Tuning::step(self, k);
+        let (mut x, mut y) = ([0.0f32; BATCH * PIXELS], [0u32; BATCH]);
+        let samples = digits::training_batch(k, &mut x, &mut y);
+        self.last_loss = self
+            .step
+            .run(self.model, &x[..samples * PIXELS], &y[..samples]);
     }
+
     fn measure(&mut self) -> (Report, bool) {
         let report = self.report();
         (report, report.reached_target())

@@ -18,7 +18,9 @@ pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
 pub use crate::train::{Bytes, GradSink, LayerAt, LayerKind, Model, NamedTensor, View};
 
-use crate::layers::{init_tensor, init_without_normal, Frozen, Tensor, Torch};
+use crate::layers::{
+    init_tensor, init_without_normal, torch_dim, torch_index, Frozen, Tensor, Torch,
+};
 use crate::message::Message;
 use crate::rng::Rng;
 
@@ -337,7 +339,7 @@ pub const fn from_torch<L: Layer, const N: usize>(
     let mut out = [0.0f32; N];
     let mut e = 0;
     while e < entries.len() {
-        if torch_index::<L>(entries[e].name) == usize::MAX {
+        if tensor_named::<L>(entries[e].name) == usize::MAX {
             let m = Message::new().text("the file's `").text(layer).text(".");
             let m = tensor_names::<L>(
                 m.text(entries[e].name)
@@ -387,7 +389,7 @@ const fn torch_of<L: Layer>(i: usize) -> (&'static str, &'static [usize]) {
 }
 
 /// The index of layer `L`'s tensor PyTorch names `name`, `usize::MAX` if none.
-const fn torch_index<L: Layer>(name: &str) -> usize {
+const fn tensor_named<L: Layer>(name: &str) -> usize {
     let mut i = 0;
     while i < L::TENSORS.len() {
         if same(torch_of::<L>(i).0, name) {
@@ -409,15 +411,6 @@ const fn tensor_names<L: Layer>(mut m: Message) -> Message {
         i += 1;
     }
     m
-}
-
-/// PyTorch's size of its axis `k` of a tensor stored in `stored` with `axes`.
-const fn torch_dim(stored: &[usize], axes: &[usize], k: usize) -> usize {
-    if axes.is_empty() {
-        stored[k]
-    } else {
-        stored[axes[k]]
-    }
 }
 
 /// Whether PyTorch's shape of a tensor stored in `stored` with `axes` is `file`.
@@ -473,32 +466,15 @@ const fn copy_from_torch<const N: usize>(
     out: &mut [f32; N],
     offset: usize,
 ) {
-    let rank = stored.len();
     let mut len = 1;
     let mut k = 0;
-    while k < rank {
+    while k < stored.len() {
         len *= stored[k];
         k += 1;
     }
     let mut j = 0;
     while j < len {
-        // The stored coordinates of value `j`, then its index in PyTorch's layout.
-        let (mut rest, mut torch, mut stride) = (j, 0, 1);
-        let mut coords = [0usize; 8];
-        let mut a = rank;
-        while a > 0 {
-            a -= 1;
-            coords[a] = rest % stored[a];
-            rest /= stored[a];
-        }
-        let mut k = rank;
-        while k > 0 {
-            k -= 1;
-            let axis = if axes.is_empty() { k } else { axes[k] };
-            torch += coords[axis] * stride;
-            stride *= stored[axis];
-        }
-        let at = start + 4 * torch;
+        let at = start + 4 * torch_index(stored, axes, j);
         out[offset + j] = f32::from_le_bytes([file[at], file[at + 1], file[at + 2], file[at + 3]]);
         j += 1;
     }

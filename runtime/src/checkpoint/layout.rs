@@ -2,6 +2,7 @@
 //! in which shape and element type, and the signature of a model's layout.
 
 use super::CheckpointError;
+use crate::layers::{torch_dim, torch_index};
 use crate::loss::Loss;
 use crate::optim::{OptimizerPart, Rule};
 use crate::train::{Describe, Model, NamedTensor, StatePart};
@@ -64,41 +65,16 @@ impl Entry {
 
 /// The shape of a tensor stored as `shape`, in PyTorch's order `axes` (empty: the same).
 pub(crate) fn torch_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
-    if axes.is_empty() {
-        shape.to_vec()
-    } else {
-        axes.iter().map(|&a| shape[a]).collect()
-    }
+    (0..shape.len())
+        .map(|k| torch_dim(shape, axes, k))
+        .collect()
 }
 
-/// Calls `f(i, j)` for every value: `i` its index in PyTorch's layout (in order), `j` its
-/// index in the stored layout `shape`, where PyTorch's axis `k` is stored axis `axes[k]`.
+/// Calls `f(i, j)` for every value: `i` its index in PyTorch's layout, `j` its index in the
+/// stored layout `shape` (in order), where PyTorch's axis `k` is stored axis `axes[k]`.
 pub(crate) fn for_each_permuted(shape: &[usize], axes: &[usize], mut f: impl FnMut(usize, usize)) {
     let n: usize = shape.iter().product();
-    if axes.is_empty() {
-        (0..n).for_each(|i| f(i, i));
-        return;
-    }
-    let mut strides = vec![1usize; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        strides[k] = strides[k + 1] * shape[k + 1];
-    }
-    let dims: Vec<usize> = axes.iter().map(|&a| shape[a]).collect();
-    let steps: Vec<usize> = axes.iter().map(|&a| strides[a]).collect();
-    let mut index = vec![0usize; axes.len()];
-    let mut at = 0;
-    for i in 0..n {
-        f(i, at);
-        for k in (0..axes.len()).rev() {
-            index[k] += 1;
-            at += steps[k];
-            if index[k] < dims[k] {
-                break;
-            }
-            at -= steps[k] * dims[k];
-            index[k] = 0;
-        }
-    }
+    (0..n).for_each(|j| f(torch_index(shape, axes, j), j));
 }
 
 /// `layer.name`, the PyTorch name of a tensor of layer `layer`.

@@ -107,6 +107,47 @@ pub struct Torch {
     pub axes: &'static [usize],
 }
 
+/// PyTorch's size of its axis `k` of a tensor stored in `shape`, PyTorch's axes being the
+/// stored `axes` ([`Torch::axes`]; empty for the same order).
+pub const fn torch_dim(shape: &[usize], axes: &[usize], k: usize) -> usize {
+    if axes.is_empty() {
+        shape[k]
+    } else {
+        shape[axes[k]]
+    }
+}
+
+/// The index in PyTorch's layout of the value at index `j` of a tensor stored in `shape`,
+/// PyTorch's axes being the stored `axes` ([`Torch::axes`]; empty for the same order). The one
+/// conversion between the two layouts: checkpoints and imports at run time, `static` weights
+/// read from a PyTorch file in a constant. At most 8 axes.
+///
+/// ```
+/// use fusegraph_runtime::layers::torch_index;
+/// // A Dense weight stored [in = 3, out = 2] is PyTorch's [out, in]: stored (1, 0) is (0, 1).
+/// assert_eq!(torch_index(&[3, 2], &[1, 0], 2), 1);
+/// ```
+pub const fn torch_index(shape: &[usize], axes: &[usize], j: usize) -> usize {
+    if axes.is_empty() {
+        return j;
+    }
+    // The stored coordinates of value `j`, last axis first.
+    let mut coords = [0usize; 8];
+    let (mut rest, mut a) = (j, shape.len());
+    while a > 0 {
+        a -= 1;
+        coords[a] = rest % shape[a];
+        rest /= shape[a];
+    }
+    let (mut index, mut stride, mut k) = (0, 1, axes.len());
+    while k > 0 {
+        k -= 1;
+        index += coords[axes[k]] * stride;
+        stride *= shape[axes[k]];
+    }
+    index
+}
+
 /// Where a gradient with respect to an input goes.
 pub enum Grad<'a> {
     /// Not needed (the first layer, unless an input gradient is asked for).

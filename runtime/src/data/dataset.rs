@@ -2,7 +2,9 @@
 
 use super::DataError;
 use crate::rng::{Rng, Seed};
+use crate::train::padding_lengths;
 use std::format;
+use std::vec;
 use std::vec::Vec;
 
 /// Samples of `features` values each and their targets (`targets_per_sample` each: one class
@@ -90,6 +92,9 @@ impl<T: Copy, X: Copy> Dataset<T, X> {
     }
 
     /// The lengths of the samples, if they are padded sequences.
+    ///
+    /// Token ids padded at the end with `pad` get theirs from
+    /// [`with_padding_id`](Dataset::with_padding_id).
     pub fn lengths(&self) -> Option<&[u32]> {
         self.lengths.as_deref()
     }
@@ -210,6 +215,24 @@ impl<T: Copy, X: Copy> Dataset<T, X> {
         let head: Vec<usize> = (0..split_at).collect();
         let rest: Vec<usize> = (split_at..n).collect();
         (self.subset(&head), self.subset(&rest))
+    }
+}
+
+impl<T: Copy> Dataset<T, u32> {
+    /// The same samples of token ids, each with its length read off its padding: the steps
+    /// up to its last id that is not `pad` ([`padding_lengths`]), as Keras' `mask_zero=True`
+    /// finds them for `pad = 0`.
+    ///
+    /// ```
+    /// use fusegraph_runtime::data::Dataset;
+    /// let data = Dataset::new(vec![4u32, 0, 0, 2, 9, 0], vec![0u32, 1], 3).unwrap();
+    /// assert_eq!(data.with_padding_id(0).lengths(), Some(&[1, 2][..]));
+    /// ```
+    pub fn with_padding_id(mut self, pad: u32) -> Self {
+        let mut lengths = vec![0; self.len()];
+        padding_lengths(&self.x, self.features, pad, &mut lengths);
+        self.lengths = Some(lengths);
+        self
     }
 }
 

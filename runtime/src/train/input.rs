@@ -109,6 +109,38 @@ impl<'a, V> Padded<'a, V> {
     }
 }
 
+/// The length of each sample of `steps` token ids padded at the end with `pad` (Keras'
+/// `mask_zero=True` for `pad = 0`), written to `lengths` (one a sample): the steps up to and
+/// including its last id that is not `pad`, and at least 1 (a sample of padding only is one
+/// step long, so that no sample is empty).
+///
+/// ```
+/// use fusegraph_runtime::train::padding_lengths;
+/// let ids = [5, 3, 0, 0, 7, 0, 2, 0, 0, 0, 0, 0];
+/// let mut lengths = [0; 3];
+/// padding_lengths(&ids, 4, 0, &mut lengths);
+/// assert_eq!(lengths, [2, 3, 1]);
+/// ```
+///
+/// # Panics
+/// If `ids` is not `lengths.len()` samples of `steps` ids.
+pub fn padding_lengths(ids: &[u32], steps: usize, pad: u32, lengths: &mut [u32]) {
+    assert_eq!(
+        ids.len(),
+        steps * lengths.len(),
+        "{} ids are not {} samples of {steps}",
+        ids.len(),
+        lengths.len()
+    );
+    for (sample, length) in ids.chunks_exact(steps).zip(lengths.iter_mut()) {
+        let real = sample
+            .iter()
+            .rposition(|&id| id != pad)
+            .map_or(1, |t| t + 1);
+        *length = real as u32;
+    }
+}
+
 impl<V> Inputs<V> for Padded<'_, V> {
     fn values(&self) -> &[V] {
         self.values

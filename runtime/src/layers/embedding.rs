@@ -216,6 +216,7 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> L
         init: Init::StandardNormal,
     }];
     const FREEZABLE: bool = true;
+    const IDS: usize = Self::DIMS.vocab;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

@@ -12,6 +12,9 @@ use fusegraph::optim::keras::{Adam, Sgd};
 use fusegraph::prelude::*;
 use fusegraph::train::{BatchError, Padded};
 
+mod common;
+use common::{bits, RealMean};
+
 /// Three classes from four features.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
 struct Net {
@@ -1038,10 +1041,6 @@ fn as_values(data: &Dataset<u32, u32>) -> Dataset<u32> {
     Dataset::new(x, data.y().to_vec(), data.features()).unwrap()
 }
 
-fn bits(values: &[f32]) -> Vec<u32> {
-    values.iter().map(|v| v.to_bits()).collect()
-}
-
 /// The batches of a fit of `epochs` epochs over `len` samples in batches of `batch`, shuffled
 /// with `seed`, as the trainer draws them.
 fn fit_batches(len: usize, batch: usize, epochs: u64, seed: Seed) -> Vec<Vec<usize>> {
@@ -1245,50 +1244,6 @@ fn bad_ids_carried_as_f32_are_errors_not_panics() {
         .try_evaluate(&FloatIdNet::init(Seed(1)), data.x(), data.y())
         .unwrap_err();
     assert_eq!(e.to_string(), format!("sample 1, position 0: NaN {words}"));
-}
-
-/// The mean of `[T, F]` values over each sample's real steps (`ctx.lengths`), 0 gradient at
-/// the padded ones: `MeanOverTime` honouring lengths, written against the lengths contract
-/// (`Layer::STEPS`, `Ctx::lengths`) alone.
-struct RealMean<const T: usize, const F: usize>;
-
-impl<const T: usize, const F: usize> Layer for RealMean<T, F> {
-    const IN: usize = T * F;
-    const OUT: usize = F;
-    const PARAMS: usize = 0;
-    const STATE: usize = 0;
-    const SAVED: usize = 0;
-    const TENSORS: &'static [Tensor] = &[];
-    const STEPS: usize = T;
-
-    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
-        write!(out, "RealMean<{T}, {F}>")
-    }
-    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
-        for b in 0..io.batch {
-            let real = ctx.lengths.of(b, T);
-            let y = &mut io.y[b * F..(b + 1) * F];
-            y.fill(0.0);
-            for step in io.x[b * T * F..].chunks(F).take(real) {
-                y.iter_mut().zip(step).for_each(|(y, &v)| *y += v);
-            }
-            y.iter_mut().for_each(|y| *y /= real as f32);
-        }
-    }
-    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
-        let Some(dx) = io.dx.accumulator() else {
-            return;
-        };
-        for b in 0..io.batch {
-            let real = ctx.lengths.of(b, T);
-            let dy = &io.dy[b * F..(b + 1) * F];
-            for step in dx[b * T * F..].chunks_mut(F).take(real) {
-                step.iter_mut()
-                    .zip(dy)
-                    .for_each(|(d, &g)| *d += g / real as f32);
-            }
-        }
-    }
 }
 
 /// Two classes from sequences of up to 8 steps of 3 channels.

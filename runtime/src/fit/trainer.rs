@@ -237,7 +237,7 @@ where
             // As Keras: a split of 0 is no validation.
             Validation::Split(0.0) => (train, None),
             Validation::Split(f) => {
-                split = split_tail(train, f)?;
+                split = split_tail::<M>(train, f)?;
                 (&split.0, Some(&split.1))
             }
         };
@@ -460,10 +460,10 @@ fn non_finite_warning(epoch: usize, batch: usize, loss: f32) -> std::string::Str
 /// Splits off the last `fraction` of `data` for validation, as Keras' `validation_split`: the
 /// training part is the first `floor(n * (1 - fraction))` samples, and neither part may be
 /// empty.
-fn split_tail<T: Copy, X: Copy>(
-    data: &Dataset<T, X>,
+fn split_tail<M: Model>(
+    data: &DatasetOf<M>,
     fraction: f64,
-) -> Result<(Dataset<T, X>, Dataset<T, X>), TrainError> {
+) -> Result<(DatasetOf<M>, DatasetOf<M>), TrainError> {
     if !(0.0..1.0).contains(&fraction) {
         return Err(TrainError::Config(std::format!(
             "validation split {fraction} is not in [0, 1)"

@@ -60,13 +60,21 @@ fn linear_data(n: usize, seed: u64) -> Dataset<f32> {
     Dataset::new(x, y, 3).unwrap()
 }
 
-fn net_trainer(threads: usize) -> Trainer<Net, Adam, 16> {
-    let model = Net::init(Seed(3));
-    let step = TrainStep::new(&model, Adam::default().with_lr(0.01));
+/// A silent trainer of `model` with Adam at `lr`, reporting accuracy, on `threads` threads.
+fn adam_trainer<M: Model + Send, const B: usize>(
+    model: M,
+    lr: f32,
+    threads: usize,
+) -> Trainer<M, Adam, B> {
+    let step = TrainStep::new(&model, Adam::default().with_lr(lr));
     Trainer::new(model, step)
         .metrics(&[Metric::Accuracy])
         .verbose(Verbose::Silent)
         .threads(threads)
+}
+
+fn net_trainer(threads: usize) -> Trainer<Net, Adam, 16> {
+    adam_trainer(Net::init(Seed(3)), 0.01, threads)
 }
 
 #[test]
@@ -1066,12 +1074,7 @@ fn a_token_model_fits_as_a_hand_loop_over_its_step() {
             .seed(Seed(4))
             .validation_split(0.2)
     }
-    let model = TokenNet::init(Seed(2));
-    let step = TrainStep::<TokenNet, Adam, 8>::new(&model, Adam::default().with_lr(0.01));
-    let mut trainer = Trainer::new(model, step)
-        .metrics(&[Metric::Accuracy])
-        .verbose(Verbose::Silent)
-        .threads(2);
+    let mut trainer = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 2);
     let h = trainer.fit(&data, &options(), &mut []).unwrap();
 
     let (train, val) = data.split_tail(0.2);
@@ -1115,11 +1118,7 @@ fn a_token_model_fits_as_a_hand_loop_over_its_step() {
 
 #[test]
 fn bad_token_ids_are_errors_naming_sample_and_position_before_the_first_step() {
-    let model = TokenNet::init(Seed(2));
-    let step = TrainStep::<TokenNet, Adam, 8>::new(&model, Adam::default());
-    let mut trainer = Trainer::new(model, step)
-        .verbose(Verbose::Silent)
-        .threads(2);
+    let mut trainer = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 2);
     let mut data = token_data(40, 3);
     data.x_mut()[37 * 6 + 4] = 10;
     // The sample counts in the data set given, before the validation split takes it.
@@ -1195,11 +1194,7 @@ fn bad_ids_carried_as_f32_are_errors_not_panics() {
         };
         let mut data = good.clone();
         data.x_mut()[sample * 6 + position] = value;
-        let model = FloatIdNet::init(Seed(2));
-        let step = TrainStep::<FloatIdNet, Adam, 8>::new(&model, Adam::default());
-        let mut trainer = Trainer::new(model, step)
-            .verbose(Verbose::Silent)
-            .threads(2);
+        let mut trainer = adam_trainer::<_, 8>(FloatIdNet::init(Seed(2)), 0.01, 2);
         let e = trainer
             .fit(&data, &FitOptions::new(1), &mut [])
             .unwrap_err();
@@ -1277,12 +1272,7 @@ fn padded_data(n: usize, pad: f32) -> Dataset<u32> {
 }
 
 fn pooled_trainer(threads: usize) -> Trainer<Pooled, Adam, 8> {
-    let model = Pooled::init(Seed(6));
-    let step = TrainStep::new(&model, Adam::default().with_lr(0.05));
-    Trainer::new(model, step)
-        .metrics(&[Metric::Accuracy])
-        .verbose(Verbose::Silent)
-        .threads(threads)
+    adam_trainer(Pooled::init(Seed(6)), 0.05, threads)
 }
 
 #[test]
@@ -1416,9 +1406,7 @@ fn lengths_that_the_model_cannot_take_are_errors_before_the_first_step() {
         e.to_string(),
         "the training data has 20 values per sample, the model takes [T, F] = [8, 3] = 24 values per sample"
     );
-    let model = TokenNet::init(Seed(2));
-    let step = TrainStep::<TokenNet, Adam, 8>::new(&model, Adam::default());
-    let mut tokens = Trainer::new(model, step).verbose(Verbose::Silent);
+    let mut tokens = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 1);
     let e = tokens
         .fit(
             &Dataset::new(vec![1u32; 10], vec![0u32, 1], 5).unwrap(),
@@ -1430,4 +1418,49 @@ fn lengths_that_the_model_cannot_take_are_errors_before_the_first_step() {
         e.to_string(),
         "the training data has 5 values per sample, the model takes 6 token ids per sample"
     );
+}
+
+/// Three classes from padded sequences of up to 6 token ids.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+struct PaddedTokens {
+    tok: Embedding<10, 4, 6>,
+    pool: RealMean<6, 4>,
+    fc: Dense<4, 3>,
+}
+
+#[test]
+fn a_fit_of_padded_token_sequences_resumes_from_its_checkpoint_with_the_same_bits() {
+    let dir = std::env::temp_dir().join(format!("fusegraph-trainer-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokens.safetensors");
+    let lengths = (0..40).map(|i| 1 + i * 5 % 6).collect();
+    let data = token_data(40, 9).with_lengths(lengths).unwrap();
+    let options = FitOptions::new(4).batch_size(6).seed(Seed(7));
+    let trainer = |init| adam_trainer::<_, 8>(PaddedTokens::init(Seed(init)), 0.02, 2);
+
+    let mut straight = trainer(1);
+    straight.fit(&data, &options, &mut []).unwrap();
+    let mut first = trainer(1);
+    first
+        .fit(
+            &data,
+            &FitOptions::new(2).batch_size(6).seed(Seed(7)),
+            &mut [],
+        )
+        .unwrap();
+    first.save_checkpoint(&path, 2).unwrap();
+    let mut resumed = trainer(5);
+    let done = resumed.resume(&path).unwrap();
+    resumed
+        .fit(&data, &options.initial_epoch(done), &mut [])
+        .unwrap();
+    assert_eq!(
+        bits(resumed.model().params()),
+        bits(straight.model().params())
+    );
+    assert_eq!(
+        resumed.evaluate(&data).unwrap(),
+        straight.evaluate(&data).unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -98,10 +98,7 @@ where
         let idx = &self.order[at];
         train.gather_into(idx, &mut self.bx, &mut self.by);
         train.gather_lengths_into(idx, &mut self.blengths);
-        let lengths = match train.lengths() {
-            Some(_) => Lengths::new(&self.blengths),
-            None => Lengths::FULL,
-        };
+        let lengths = Lengths::given(train.lengths().map(|_| &self.blengths[..]));
         let x = &Padded::with(&self.bx, lengths);
         let (model, step, y) = (&mut self.model, &mut self.step, &self.by);
         let outcome = match (&mut self.parallel, skip) {

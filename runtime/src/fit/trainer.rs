@@ -399,7 +399,7 @@ where
 
     fn evaluate_now(&mut self, data: &DatasetOf<M>, set: MetricSet) -> Metrics {
         let per = data.targets_per_sample();
-        let x = Padded::with(data.x(), data.lengths().map_or(Lengths::FULL, Lengths::new));
+        let x = Padded::with(data.x(), Lengths::given(data.lengths()));
         let mut acc = Accumulator::new(set);
         for (c, ys) in data.y().chunks(B * per).enumerate() {
             let at = c * B..(c * B + B).min(data.len());
@@ -501,8 +501,7 @@ fn check_data<M: Model>(data: &DatasetOf<M>, what: &str) -> Result<(), TrainErro
     }
     batch::labels::<M>(data.y())?;
     batch::token_ids::<M>(data.x())?;
-    let lengths = data.lengths().map_or(Lengths::FULL, Lengths::new);
-    batch::lengths::<M>(lengths, data.len())?;
+    batch::lengths::<M>(Lengths::given(data.lengths()), data.len())?;
     Ok(())
 }
 

@@ -143,10 +143,7 @@ impl<'a, V> Padded<'a, V> {
     /// If the batch has no such samples.
     pub fn samples(&self, at: core::ops::Range<usize>, per_sample: usize) -> Self {
         let values = &self.values[at.start * per_sample..at.end * per_sample];
-        let lengths = match self.lengths.get() {
-            Some(lengths) => Lengths::new(&lengths[at]),
-            None => Lengths::FULL,
-        };
+        let lengths = Lengths::given(self.lengths.get().map(|lengths| &lengths[at]));
         Padded { values, lengths }
     }
 }

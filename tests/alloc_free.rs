@@ -384,7 +384,7 @@ fn fit_loops_do_not_allocate_after_the_first_epoch() {
         "{parallel} allocations in epochs 2-4 of a parallel fit"
     );
     let data = padded_tokens(44);
-    let padded = allocations_after_first_epoch::<_, 8>(PaddedTokens::init(Seed(3)), &data, 2);
+    let padded = allocations_after_first_epoch::<_, 8>(PaddedTokens::init(Seed(3)), &data, 1);
     assert_eq!(
         padded, 0,
         "{padded} allocations in epochs 2-4 of a fit of padded token sequences"

@@ -1,9 +1,9 @@
 //! A train step allocates nothing: a counting global allocator sees no allocation during
 //! optimizer steps and model train steps, whatever options are folded into the pass, with every
 //! layer kind, frozen tensors among them, serial or across rayon; nor does the Trainer's loop
-//! after its first epoch.
+//! after its first epoch, padded token sequences included.
 
-use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
+use fusegraph::fit::{Control, DatasetOf, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
@@ -17,6 +17,8 @@ use fusegraph::prelude::{
 use fusegraph::train::{EmbeddedStep, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod common;
 
 struct Counting;
 
@@ -307,21 +309,44 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     );
 }
 
-/// Allocations counted between the end of the first epoch and the end of the last, in a fit
-/// with validation, metrics and callbacks, in a pool of `threads` tracked workers.
-fn allocations_after_first_epoch<
-    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32> + Send,
-    const B: usize,
->(
-    model: M,
-    samples: usize,
-    threads: usize,
-) -> usize {
+/// `samples` samples of model `M`'s features, of 10 classes.
+fn features<M: Model<Loss = SoftmaxCrossEntropy, Input = f32>>(samples: usize) -> DatasetOf<M> {
     let x: Vec<f32> = (0..samples * M::IN)
         .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
         .collect();
     let y: Vec<u32> = (0..samples as u32).map(|i| i % 10).collect();
-    let data = Dataset::new(x, y, M::IN).unwrap();
+    Dataset::new(x, y, M::IN).unwrap()
+}
+
+/// Ten classes from token ids read as padded sequences of up to 8 steps.
+#[model(loss = SoftmaxCrossEntropy, input = u32)]
+struct PaddedTokens {
+    tok: Embedding<16, 4, 8>,
+    pool: common::RealMean<8, 4>,
+    fc: Dense<4, 10>,
+}
+
+/// `samples` padded sequences of ids for [`PaddedTokens`], with their lengths.
+fn padded_tokens(samples: usize) -> DatasetOf<PaddedTokens> {
+    let x: Vec<u32> = (0..samples * 8).map(|i| (i * 7 % 16) as u32).collect();
+    let y: Vec<u32> = (0..samples as u32).map(|i| i % 10).collect();
+    let lengths = (0..samples as u32).map(|i| 1 + i * 3 % 8).collect();
+    Dataset::new(x, y, 8)
+        .unwrap()
+        .with_lengths(lengths)
+        .unwrap()
+}
+
+/// Allocations counted between the end of the first epoch and the end of the last, in a fit
+/// with validation, metrics and callbacks, in a pool of `threads` tracked workers.
+fn allocations_after_first_epoch<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy> + Send,
+    const B: usize,
+>(
+    model: M,
+    data: &DatasetOf<M>,
+    threads: usize,
+) -> usize {
     let step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
     let pool = tracked_pool(threads);
     pool.broadcast(|_| ());
@@ -340,7 +365,7 @@ fn allocations_after_first_epoch<
         .restore_best_weights();
     trainer
         .fit(
-            &data,
+            data,
             &FitOptions::new(4).validation_split(0.25),
             &mut [&mut mark, &mut stop, &mut TerminateOnNan],
         )
@@ -349,12 +374,20 @@ fn allocations_after_first_epoch<
 }
 
 fn fit_loops_do_not_allocate_after_the_first_epoch() {
-    let serial = allocations_after_first_epoch::<_, 8>(Everything::init(Seed(1)), 44, 1);
+    let data = features::<Everything>(44);
+    let serial = allocations_after_first_epoch::<_, 8>(Everything::init(Seed(1)), &data, 1);
     assert_eq!(serial, 0, "{serial} allocations in epochs 2-4 of a fit");
-    let parallel = allocations_after_first_epoch::<_, 64>(WideMlp::init(Seed(2)), 200, 2);
+    let data = features::<WideMlp>(200);
+    let parallel = allocations_after_first_epoch::<_, 64>(WideMlp::init(Seed(2)), &data, 2);
     assert_eq!(
         parallel, 0,
         "{parallel} allocations in epochs 2-4 of a parallel fit"
+    );
+    let data = padded_tokens(44);
+    let padded = allocations_after_first_epoch::<_, 8>(PaddedTokens::init(Seed(3)), &data, 1);
+    assert_eq!(
+        padded, 0,
+        "{padded} allocations in epochs 2-4 of a fit of padded token sequences"
     );
 }
 

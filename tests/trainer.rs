@@ -10,7 +10,10 @@ use fusegraph::fit::{
 };
 use fusegraph::optim::keras::{Adam, Sgd};
 use fusegraph::prelude::*;
-use fusegraph::train::BatchError;
+use fusegraph::train::{BatchError, Padded};
+
+mod common;
+use common::{bits, RealMean};
 
 /// Three classes from four features.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -57,13 +60,21 @@ fn linear_data(n: usize, seed: u64) -> Dataset<f32> {
     Dataset::new(x, y, 3).unwrap()
 }
 
-fn net_trainer(threads: usize) -> Trainer<Net, Adam, 16> {
-    let model = Net::init(Seed(3));
-    let step = TrainStep::new(&model, Adam::default().with_lr(0.01));
+/// A silent trainer of `model` with Adam at `lr`, reporting accuracy, on `threads` threads.
+fn adam_trainer<M: Model + Send, const B: usize>(
+    model: M,
+    lr: f32,
+    threads: usize,
+) -> Trainer<M, Adam, B> {
+    let step = TrainStep::new(&model, Adam::default().with_lr(lr));
     Trainer::new(model, step)
         .metrics(&[Metric::Accuracy])
         .verbose(Verbose::Silent)
         .threads(threads)
+}
+
+fn net_trainer(threads: usize) -> Trainer<Net, Adam, 16> {
+    adam_trainer(Net::init(Seed(3)), 0.01, threads)
 }
 
 #[test]
@@ -163,7 +174,11 @@ fn bad_data_is_an_error_naming_what_is_wrong() {
         .fit(&wrong_width, &FitOptions::new(1), &mut [])
         .unwrap_err();
     assert!(matches!(e, TrainError::Shape(_)));
-    assert!(e.to_string().contains("5 features"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("5 values per sample, the model takes 4 values per sample"),
+        "{e}"
+    );
     let bad_label = Dataset::new(vec![0.0; 12], vec![0u32, 1, 3], 4).unwrap();
     let e = trainer
         .fit(&bad_label, &FitOptions::new(1), &mut [])
@@ -1002,4 +1017,450 @@ fn a_non_finite_loss_warns_once_when_nothing_handles_it() {
         let quiet = stderr_of(handled);
         assert!(!quiet.contains("warning:"), "{handled}: {quiet}");
     }
+}
+
+/// Three classes from 6 token ids of a vocabulary of 10.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+struct TokenNet {
+    tok: Embedding<10, 4, 6>,
+    fc: Dense<24, 3>,
+}
+
+/// [`TokenNet`] over the same ids carried as `f32` whole numbers: its `Embedding` reads them.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct FloatIdNet {
+    tok: Embedding<10, 4, 6>,
+    fc: Dense<24, 3>,
+}
+
+/// `n` samples of 6 ids below 10, of class `(first id + last id) % 3`.
+fn token_data(n: usize, seed: u64) -> Dataset<u32, u32> {
+    let mut rng = Rng::new(Seed(seed));
+    let x: Vec<u32> = (0..n * 6)
+        .map(|_| (rng.uniform(0.0, 10.0) as u32).min(9))
+        .collect();
+    let y: Vec<u32> = x.chunks(6).map(|s| (s[0] + s[5]) % 3).collect();
+    Dataset::new(x, y, 6).unwrap()
+}
+
+/// The same samples with the ids as `f32`.
+fn as_values(data: &Dataset<u32, u32>) -> Dataset<u32> {
+    let x = data.x().iter().map(|&id| id as f32).collect();
+    Dataset::new(x, data.y().to_vec(), data.features()).unwrap()
+}
+
+/// The batches of a fit of `epochs` epochs over `len` samples in batches of `batch`, shuffled
+/// with `seed`, as the trainer draws them.
+fn fit_batches(len: usize, batch: usize, epochs: u64, seed: Seed) -> Vec<Vec<usize>> {
+    let mut batches = Vec::new();
+    for epoch in 1..=epochs {
+        let mut order: Vec<usize> = (0..len).collect();
+        Rng::with_stream(seed, epoch).shuffle(&mut order);
+        batches.extend(order.chunks(batch).map(<[usize]>::to_vec));
+    }
+    batches
+}
+
+#[test]
+fn a_token_model_fits_as_a_hand_loop_over_its_step() {
+    assert_eq!(
+        (TokenNet::VOCAB, FloatIdNet::VOCAB, Net::VOCAB),
+        (10, 10, 0)
+    );
+    let data = token_data(50, 1);
+    fn options<X>() -> FitOptions<'static, u32, X> {
+        FitOptions::new(3)
+            .batch_size(8)
+            .seed(Seed(4))
+            .validation_split(0.2)
+    }
+    let mut trainer = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 2);
+    let h = trainer.fit(&data, &options(), &mut []).unwrap();
+
+    let (train, val) = data.split_tail(0.2);
+    let mut model = TokenNet::init(Seed(2));
+    let mut step = TrainStep::<TokenNet, Adam, 8>::new(&model, Adam::default().with_lr(0.01));
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for idx in fit_batches(train.len(), 8, 3, Seed(4)) {
+        train.gather_into(&idx, &mut x, &mut y);
+        step.run(&mut model, &x, &y);
+    }
+    assert_eq!(bits(trainer.model().params()), bits(model.params()));
+    assert_eq!(trainer.step().optimizer().iterations(), 15);
+    // Validation, evaluation and predictions of the token model agree with the step's.
+    let val_metrics = h.last().unwrap().val.unwrap();
+    assert_eq!(trainer.evaluate(&val).unwrap(), val_metrics);
+    let by_step = step.evaluate(&model, val.x(), val.y());
+    assert!((val_metrics.loss - by_step.loss).abs() <= 1e-6 * by_step.loss);
+    assert_eq!(val_metrics.accuracy, by_step.accuracy);
+    let predicted = trainer.predict(val.x());
+    assert_eq!(predicted.len(), 10 * 3);
+    assert_eq!(
+        bits(&predicted[..24]),
+        bits(step.predict(&model, &val.x()[..48]))
+    );
+    assert_eq!(
+        bits(&predicted[24..]),
+        bits(step.predict(&model, &val.x()[48..]))
+    );
+
+    // The same ids carried as `f32` to the same layers train to the same bits.
+    let floats = FloatIdNet::init(Seed(2));
+    assert_eq!(
+        bits(floats.params()),
+        bits(TokenNet::init(Seed(2)).params())
+    );
+    let step = TrainStep::<FloatIdNet, Adam, 8>::new(&floats, Adam::default().with_lr(0.01));
+    let mut carried = Trainer::new(floats, step).verbose(Verbose::Silent);
+    carried.fit(&as_values(&data), &options(), &mut []).unwrap();
+    assert_eq!(bits(carried.model().params()), bits(model.params()));
+}
+
+#[test]
+fn bad_token_ids_are_errors_naming_sample_and_position_before_the_first_step() {
+    let mut trainer = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 2);
+    let mut data = token_data(40, 3);
+    data.x_mut()[37 * 6 + 4] = 10;
+    // The sample counts in the data set given, before the validation split takes it.
+    let options = FitOptions::new(1).validation_split(0.25);
+    let e = trainer.fit(&data, &options, &mut []).unwrap_err();
+    let expected = BatchError::TokenId {
+        sample: 37,
+        position: 4,
+        id: 10,
+        vocab: 10,
+    };
+    assert!(matches!(e, TrainError::Batch(b) if b == expected), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "sample 37, position 4: token id 10 is outside the vocabulary of 10 ids (0..10)"
+    );
+    // In validation data, in an evaluation.
+    let good = token_data(16, 4);
+    let e = trainer
+        .fit(&good, &FitOptions::new(1).validation_data(&data), &mut [])
+        .unwrap_err();
+    assert!(matches!(e, TrainError::Batch(b) if b == expected), "{e}");
+    assert!(matches!(trainer.evaluate(&data), Err(TrainError::Batch(b)) if b == expected));
+    assert_eq!(trainer.step().optimizer().iterations(), 0);
+}
+
+#[test]
+fn bad_ids_carried_as_f32_are_errors_not_panics() {
+    let good = as_values(&token_data(24, 5));
+    let not_an_id = |sample, position, value| BatchError::NotAnId {
+        sample,
+        position,
+        value,
+        vocab: 10,
+    };
+    let words = "is not a token id (the model reads ids as whole numbers from 0 to 9)";
+    let cases = [
+        (
+            not_an_id(3, 2, 2.5),
+            format!("sample 3, position 2: 2.5 {words}"),
+        ),
+        (
+            not_an_id(13, 0, -1.0),
+            format!("sample 13, position 0: -1 {words}"),
+        ),
+        (
+            BatchError::TokenId {
+                sample: 23,
+                position: 5,
+                id: 12,
+                vocab: 10,
+            },
+            String::from(
+                "sample 23, position 5: token id 12 is outside the vocabulary of 10 ids (0..10)",
+            ),
+        ),
+    ];
+    for (error, message) in &cases {
+        let (sample, position, value) = match *error {
+            BatchError::NotAnId {
+                sample,
+                position,
+                value,
+                ..
+            } => (sample, position, value),
+            BatchError::TokenId {
+                sample,
+                position,
+                id,
+                ..
+            } => (sample, position, id as f32),
+            _ => unreachable!(),
+        };
+        let mut data = good.clone();
+        data.x_mut()[sample * 6 + position] = value;
+        let mut trainer = adam_trainer::<_, 8>(FloatIdNet::init(Seed(2)), 0.01, 2);
+        let e = trainer
+            .fit(&data, &FitOptions::new(1), &mut [])
+            .unwrap_err();
+        assert!(matches!(e, TrainError::Batch(b) if b == *error), "{e}");
+        assert_eq!(e.to_string(), *message);
+        assert_eq!(trainer.evaluate(&data).unwrap_err().to_string(), *message);
+        assert_eq!(trainer.step().optimizer().iterations(), 0);
+
+        // A step's checked methods return it (counting from the batch's first sample) and
+        // change nothing; the others panic with it, on the caller's thread.
+        let (mut model, mut step) = trainer.into_parts();
+        let before = bits(model.params());
+        let first = sample / 8 * 8;
+        let (x, y) = (&data.x()[first * 6..][..48], &data.y()[first..][..8]);
+        let in_batch = match *error {
+            BatchError::NotAnId { value, .. } => not_an_id(sample - first, position, value),
+            BatchError::TokenId { id, vocab, .. } => BatchError::TokenId {
+                sample: sample - first,
+                position,
+                id,
+                vocab,
+            },
+            _ => unreachable!(),
+        };
+        assert_eq!(step.try_run(&mut model, x, y), Err(in_batch));
+        assert_eq!(step.try_predict(&model, x).map(|_| ()), Err(in_batch));
+        assert_eq!(step.try_evaluate(&model, data.x(), data.y()), Err(*error));
+        assert_eq!(bits(model.params()), before);
+        assert_eq!(step.optimizer().iterations(), 0);
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            step.predict(&model, x);
+        }))
+        .unwrap_err();
+        assert_eq!(panic.downcast_ref::<String>(), Some(&in_batch.to_string()));
+    }
+    // NaN is no id either.
+    let mut data = good;
+    data.x_mut()[6] = f32::NAN;
+    let mut step =
+        TrainStep::<FloatIdNet, Adam, 32>::new(&FloatIdNet::init(Seed(1)), Adam::default());
+    let e = step
+        .try_evaluate(&FloatIdNet::init(Seed(1)), data.x(), data.y())
+        .unwrap_err();
+    assert_eq!(e.to_string(), format!("sample 1, position 0: NaN {words}"));
+}
+
+/// Two classes from sequences of up to 8 steps of 3 channels.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Pooled {
+    pool: RealMean<8, 3>,
+    fc: Dense<3, 2>,
+}
+
+/// `n` sequences of 1 to 8 real steps of 3 channels, of class 1 when their real steps lean
+/// positive, padded with `pad` (plus the flat index, so that no two padded values are alike).
+fn padded_data(n: usize, pad: f32) -> Dataset<u32> {
+    let mut rng = Rng::new(Seed(8));
+    let (mut x, mut y, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..n {
+        let (class, len) = (i % 2, 1 + (i * 5) % 8);
+        for t in 0..8 {
+            for _ in 0..3 {
+                let real = rng.normal() + if class == 1 { 0.7 } else { -0.7 };
+                let at = x.len() as f32;
+                x.push(if t < len { real } else { pad + at });
+            }
+        }
+        y.push(class as u32);
+        lengths.push(len as u32);
+    }
+    Dataset::new(x, y, 24)
+        .unwrap()
+        .with_lengths(lengths)
+        .unwrap()
+}
+
+fn pooled_trainer(threads: usize) -> Trainer<Pooled, Adam, 8> {
+    adam_trainer(Pooled::init(Seed(6)), 0.05, threads)
+}
+
+#[test]
+fn the_lengths_of_a_data_set_reach_the_layers() {
+    assert_eq!(Pooled::STEPS, 8);
+    let (clean, dirty) = (padded_data(60, 0.0), padded_data(60, 1e3));
+    let options = FitOptions::new(4).seed(Seed(2)).validation_split(0.25);
+    let fit = |data: &Dataset<u32>, threads| {
+        let mut trainer = pooled_trainer(threads);
+        let h = trainer.fit(data, &options, &mut []).unwrap();
+        (trainer, h)
+    };
+    let (mut trainer, h) = fit(&clean, 1);
+    let (mut other, h_dirty) = fit(&dirty, 2);
+    // What the padding holds changes nothing.
+    assert_eq!(bits(trainer.model().params()), bits(other.model().params()));
+    let metrics = |h: &History| {
+        h.epochs
+            .iter()
+            .map(|e| (e.train, e.val))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(metrics(&h), metrics(&h_dirty));
+    assert!(
+        h.last().unwrap().val.unwrap().accuracy.unwrap() > 0.8,
+        "{h:?}"
+    );
+
+    // The same steps by hand, each batch with its lengths.
+    let (train, val) = dirty.split_tail(0.25);
+    let mut model = Pooled::init(Seed(6));
+    let mut step = TrainStep::<Pooled, Adam, 8>::new(&model, Adam::default().with_lr(0.05));
+    let (mut x, mut y, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+    for idx in fit_batches(train.len(), 8, 4, Seed(2)) {
+        train.gather_into(&idx, &mut x, &mut y);
+        train.gather_lengths_into(&idx, &mut lengths);
+        step.run(&mut model, &Padded::new(&x, &lengths), &y);
+    }
+    assert_eq!(bits(model.params()), bits(trainer.model().params()));
+
+    // Evaluations and predictions take the lengths too.
+    let (_, clean_val) = clean.split_tail(0.25);
+    let metrics = trainer.evaluate(&clean_val).unwrap();
+    assert_eq!(other.evaluate(&val).unwrap(), metrics);
+    let x = Padded::new(val.x(), val.lengths().unwrap());
+    let by_step = step.evaluate(&model, &x, val.y());
+    assert!((metrics.loss - by_step.loss).abs() <= 1e-6 * by_step.loss);
+    assert_eq!(metrics.accuracy, by_step.accuracy);
+    let predicted = other.predict(&x);
+    assert_eq!(
+        bits(&predicted),
+        bits(&trainer.predict(&Padded::new(clean_val.x(), clean_val.lengths().unwrap())))
+    );
+    assert_eq!(
+        bits(&predicted[..16]),
+        bits(step.predict(&model, &x.samples(0..8, 24)))
+    );
+
+    // Without its lengths the padding counts: the test could fail.
+    let unpadded = Dataset::new(dirty.x().to_vec(), dirty.y().to_vec(), 24).unwrap();
+    let (unaware, _) = fit(&unpadded, 1);
+    assert_ne!(
+        bits(unaware.model().params()),
+        bits(trainer.model().params())
+    );
+}
+
+#[test]
+fn an_accumulated_fit_cuts_the_lengths_with_the_shards() {
+    let fit = |pad| {
+        let mut trainer = pooled_trainer(2).accumulate(2).unwrap();
+        let options = FitOptions::new(3).batch_size(4).seed(Seed(3));
+        trainer
+            .fit(&padded_data(44, pad), &options, &mut [])
+            .unwrap();
+        bits(trainer.model().params())
+    };
+    let clean = fit(0.0);
+    assert_eq!(fit(-5e2), clean);
+    assert_eq!(fit(7e3), clean);
+}
+
+#[test]
+fn lengths_that_the_model_cannot_take_are_errors_before_the_first_step() {
+    // A model none of whose layers honours lengths.
+    let mut trainer = net_trainer(2);
+    let data = blobs(30, 1).with_lengths(vec![2; 30]).unwrap();
+    let e = trainer
+        .fit(&data, &FitOptions::new(1), &mut [])
+        .unwrap_err();
+    assert!(
+        matches!(e, TrainError::Batch(BatchError::LengthsIgnored)),
+        "{e}"
+    );
+    assert!(matches!(
+        trainer.evaluate(&data),
+        Err(TrainError::Batch(BatchError::LengthsIgnored))
+    ));
+    assert_eq!(trainer.step().optimizer().iterations(), 0);
+
+    // A length over the model's steps (the data set's 24 values would allow it).
+    let mut trainer = pooled_trainer(2);
+    let mut lengths = padded_data(20, 0.0).lengths().unwrap().to_vec();
+    lengths[13] = 9;
+    let data = Dataset::new(padded_data(20, 0.0).x().to_vec(), vec![0u32; 20], 24)
+        .unwrap()
+        .with_lengths(lengths)
+        .unwrap();
+    let e = trainer
+        .fit(&data, &FitOptions::new(1).validation_split(0.5), &mut [])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TrainError::Batch(BatchError::Length {
+                sample: 13,
+                length: 9,
+                steps: 8
+            })
+        ),
+        "{e}"
+    );
+    assert_eq!(trainer.step().optimizer().iterations(), 0);
+
+    // Samples of another shape name the model's.
+    let short = Dataset::new(vec![0.0f32; 40], vec![0u32, 1], 20).unwrap();
+    let e = trainer
+        .fit(&short, &FitOptions::new(1), &mut [])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the training data has 20 values per sample, the model takes [T, F] = [8, 3] = 24 values per sample"
+    );
+    let mut tokens = adam_trainer::<_, 8>(TokenNet::init(Seed(2)), 0.01, 1);
+    let e = tokens
+        .fit(
+            &Dataset::new(vec![1u32; 10], vec![0u32, 1], 5).unwrap(),
+            &FitOptions::new(1),
+            &mut [],
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the training data has 5 values per sample, the model takes 6 token ids per sample"
+    );
+}
+
+/// Three classes from padded sequences of up to 6 token ids.
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+struct PaddedTokens {
+    tok: Embedding<10, 4, 6>,
+    pool: RealMean<6, 4>,
+    fc: Dense<4, 3>,
+}
+
+#[test]
+fn a_fit_of_padded_token_sequences_resumes_from_its_checkpoint_with_the_same_bits() {
+    let dir = std::env::temp_dir().join(format!("fusegraph-trainer-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokens.safetensors");
+    let lengths = (0..40).map(|i| 1 + i * 5 % 6).collect();
+    let data = token_data(40, 9).with_lengths(lengths).unwrap();
+    let options = FitOptions::new(4).batch_size(6).seed(Seed(7));
+    let trainer = |init| adam_trainer::<_, 8>(PaddedTokens::init(Seed(init)), 0.02, 2);
+
+    let mut straight = trainer(1);
+    straight.fit(&data, &options, &mut []).unwrap();
+    let mut first = trainer(1);
+    first
+        .fit(
+            &data,
+            &FitOptions::new(2).batch_size(6).seed(Seed(7)),
+            &mut [],
+        )
+        .unwrap();
+    first.save_checkpoint(&path, 2).unwrap();
+    let mut resumed = trainer(5);
+    let done = resumed.resume(&path).unwrap();
+    resumed
+        .fit(&data, &options.initial_epoch(done), &mut [])
+        .unwrap();
+    assert_eq!(
+        bits(resumed.model().params()),
+        bits(straight.model().params())
+    );
+    assert_eq!(
+        resumed.evaluate(&data).unwrap(),
+        straight.evaluate(&data).unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

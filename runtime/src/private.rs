@@ -59,6 +59,16 @@ pub const fn min(a: usize, b: usize) -> usize {
     }
 }
 
+/// The vocabulary of ids carried as `f32` that both `so_far` and `layer` accept, 0 standing
+/// for a reader of values (which accepts any): the `Model::VOCAB` of an `f32` model, from
+/// the [`Layer::IDS`] of each layer that reads its input. Used by `#[model]`.
+pub const fn id_vocabulary(so_far: usize, layer: usize) -> usize {
+    match (so_far, layer) {
+        (0, ids) | (ids, 0) => ids,
+        (a, b) => min(a, b),
+    }
+}
+
 /// Appends the tensors of layer `layer` (values starting at `offset`) to a table being built
 /// in a constant, with PyTorch's names and layouts from `torch` (one per tensor, or empty for
 /// the same); returns the table and the next free index. The gradients of the tensors not

@@ -171,3 +171,47 @@ pub fn mark_every_part<M: Model, R: Rule, const B: usize>(
         }
     }
 }
+
+/// The mean of `[T, F]` values over each sample's real steps (`ctx.lengths`), 0 gradient at
+/// the padded ones: `MeanOverTime` honouring lengths, written against the lengths contract
+/// (`Layer::STEPS`, `Ctx::lengths`) alone.
+pub struct RealMean<const T: usize, const F: usize>;
+
+impl<const T: usize, const F: usize> Layer for RealMean<T, F> {
+    const IN: usize = T * F;
+    const OUT: usize = F;
+    const PARAMS: usize = 0;
+    const STATE: usize = 0;
+    const SAVED: usize = 0;
+    const TENSORS: &'static [Tensor] = &[];
+    const STEPS: usize = T;
+
+    fn describe(out: &mut dyn core::fmt::Write) -> core::fmt::Result {
+        write!(out, "RealMean<{T}, {F}>")
+    }
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
+        for b in 0..io.batch {
+            let real = ctx.lengths.of(b, T);
+            let y = &mut io.y[b * F..(b + 1) * F];
+            y.fill(0.0);
+            for step in io.x[b * T * F..].chunks(F).take(real) {
+                y.iter_mut().zip(step).for_each(|(y, &v)| *y += v);
+            }
+            y.iter_mut().for_each(|y| *y /= real as f32);
+        }
+    }
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
+        let Some(dx) = io.dx.accumulator() else {
+            return;
+        };
+        for b in 0..io.batch {
+            let real = ctx.lengths.of(b, T);
+            let dy = &io.dy[b * F..(b + 1) * F];
+            for step in dx[b * T * F..].chunks_mut(F).take(real) {
+                step.iter_mut()
+                    .zip(dy)
+                    .for_each(|(d, &g)| *d += g / real as f32);
+            }
+        }
+    }
+}

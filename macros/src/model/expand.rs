@@ -489,21 +489,27 @@ impl<'a> Expansion<'a> {
         }
     }
 
-    /// `Model::VOCAB`: the smallest vocabulary of the layers that read token ids (which
-    /// `input_checks` makes `TokenLayer`s), 0 for `f32` features.
+    /// `Model::VOCAB`: the smallest vocabulary of the layers that read the input's token ids:
+    /// `TokenLayer::VOCAB` for `u32` ids (`input_checks` makes every reader a `TokenLayer`),
+    /// `Layer::IDS` for ids carried as `f32` (0 when no reader reads ids).
     fn vocab(&self) -> TokenStream {
-        let p = &self.p;
-        if !self.tokens {
-            return quote!(0usize);
-        }
+        let (p, l) = (&self.p, &self.l);
         let readers = self.net.nodes.iter().filter(|n| n.inputs.contains(&Src::X));
-        readers.fold(quote!(::core::primitive::usize::MAX), |acc, n| match n.op {
-            Op::Layer(f) => {
-                let ty = self.tys[f];
-                quote!(#p::min(#acc, <#ty as #p::TokenLayer>::VOCAB))
-            }
-            _ => acc,
-        })
+        let layers = readers.filter_map(|n| match n.op {
+            Op::Layer(f) => Some(self.tys[f]),
+            _ => None,
+        });
+        if self.tokens {
+            layers.fold(
+                quote!(::core::primitive::usize::MAX),
+                |acc, ty| quote!(#p::min(#acc, <#ty as #p::TokenLayer>::VOCAB)),
+            )
+        } else {
+            layers.fold(
+                quote!(0usize),
+                |acc, ty| quote!(#p::id_vocabulary(#acc, <#ty as #l>::IDS)),
+            )
+        }
     }
 
     /// The per-sample layouts: the activation buffer holds each node's output and what its

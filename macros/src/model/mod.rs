@@ -96,8 +96,10 @@ mod tests {
     /// checkpoints record; 380 with `VOCAB`, the token ids the model reads; 365 once the input
     /// goes to the layers that read it as it is, without an `f32` copy; 394 with frozen
     /// tensors (each layer's frozen mask, its offsets in the trainable tensors' buffers and the
-    /// tensor table, its place for the gradient sink).
-    const README_MODEL_LINES: usize = 394;
+    /// tensor table, its place for the gradient sink); 401 with `STEPS`, the sequence length
+    /// whose lengths the layers honour; 404 with the vocabulary of token ids carried as `f32`
+    /// (`Layer::IDS` of the layers that read the input).
+    const README_MODEL_LINES: usize = 404;
 
     /// The README's model expands to at most [`README_MODEL_LINES`] lines, with one forward
     /// and one backward pass.

@@ -5,8 +5,9 @@ use super::communicator::Communicator;
 use super::shards::{add_shard, Shards};
 use crate::loss::{Loss, Targets};
 use crate::optim::{PartMut, Rule};
+use crate::train::batch::{self, expect};
 use crate::train::step::{optimizer_step, update_or_skip};
-use crate::train::{Model, StepOutcome, Target, TrainStep};
+use crate::train::{Inputs, Model, Padded, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
 use alloc::vec;
 use core::fmt;
@@ -181,17 +182,20 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     /// One step on a global batch `x`, `y` (every process passes the same one, of at most
     /// [`Shards::global_batch`] samples): this process's shards' gradients, the gather, the sum
     /// in shard order and the update. Returns the global batch's mean loss, the same bits on
-    /// every process.
+    /// every process. `x` is a slice, an array, a `Vec` or a [`Padded`] batch, whose lengths
+    /// go with each shard's samples.
     ///
     /// # Panics
-    /// If the batch is empty or larger than the global batch, or the targets do not match it.
-    pub fn run<Y: ?Sized + Targets<M::Loss>>(
+    /// If the batch is empty or larger than the global batch, or the targets or the lengths do
+    /// not match it.
+    pub fn run<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> f32 {
+        let x = Padded::with(x.values(), x.lengths());
         let loss = self.global_gradient(model, step, x, y.as_targets());
         optimizer_step(step.optimizer_mut(), model, &self.sum);
         loss
@@ -204,13 +208,14 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     ///
     /// # Panics
     /// As [`run`](Self::run).
-    pub fn run_or_skip<Y: ?Sized + Targets<M::Loss>>(
+    pub fn run_or_skip<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> StepOutcome {
+        let x = Padded::with(x.values(), x.lengths());
         step.keep_state(model);
         let loss = self.global_gradient(model, step, x, y.as_targets());
         update_or_skip(
@@ -228,17 +233,18 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
-        x: &[M::Input],
+        x: Padded<'_, M::Input>,
         y: &[Target<M>],
     ) -> f32 {
-        let n = x.len() / M::IN.max(1);
+        let len = x.values().len();
+        let n = len / M::IN.max(1);
         assert!(
-            n > 0 && n <= self.shards.global_batch() && x.len() == n * M::IN,
-            "a global batch of {} inputs is not 1..={} samples of {}",
-            x.len(),
+            n > 0 && n <= self.shards.global_batch() && len == n * M::IN,
+            "a global batch of {len} inputs is not 1..={} samples of {}",
             self.shards.global_batch(),
             M::IN
         );
+        expect(batch::lengths::<M>(x.lengths(), n));
         self.compute_own(model, step, x, y, n);
         self.comm.all_gather(&self.mine, &mut self.all);
         self.combine(n)
@@ -260,7 +266,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         &mut self,
         model: &mut M,
         step: &mut TrainStep<M, R, B>,
-        x: &[M::Input],
+        x: Padded<'_, M::Input>,
         y: &[Target<M>],
         n: usize,
     ) {
@@ -273,9 +279,9 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
             if at.is_empty() {
                 continue;
             }
-            let xs = &x[at.start * M::IN..at.end * M::IN];
+            let xs = x.samples(at.clone(), M::IN);
             let ys = &y[at.start * per..at.end * per];
-            record[LOSS] = step.shard_gradients(model, xs, ys, at.start);
+            record[LOSS] = step.shard_gradients(model, &xs, ys, at.start);
             let outputs = at.len() * M::OUT;
             record[OUTPUTS..OUTPUTS + outputs].copy_from_slice(step.output(at.len()));
             record[OUTPUTS + B * M::OUT..].copy_from_slice(step.grads());

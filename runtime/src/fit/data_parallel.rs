@@ -3,12 +3,12 @@
 
 use super::error::TrainError;
 use super::metrics::Accumulator;
-use super::trainer::Trainer;
-use crate::data::Dataset;
+use super::trainer::{DatasetOf, Trainer};
 use crate::distributed::{Communicator, DataParallel, Shards, Solo};
+use crate::layers::Lengths;
 use crate::loss::Loss;
 use crate::optim::Rule;
-use crate::train::{Model, StepOutcome, Target};
+use crate::train::{Model, Padded, StepOutcome};
 use core::ops::Range;
 use std::boxed::Box;
 
@@ -18,7 +18,7 @@ pub(super) type Parallel<M, R, const B: usize> =
 
 impl<M, R, const B: usize> Trainer<M, R, B>
 where
-    M: Model<Input = f32> + Send,
+    M: Model + Send,
     R: Rule,
 {
     /// Trains data-parallel on `comm`'s processes: each global batch is `shards` batches of
@@ -85,18 +85,22 @@ where
         }
     }
 
-    /// Trains on the samples `at` of the epoch's order, skipping the update if `skip` and the
-    /// loss or a gradient is not finite; adds them to `acc` (or counts the skipped batch) and
-    /// returns the batch's loss.
+    /// Trains on the samples `at` of the epoch's order (with their lengths, if the data has
+    /// them), skipping the update if `skip` and the loss or a gradient is not finite; adds
+    /// them to `acc` (or counts the skipped batch) and returns the batch's loss.
     pub(super) fn train_batch(
         &mut self,
-        train: &Dataset<Target<M>>,
+        train: &DatasetOf<M>,
         at: Range<usize>,
         acc: &mut Accumulator,
         skip: bool,
     ) -> f32 {
-        train.gather_into(&self.order[at], &mut self.bx, &mut self.by);
-        let (model, step, x, y) = (&mut self.model, &mut self.step, &self.bx, &self.by);
+        let idx = &self.order[at];
+        train.gather_into(idx, &mut self.bx, &mut self.by);
+        train.gather_lengths_into(idx, &mut self.blengths);
+        let lengths = Lengths::given(train.lengths().map(|_| &self.blengths[..]));
+        let x = &Padded::with(&self.bx, lengths);
+        let (model, step, y) = (&mut self.model, &mut self.step, &self.by);
         let outcome = match (&mut self.parallel, skip) {
             (None, false) => StepOutcome {
                 loss: step.run(model, x, y),

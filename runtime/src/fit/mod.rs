@@ -24,4 +24,4 @@ pub use history::{EpochLog, History, Stop};
 pub use metrics::{Metric, Metrics};
 pub use options::FitOptions;
 pub use progress::Verbose;
-pub use trainer::{Callbacks, Trainer};
+pub use trainer::{Callbacks, DatasetOf, Trainer};

@@ -5,15 +5,17 @@ use crate::rng::Seed;
 
 /// Where a fit's validation data comes from.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Validation<'a, T> {
+pub(crate) enum Validation<'a, T, X> {
     None,
-    Data(&'a Dataset<T>),
+    Data(&'a Dataset<T, X>),
     Split(f64),
 }
 
 /// How to fit, as the arguments of Keras' `fit`: epochs, batch size, validation data or
 /// split, shuffling with a seed, the epoch to start from when resuming, and whether to skip
-/// the update of a batch whose loss or gradients are not finite.
+/// the update of a batch whose loss or gradients are not finite. `T` is the targets' type
+/// and `X` the samples' values (`f32` features or `u32` token ids), those of the data sets the
+/// fit takes.
 ///
 /// ```
 /// use fusegraph_runtime::rng::Seed;
@@ -22,17 +24,17 @@ pub(crate) enum Validation<'a, T> {
 /// assert_eq!(options.epochs(), 30);
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct FitOptions<'a, T> {
+pub struct FitOptions<'a, T, X = f32> {
     pub(crate) epochs: usize,
     pub(crate) batch_size: Option<usize>,
-    pub(crate) validation: Validation<'a, T>,
+    pub(crate) validation: Validation<'a, T, X>,
     pub(crate) shuffle: bool,
     pub(crate) seed: Seed,
     pub(crate) initial_epoch: usize,
     pub(crate) skip_non_finite: bool,
 }
 
-impl<'a, T> FitOptions<'a, T> {
+impl<'a, T, X> FitOptions<'a, T, X> {
     /// Train for `epochs` epochs, in batches of the train step's maximum, shuffled with seed 0,
     /// without validation.
     pub fn new(epochs: usize) -> Self {
@@ -62,7 +64,7 @@ impl<'a, T> FitOptions<'a, T> {
 
     /// Evaluate on `data` after each epoch.
     #[must_use]
-    pub fn validation_data(mut self, data: &'a Dataset<T>) -> Self {
+    pub fn validation_data(mut self, data: &'a Dataset<T, X>) -> Self {
         self.validation = Validation::Data(data);
         self
     }

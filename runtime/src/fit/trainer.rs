@@ -8,10 +8,11 @@ use super::metrics::{Accumulator, Metric, MetricSet, Metrics};
 use super::options::{FitOptions, Validation};
 use super::progress::{Progress, Verbose};
 use crate::data::Dataset;
+use crate::layers::Lengths;
 use crate::loss::{Loss, TargetValue};
 use crate::optim::Rule;
 use crate::rng::Rng;
-use crate::train::{BatchError, Model, Target, TrainStep};
+use crate::train::{batch, BatchError, Inputs, Model, Padded, Target, TrainStep};
 use std::time::Instant;
 use std::vec::Vec;
 
@@ -19,9 +20,26 @@ use std::vec::Vec;
 pub type Callbacks<'a, 'b, M, R, const B: usize> =
     &'a mut [&'b mut (dyn Callback<M, R, B> + Send)];
 
+/// The data a trainer of model `M` takes: samples of the model's input values (`f32`
+/// features, or `u32` token ids for a model with `input = u32`), with the targets of its loss,
+/// and their lengths if they are padded sequences.
+pub type DatasetOf<M> = Dataset<Target<M>, <M as Model>::Input>;
+
 /// A model and its train step, with what a training loop needs around them: batching with
 /// seeded shuffling into buffers allocated once, metrics, validation, callbacks, progress, and
 /// (with `parallel`) one rayon pool that the whole loop runs in.
+///
+/// It takes every model: `f32` features or `u32` token ids (a [`Dataset`] of the model's
+/// [`Input`](Model::Input) values), and padded sequences with their lengths
+/// ([`Dataset::with_lengths`]), which each batch carries to the layers that honour them
+/// ([`Padded`]). Before the first step it checks the whole data set as a train step checks a
+/// batch, and returns what does not fit as a [`TrainError`] (nothing trained): the values per
+/// sample (named as the model's `[T, F]` when its layers read sequences), the targets, the
+/// class labels, the token ids (`u32` ids, or `f32` values that the model's `Embedding` reads
+/// as ids: whole numbers in the vocabulary), and the lengths (only for a model whose layers
+/// honour them, from 1 to its [`Model::STEPS`]). A sample's place in the error counts from the
+/// first of the data set that holds it (the training data, before a validation split, or the
+/// validation data). So no step of a fit panics on the data.
 ///
 /// ```
 /// use fusegraph_runtime::data::Dataset;
@@ -43,15 +61,17 @@ pub struct Trainer<M: Model, R: Rule, const B: usize> {
     #[cfg(feature = "parallel")]
     threads: usize,
     pub(super) order: Vec<usize>,
-    pub(super) bx: Vec<f32>,
+    pub(super) bx: Vec<M::Input>,
     pub(super) by: Vec<Target<M>>,
+    /// The lengths of the batch in `bx`, empty for data without lengths.
+    pub(super) blengths: Vec<u32>,
     /// The data-parallel step, when the trainer runs on several processes or accumulates.
     pub(super) parallel: Option<Parallel<M, R, B>>,
 }
 
 impl<M, R, const B: usize> Trainer<M, R, B>
 where
-    M: Model<Input = f32> + Send,
+    M: Model + Send,
     R: Rule,
 {
     /// A trainer for `model` with `step` (built for it), reporting the loss only, with
@@ -69,6 +89,7 @@ where
             order: Vec::new(),
             bx: Vec::with_capacity(B * M::IN),
             by: Vec::with_capacity(B * <M::Loss as Loss>::targets_per_sample(M::OUT)),
+            blengths: Vec::with_capacity(if M::STEPS > 0 { B } else { 0 }),
             parallel: None,
         }
     }
@@ -197,10 +218,11 @@ where
     /// callbacks).
     pub fn fit(
         &mut self,
-        train: &Dataset<Target<M>>,
-        options: &FitOptions<'_, Target<M>>,
+        train: &DatasetOf<M>,
+        options: &FitOptions<'_, Target<M>, M::Input>,
         callbacks: Callbacks<'_, '_, M, R, B>,
     ) -> Result<History, TrainError> {
+        check_data::<M>(train, "training")?;
         let split;
         let (train, val) = match options.validation {
             Validation::None => (train, None),
@@ -215,12 +237,11 @@ where
             // As Keras: a split of 0 is no validation.
             Validation::Split(0.0) => (train, None),
             Validation::Split(f) => {
-                split = split_tail(train, f)?;
+                split = split_tail::<M>(train, f)?;
                 (&split.0, Some(&split.1))
             }
         };
-        check_data::<M>(train, "training")?;
-        if let Some(v) = val {
+        if let Validation::Data(v) = options.validation {
             check_data::<M>(v, "validation")?;
         }
         let set = MetricSet::new(&self.metrics);
@@ -254,9 +275,9 @@ where
 
     fn fit_loop(
         &mut self,
-        train: &Dataset<Target<M>>,
-        val: Option<&Dataset<Target<M>>>,
-        options: &FitOptions<'_, Target<M>>,
+        train: &DatasetOf<M>,
+        val: Option<&DatasetOf<M>>,
+        options: &FitOptions<'_, Target<M>, M::Input>,
         batch: usize,
         set: MetricSet,
         callbacks: Callbacks<'_, '_, M, R, B>,
@@ -365,7 +386,7 @@ where
     }
 
     /// Loss and the trainer's metrics on `data`, in inference mode, `B` samples at a time.
-    pub fn evaluate(&mut self, data: &Dataset<Target<M>>) -> Result<Metrics, TrainError> {
+    pub fn evaluate(&mut self, data: &DatasetOf<M>) -> Result<Metrics, TrainError> {
         check_data::<M>(data, "evaluation")?;
         if data.is_empty() {
             return Err(TrainError::Shape(std::string::String::from(
@@ -376,43 +397,52 @@ where
         Ok(self.in_pool(|t| t.evaluate_now(data, set)))
     }
 
-    fn evaluate_now(&mut self, data: &Dataset<Target<M>>, set: MetricSet) -> Metrics {
+    fn evaluate_now(&mut self, data: &DatasetOf<M>, set: MetricSet) -> Metrics {
         let per = data.targets_per_sample();
+        let x = Padded::with(data.x(), Lengths::given(data.lengths()));
         let mut acc = Accumulator::new(set);
-        for (xs, ys) in data.x().chunks(B * M::IN).zip(data.y().chunks(B * per)) {
-            let out = self.step.predict(&self.model, xs);
+        for (c, ys) in data.y().chunks(B * per).enumerate() {
+            let at = c * B..(c * B + B).min(data.len());
+            let out = self.step.predict(&self.model, &x.samples(at, M::IN));
             let loss = <M::Loss as Loss>::loss(out, ys, M::OUT);
             acc.add::<M::Loss>(loss, out, ys, M::OUT);
         }
         acc.metrics()
     }
 
-    /// The model's outputs (`M::OUT` per sample) for any number of samples of `x`, in
-    /// inference mode, written into `out`.
+    /// The model's outputs (`M::OUT` per sample) for any number of samples of `x` (a slice,
+    /// an array, a `Vec` or a [`Padded`] batch with lengths), in inference mode, written into
+    /// `out`.
     ///
     /// # Panics
-    /// If `x` is not whole samples or `out` does not hold their outputs.
-    pub fn predict_into(&mut self, x: &[f32], out: &mut [f32]) {
+    /// If `x` is not whole samples, `out` does not hold their outputs, or `x` does not fit the
+    /// model as [`TrainStep::predict`](crate::train::Step::predict) says.
+    pub fn predict_into<X: ?Sized + Inputs<M::Input>>(&mut self, x: &X, out: &mut [f32]) {
+        let x = Padded::with(x.values(), x.lengths());
+        let len = x.values().len();
         assert!(
-            x.len().is_multiple_of(M::IN),
-            "input length {} is not a multiple of {}",
-            x.len(),
+            len.is_multiple_of(M::IN),
+            "input length {len} is not a multiple of {}",
             M::IN
         );
-        assert_eq!(out.len(), x.len() / M::IN * M::OUT, "output length");
+        let n = len / M::IN;
+        assert_eq!(out.len(), n * M::OUT, "output length");
+        batch::expect(batch::lengths::<M>(x.lengths(), n));
         self.in_pool(|t| {
-            for (xs, os) in x.chunks(B * M::IN).zip(out.chunks_mut(B * M::OUT)) {
-                os.copy_from_slice(t.step.predict(&t.model, xs));
+            for (c, os) in out.chunks_mut(B * M::OUT).enumerate() {
+                let at = c * B..(c * B + B).min(n);
+                os.copy_from_slice(t.step.predict(&t.model, &x.samples(at, M::IN)));
             }
         });
     }
 
-    /// The model's outputs for any number of samples of `x`, in inference mode.
+    /// The model's outputs for any number of samples of `x` (as
+    /// [`predict_into`](Self::predict_into) takes them), in inference mode.
     ///
     /// # Panics
-    /// If `x` is not whole samples.
-    pub fn predict(&mut self, x: &[f32]) -> Vec<f32> {
-        let mut out = std::vec![0.0; x.len() / M::IN.max(1) * M::OUT];
+    /// As [`predict_into`](Self::predict_into).
+    pub fn predict<X: ?Sized + Inputs<M::Input>>(&mut self, x: &X) -> Vec<f32> {
+        let mut out = std::vec![0.0; x.values().len() / M::IN.max(1) * M::OUT];
         self.predict_into(x, &mut out);
         out
     }
@@ -430,10 +460,10 @@ fn non_finite_warning(epoch: usize, batch: usize, loss: f32) -> std::string::Str
 /// Splits off the last `fraction` of `data` for validation, as Keras' `validation_split`: the
 /// training part is the first `floor(n * (1 - fraction))` samples, and neither part may be
 /// empty.
-fn split_tail<T: Copy>(
-    data: &Dataset<T>,
+fn split_tail<M: Model>(
+    data: &DatasetOf<M>,
     fraction: f64,
-) -> Result<(Dataset<T>, Dataset<T>), TrainError> {
+) -> Result<(DatasetOf<M>, DatasetOf<M>), TrainError> {
     if !(0.0..1.0).contains(&fraction) {
         return Err(TrainError::Config(std::format!(
             "validation split {fraction} is not in [0, 1)"
@@ -452,13 +482,14 @@ fn split_tail<T: Copy>(
     Ok((train, val))
 }
 
-/// Checks that `data` has the model's features and targets per sample, and labels in range.
-fn check_data<M: Model>(data: &Dataset<Target<M>>, what: &str) -> Result<(), TrainError> {
+/// Checks `data` for model `M` as a train step checks a batch, over the whole data set: the
+/// values and targets per sample, the class labels, the token ids and the lengths.
+fn check_data<M: Model>(data: &DatasetOf<M>, what: &str) -> Result<(), TrainError> {
     if data.features() != M::IN {
         return Err(TrainError::Shape(std::format!(
-            "the {what} data has {} features per sample, the model takes {}",
+            "the {what} data has {} values per sample, the model takes {}",
             data.features(),
-            M::IN
+            model_input::<M>()
         )));
     }
     let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
@@ -468,6 +499,21 @@ fn check_data<M: Model>(data: &Dataset<Target<M>>, what: &str) -> Result<(), Tra
             data.targets_per_sample()
         )));
     }
-    crate::train::batch::labels::<M>(data.y())?;
+    batch::labels::<M>(data.y())?;
+    batch::token_ids::<M>(data.x())?;
+    batch::lengths::<M>(Lengths::given(data.lengths()), data.len())?;
     Ok(())
+}
+
+/// What a sample of model `M` is, in words: `[T, F] = [16, 3] = 48 values` when its layers
+/// read sequences of `T =` [`Model::STEPS`] steps of `F` values (`IN = T * F`), `48 values`
+/// otherwise; ids instead of values for a model that reads token ids.
+fn model_input<M: Model>() -> std::string::String {
+    let values = if M::VOCAB > 0 { "token ids" } else { "values" };
+    let (n, t) = (M::IN, M::STEPS);
+    if t > 0 && n.is_multiple_of(t) {
+        std::format!("[T, F] = [{t}, {}] = {n} {values} per sample", n / t)
+    } else {
+        std::format!("{n} {values} per sample")
+    }
 }

@@ -130,7 +130,9 @@ pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_, u32>) {
 /// per sample: `[SEQ]` ids in, `[SEQ, DIM]` rows out.
 ///
 /// The first layer of a model with `input = u32`, which hands it the ids as they are
-/// ([`TokenLayer`]); in a layer's `f32` input ([`Layer::forward`]) an id is a whole number.
+/// ([`TokenLayer`]); in a layer's `f32` input ([`Layer::forward`]) an id is a whole number, and
+/// a model whose `f32` input it reads checks those before the layer sees them
+/// ([`Layer::IDS`] is `VOCAB`).
 /// Parameter: `weight` `[VOCAB, DIM]` (PyTorch's name and layout),
 /// initialized from `N(0, 1)` as PyTorch does, with the padding row at 0. The padding id's row
 /// is read like any other but its gradient is always 0, so it stays where it starts. Ids have
@@ -141,7 +143,9 @@ pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_, u32>) {
 ///
 /// # Panics
 /// Its forward and backward passes panic on an id outside `0..VOCAB`, naming its sample, its
-/// position and the id: a wrong id is the caller's bug and is never read as another row.
+/// position and the id: a wrong id is the caller's bug and is never read as another row. (A
+/// train step refuses such ids first, as a `BatchError`, when the layer reads the model's
+/// input.)
 ///
 /// ```
 /// use fusegraph_runtime::layers::{Ctx, Embedding, Forward, Mode, TokenLayer};
@@ -216,6 +220,7 @@ impl<const VOCAB: usize, const DIM: usize, const SEQ: usize, const PAD: usize> L
         init: Init::StandardNormal,
     }];
     const FREEZABLE: bool = true;
+    const IDS: usize = Self::DIMS.vocab;
 
     fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);

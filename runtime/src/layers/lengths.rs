@@ -39,6 +39,18 @@ impl<'a> Lengths<'a> {
         Lengths(Some(lengths))
     }
 
+    /// The lengths `lengths` gives, or [`FULL`](Self::FULL) for `None`: those of data that
+    /// may have lengths or not (the inverse of [`get`](Self::get)).
+    ///
+    /// ```
+    /// use fusegraph_runtime::layers::Lengths;
+    /// assert_eq!(Lengths::given(None), Lengths::FULL);
+    /// assert_eq!(Lengths::given(Some(&[2, 1])).get(), Some(&[2, 1][..]));
+    /// ```
+    pub const fn given(lengths: Option<&'a [u32]>) -> Self {
+        Lengths(lengths)
+    }
+
     /// The lengths given, or `None` for [`FULL`](Self::FULL).
     pub const fn get(self) -> Option<&'a [u32]> {
         self.0

@@ -432,6 +432,12 @@ pub trait Layer {
     /// 0 (the default) for a layer that ignores lengths. A model takes lengths only if one of
     /// its layers honours them, and a length of at most its largest `STEPS`.
     const STEPS: usize = 0;
+    /// The vocabulary of the token ids the layer reads from its `f32` input, which must then
+    /// hold whole numbers from 0 to `IDS - 1` (an [`Embedding`] over `f32` values says its
+    /// `VOCAB`); 0 (the default) for a layer that reads values. A model whose `f32` input goes
+    /// to such a layer checks the ids before any layer sees them
+    /// ([`Model::VOCAB`](crate::train::Model::VOCAB)).
+    const IDS: usize = 0;
     /// Whether the equivalent PyTorch module keeps an integer `num_batches_tracked` beside its
     /// state (BatchNorm does); `false` by default.
     const BATCH_COUNTER: bool = false;

@@ -12,7 +12,7 @@ use core::fmt;
 
 /// A batch that does not fit a model and its train step. A checked method that returns it
 /// has changed nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BatchError {
     /// The input is not whole samples: its length is not a multiple of the model's input
     /// values per sample.
@@ -59,6 +59,20 @@ pub enum BatchError {
         position: usize,
         /// The id, as given.
         id: u32,
+        /// The ids the model reads: `0..vocab`.
+        vocab: usize,
+    },
+    /// A value of an `f32` input that is not a token id (not a whole number from 0 to
+    /// `u32::MAX`: 2.5, -1, NaN) where the model's layers read ids ([`Model::VOCAB`] is not
+    /// 0: an `Embedding` fed by the input). A whole number outside the vocabulary is a
+    /// [`TokenId`](Self::TokenId).
+    NotAnId {
+        /// The sample, counting from 0.
+        sample: usize,
+        /// The value's position in the sample.
+        position: usize,
+        /// The value, as given.
+        value: f32,
         /// The ids the model reads: `0..vocab`.
         vocab: usize,
     },
@@ -127,6 +141,17 @@ impl fmt::Display for BatchError {
                 vocab,
             }
             .fmt(f),
+            BatchError::NotAnId {
+                sample,
+                position,
+                value,
+                vocab,
+            } => write!(
+                f,
+                "sample {sample}, position {position}: {value} is not a token id (the model \
+                 reads ids as whole numbers from 0 to {})",
+                vocab - 1
+            ),
             BatchError::LengthsIgnored => f.write_str(
                 "lengths were given, but no layer of the model honours them (a Gru, Lstm, \
                  CausalSelfAttention or MeanOverTime does): pass the input without `Padded`",
@@ -188,26 +213,13 @@ pub(crate) fn target_count<M: Model>(samples: usize, y: &[Target<M>]) -> Result<
     }
 }
 
-/// The index and value of the first of `values` whose id (a class label or a token id) is
-/// `limit` or more.
-fn first_at_or_past<T: Copy>(
-    values: &[T],
-    id: impl Fn(T) -> Option<u32>,
-    limit: usize,
-) -> Option<(usize, u32)> {
-    let past = |v: T| id(v).filter(|&i| i as usize >= limit);
-    values
-        .iter()
-        .enumerate()
-        .find_map(|(i, &v)| Some((i, past(v)?)))
-}
-
 /// Checks that every class label in `y` names one of the classes of model `M`'s loss.
 pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
     let Some(classes) = <M::Loss as Loss>::classes(M::OUT) else {
         return Ok(());
     };
-    match first_at_or_past(y, TargetValue::class, classes) {
+    let past = |t: Target<M>| t.class().filter(|&c| c as usize >= classes);
+    match y.iter().enumerate().find_map(|(i, &t)| Some((i, past(t)?))) {
         None => Ok(()),
         Some((i, label)) => {
             let per_sample = <M::Loss as Loss>::targets_per_sample(M::OUT).max(1);
@@ -221,17 +233,31 @@ pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
     }
 }
 
-/// Checks that every token id in `x` is in model `M`'s vocabulary (nothing for `f32` input).
+/// Checks that every token id in `x` is in model `M`'s vocabulary: `u32` ids, or `f32` values
+/// that the model's layers read as ids (nothing for `f32` features, whose `VOCAB` is 0).
 pub(crate) fn token_ids<M: Model>(x: &[M::Input]) -> Result<(), BatchError> {
-    match first_at_or_past(x, InputValue::token, M::VOCAB) {
-        None => Ok(()),
-        Some((i, id)) => Err(BatchError::TokenId {
-            sample: i / M::IN,
-            position: i % M::IN,
-            id,
-            vocab: M::VOCAB,
-        }),
+    if M::VOCAB == 0 {
+        return Ok(());
     }
+    let outside = |v: &M::Input| !v.id().is_ok_and(|id| (id as usize) < M::VOCAB);
+    let Some(i) = x.iter().position(outside) else {
+        return Ok(());
+    };
+    let (sample, position, vocab) = (i / M::IN, i % M::IN, M::VOCAB);
+    Err(match x[i].id() {
+        Ok(id) => BatchError::TokenId {
+            sample,
+            position,
+            id,
+            vocab,
+        },
+        Err(value) => BatchError::NotAnId {
+            sample,
+            position,
+            value,
+            vocab,
+        },
+    })
 }
 
 /// Checks the lengths of `samples` samples of model `M`: none, or one each from 1 to

@@ -20,19 +20,34 @@ mod sealed {
 pub trait InputValue:
     sealed::Sealed + Copy + Default + Send + Sync + PartialEq + core::fmt::Debug + 'static
 {
-    /// The value as a token id (`None` for a feature).
-    fn token(self) -> Option<u32>;
+    /// The value read as a token id: a `u32` as it is, an `f32` if it is a whole number from
+    /// 0 to `u32::MAX` (an id carried as `f32`); otherwise the value as given, which names no
+    /// id.
+    ///
+    /// ```
+    /// use fusegraph_runtime::train::InputValue;
+    /// assert_eq!((7u32.id(), 7.0f32.id(), (-0.0f32).id()), (Ok(7), Ok(7), Ok(0)));
+    /// assert_eq!((2.5f32.id(), (-1.0f32).id(), 4294967296.0f32.id()), (Err(2.5), Err(-1.0), Err(4294967296.0)));
+    /// assert!(f32::NAN.id().is_err());
+    /// ```
+    fn id(self) -> Result<u32, f32>;
 }
 
 impl InputValue for f32 {
-    fn token(self) -> Option<u32> {
-        None
+    fn id(self) -> Result<u32, f32> {
+        // `as` saturates (and takes NaN to 0): the round trip holds for whole numbers in range.
+        let id = self as u32;
+        if self < 4_294_967_296.0 && id as f32 == self {
+            Ok(id)
+        } else {
+            Err(self)
+        }
     }
 }
 
 impl InputValue for u32 {
-    fn token(self) -> Option<u32> {
-        Some(self)
+    fn id(self) -> Result<u32, f32> {
+        Ok(self)
     }
 }
 
@@ -99,12 +114,36 @@ impl<V> Inputs<V> for alloc::vec::Vec<V> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Padded<'a, V> {
     values: &'a [V],
-    lengths: &'a [u32],
+    lengths: Lengths<'a>,
 }
 
 impl<'a, V> Padded<'a, V> {
     /// The samples of `values`, sample `b` real for its first `lengths[b]` steps.
     pub const fn new(values: &'a [V], lengths: &'a [u32]) -> Self {
+        Padded::with(values, Lengths::new(lengths))
+    }
+
+    /// The samples of `values` with `lengths`, which may be [`Lengths::FULL`]: the batch of
+    /// code that handles data with or without lengths alike, the same as `values` alone when
+    /// there are none.
+    pub const fn with(values: &'a [V], lengths: Lengths<'a>) -> Self {
+        Padded { values, lengths }
+    }
+
+    /// Samples `at` (of `per_sample` values each) with their lengths: a part of the batch.
+    ///
+    /// ```
+    /// use fusegraph_runtime::train::{Inputs, Padded};
+    /// let x = [1u32, 2, 3, 4, 5, 6];
+    /// let part = Padded::new(&x, &[2, 1, 2]).samples(1..3, 2);
+    /// assert_eq!((part.values(), part.lengths().get()), (&[3, 4, 5, 6][..], Some(&[1, 2][..])));
+    /// ```
+    ///
+    /// # Panics
+    /// If the batch has no such samples.
+    pub fn samples(&self, at: core::ops::Range<usize>, per_sample: usize) -> Self {
+        let values = &self.values[at.start * per_sample..at.end * per_sample];
+        let lengths = Lengths::given(self.lengths.get().map(|lengths| &lengths[at]));
         Padded { values, lengths }
     }
 }
@@ -146,6 +185,6 @@ impl<V> Inputs<V> for Padded<'_, V> {
         self.values
     }
     fn lengths(&self) -> Lengths<'_> {
-        Lengths::new(self.lengths)
+        self.lengths
     }
 }

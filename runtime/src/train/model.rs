@@ -118,9 +118,12 @@ pub trait Model: Sized {
     /// What the input holds: `f32` features or `u32` token ids.
     type Input: InputValue;
     /// The token ids the input may hold, `0..VOCAB`, when it holds ids: the smallest
-    /// vocabulary of the layers that read it
-    /// ([`TokenLayer::VOCAB`](crate::layers::TokenLayer::VOCAB)).
-    /// 0 for `f32` features.
+    /// vocabulary of the layers that read it, `u32` ids
+    /// ([`TokenLayer::VOCAB`](crate::layers::TokenLayer::VOCAB)) or ids carried as `f32`
+    /// whole numbers ([`Layer::IDS`](crate::layers::Layer::IDS), an `Embedding` fed by an
+    /// `f32` input). 0 for `f32` features. A train step checks every id against it before
+    /// any layer reads one ([`BatchError::TokenId`](super::BatchError::TokenId),
+    /// [`BatchError::NotAnId`](super::BatchError::NotAnId)).
     const VOCAB: usize;
     /// The time steps of the sequences whose lengths the model's layers honour: the largest
     /// [`Layer::STEPS`](crate::layers::Layer::STEPS) of its layers, 0 (the default) when none

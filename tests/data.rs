@@ -12,43 +12,52 @@ use std::io::Write;
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
 
-/// The system allocator, recording the largest block each thread asks for.
-struct Largest;
+/// The system allocator, counting per thread the bytes allocated and not yet freed, and the
+/// most of them at once.
+struct Counting;
 
 thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
-fn note(size: usize) {
-    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+/// Records `delta` more bytes live on this thread.
+fn note(delta: isize) {
+    let _ = LIVE.try_with(|live| {
+        live.set(live.get() + delta);
+        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(live.get())));
+    });
 }
 
 // SAFETY: every call is passed on to `System` unchanged.
-unsafe impl GlobalAlloc for Largest {
+unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
+        note(layout.size() as isize);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(-(layout.size() as isize));
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
+        note(new_size as isize - layout.size() as isize);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 
 #[global_allocator]
-static ALLOCATOR: Largest = Largest;
+static ALLOCATOR: Counting = Counting;
 
-/// The largest block `f` allocates on this thread, and its result.
-fn largest_allocation<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    LARGEST.with(|l| l.set(0));
+/// The most bytes `f` holds allocated at once on this thread (beyond what was allocated before
+/// it), and its result.
+fn peak_allocation<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    LIVE.with(|l| l.set(0));
+    PEAK.with(|p| p.set(0));
     let out = f();
-    (LARGEST.with(Cell::get), out)
+    (PEAK.with(Cell::get) as usize, out)
 }
 
 fn digits_text() -> String {
@@ -79,6 +88,18 @@ fn message<T: std::fmt::Debug>(r: Result<T, DataError>) -> String {
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+/// `header` followed by `zeros` zero bytes, gzip-compressed (without holding the zeros).
+fn gzip_zeros(header: &[u8], zeros: usize) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(header).unwrap();
+    let chunk = vec![0; zeros.min(1 << 20)];
+    for start in (0..zeros).step_by(chunk.len().max(1)) {
+        gz.write_all(&chunk[..chunk.len().min(zeros - start)])
+            .unwrap();
+    }
     gz.finish().unwrap()
 }
 
@@ -480,34 +501,138 @@ proptest! {
     }
 }
 
-/// A short CSV of a wide header over many empty lines reserves memory in proportion to its
-/// bytes, not rows x columns (20 000 x 20 000 values, 1.6 GB, before the fix).
+/// A short CSV of a wide header over many empty lines holds memory in proportion to its bytes
+/// (the header's fields and names), not rows x columns (20 000 x 20 000 values, 1.6 GB, before
+/// the fix).
 #[test]
 fn csv_reserves_no_more_than_its_bytes() {
     let columns = 20_000;
     let mut text = vec!["c"; columns].join(",");
     text.push_str(&"\n".repeat(columns));
     text.push_str("1\n");
-    let (largest, parsed) = largest_allocation(|| Csv::new().parse_classes(&text, "wide.csv"));
+    let (peak, parsed) = peak_allocation(|| Csv::new().parse_classes(&text, "wide.csv"));
     assert_eq!(message(parsed), "wide.csv:2: expected 20000 fields, got 0");
     assert!(
-        largest < 16 * text.len(),
-        "{largest} bytes for {} of text",
+        peak < 32 * text.len(),
+        "{peak} bytes for {} of text",
         text.len()
     );
 }
 
+/// Memory a gzip IDX parse may hold beyond what it keeps: the decompressor's state and one
+/// chunk of the buffer.
+const GZIP_OVERHEAD: usize = 1 << 20;
+
 /// A small gzip file whose header describes 10 bytes but which decompresses to 64 MiB is
-/// refused without keeping the 64 MiB.
+/// refused at the first byte beyond the 10, without holding more than them.
+#[cfg(feature = "gzip")]
 #[test]
 fn gzip_keeps_only_what_the_header_describes() {
-    let mut plain = idx_bytes(0x08, &[2], &[7, 8]);
-    plain.resize(64 << 20, 0);
-    let gz = gzip(&plain);
-    let (largest, parsed) = largest_allocation(|| idx::parse(&gz, "bomb.idx.gz"));
+    let gz = gzip_zeros(&idx_bytes(0x08, &[2], &[7, 8]), 64 << 20);
+    let (peak, parsed) = peak_allocation(|| idx::parse(&gz, "bomb.idx.gz"));
     assert_eq!(
         message(parsed),
-        "bomb.idx.gz: trailing bytes: the header describes 10 bytes, 67108864 are present"
+        "bomb.idx.gz: gzip: decompresses to more bytes than the header's 10"
     );
-    assert!(largest < 1 << 20, "{largest} bytes kept");
+    assert!(peak < GZIP_OVERHEAD, "{peak} bytes held");
+}
+
+/// A file like the one reported (521 KB of gzip, 512 MiB of zeros after a header describing
+/// 18446744065119617037 bytes, dims u32::MAX x u32::MAX, took 710 MB before it was refused),
+/// with 16 MiB of zeros: refused after its header, whose size is more than 1032 times the
+/// compressed bytes.
+#[cfg(feature = "gzip")]
+#[test]
+fn gzip_header_beyond_what_the_file_can_hold_is_refused_before_inflating() {
+    let gz = gzip_zeros(&idx_bytes(0x08, &[u32::MAX, u32::MAX], &[]), 16 << 20);
+    let (peak, parsed) = peak_allocation(|| idx::parse(&gz, "bomb.idx.gz"));
+    let err = parsed.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DataError::Oversized {
+                described: Some(18_446_744_065_119_617_037),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("bomb.idx.gz: the header's dims [4294967295, 4294967295] describe"),
+        "{err}"
+    );
+    assert!(peak < GZIP_OVERHEAD, "{peak} bytes held");
+}
+
+/// An IDX header of random type and dims (small, large or overflowing), followed by `zeros`
+/// zero bytes: a compression bomb when the zeros are many more than the header describes.
+fn bomb() -> impl Strategy<Value = (Vec<u8>, usize)> {
+    let codes = prop::sample::select(vec![0x08u8, 0x09, 0x0B, 0x0C, 0x0D, 0x0E]);
+    let dim = prop_oneof![0u32..64, 0u32..5000, Just(u32::MAX), any::<u32>()];
+    let zeros = prop_oneof![0usize..4096, 0usize..(2 << 20)];
+    (codes, prop::collection::vec(dim, 1..4), zeros)
+        .prop_map(|(code, dims, zeros)| (idx_bytes(code, &dims, &[]), zeros))
+}
+
+/// The bytes a plain IDX file with this header describes (`None` if more than a u64 counts).
+fn described(header: &[u8]) -> Option<u64> {
+    let size = [1u64, 1, 0, 2, 4, 4, 8][usize::from(header[2] - 0x08)];
+    header[4..]
+        .chunks_exact(4)
+        .map(|d| u64::from(u32::from_be_bytes(d.try_into().unwrap())))
+        .try_fold(size, u64::checked_mul)
+        .and_then(|n| n.checked_add(header.len() as u64))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Whatever the header describes and however many zeros follow, whole or cut anywhere, a
+    /// gzip IDX input is read or refused with a typed error, holding at most twice the bytes it
+    /// keeps (the smaller of the described and the decompressed size) plus the decompressor.
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_bombs_are_refused_within_bounded_memory(
+        (header, zeros) in bomb(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let gz = gzip_zeros(&header, zeros);
+        let plain_len = (header.len() + zeros) as u64;
+        let described = described(&header);
+        for bytes in [&gz[..], &gz[..cut.index(gz.len())]] {
+            let (peak, parsed) = peak_allocation(|| idx::parse(bytes, "p"));
+            let kept = described.unwrap_or(u64::MAX).min(plain_len) as usize;
+            match parsed {
+                Ok(data) => {
+                    prop_assert_eq!(Some(plain_len), described);
+                    prop_assert!(data.values().iter().all(|&v| v == 0.0));
+                    prop_assert!(peak <= 6 * kept + GZIP_OVERHEAD, "{} bytes held", peak);
+                }
+                Err(err) => {
+                    prop_assert!(peak <= 2 * kept + GZIP_OVERHEAD, "{} bytes held: {}", peak, err);
+                    match err {
+                        DataError::Oversized { described: d, .. } => {
+                            prop_assert_eq!(d, described);
+                            prop_assert!(d.is_none_or(|d| d > bytes.len() as u64 * idx::MAX_INFLATION));
+                        }
+                        DataError::Overlong { expected, .. } => {
+                            prop_assert_eq!(Some(expected), described);
+                            prop_assert!(expected <= bytes.len() as u64 * idx::MAX_INFLATION);
+                            prop_assert!(plain_len > expected);
+                        }
+                        DataError::Truncated { expected, present, .. } => {
+                            prop_assert_eq!(expected, described);
+                            prop_assert!(present < expected.unwrap());
+                        }
+                        DataError::Gzip { .. } => prop_assert!(bytes.len() < gz.len()),
+                        DataError::Empty { .. } | DataError::BadMagic { .. } => {
+                            prop_assert!(bytes.len() < 2);
+                        }
+                        other => prop_assert!(false, "unexpected {}", other),
+                    }
+                }
+            }
+        }
+    }
 }

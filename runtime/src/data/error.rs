@@ -144,6 +144,27 @@ pub enum DataError {
         /// Number of labels.
         label_count: usize,
     },
+    /// A gzip IDX input whose header describes more bytes than its compressed bytes can
+    /// decompress to (at most [`MAX_INFLATION`](super::idx::MAX_INFLATION) per byte), refused
+    /// before decompressing past the header.
+    Oversized {
+        /// The input.
+        source: String,
+        /// The header's dimensions.
+        dims: Vec<usize>,
+        /// Bytes the header describes; `None` if that number overflows a `u64`.
+        described: Option<u64>,
+        /// Bytes of the compressed input.
+        compressed: u64,
+    },
+    /// A gzip IDX input that decompresses to more bytes than its header describes: refused at
+    /// the first byte beyond them, without decompressing the rest.
+    Overlong {
+        /// The input.
+        source: String,
+        /// Bytes the header describes.
+        expected: u64,
+    },
     /// A gzip stream that cannot be decompressed.
     Gzip {
         /// The input.
@@ -286,6 +307,30 @@ impl fmt::Display for DataError {
             } => write!(
                 f,
                 "{images} has {image_count} images but {labels} has {label_count} labels"
+            ),
+            Oversized {
+                source,
+                dims,
+                described: Some(described),
+                compressed,
+            } => write!(
+                f,
+                "{source}: the header's dims {dims:?} describe {described} bytes, more than \
+                 {compressed} gzip bytes can decompress to (at most {})",
+                compressed.saturating_mul(super::idx::MAX_INFLATION)
+            ),
+            Oversized {
+                source,
+                dims,
+                described: None,
+                ..
+            } => write!(
+                f,
+                "{source}: the header's dims {dims:?} describe more bytes than a u64 counts"
+            ),
+            Overlong { source, expected } => write!(
+                f,
+                "{source}: gzip: decompresses to more bytes than the header's {expected}"
             ),
             Gzip { source, error } => write!(f, "{source}: gzip: {error}"),
             GzipDisabled { source } => write!(

@@ -475,6 +475,22 @@ proptest! {
         }
     }
 
+    /// Old spreadsheets end lines in a bare `\r`: any mix of `\n`, `\r\n` and `\r` reads as the
+    /// digits do with `\n`.
+    #[test]
+    fn csv_line_ends_in_any_mix_read_alike(ends in prop::collection::vec(0usize..3, 60)) {
+        let text = digits_text();
+        let lines: Vec<&str> = text.lines().take(60).collect();
+        let with = |end: &dyn Fn(usize) -> &'static str| -> String {
+            lines.iter().enumerate().map(|(i, l)| format!("{l}{}", end(i))).collect()
+        };
+        let read = |text: String| Csv::new().label_column("label").parse_classes(text, "p").unwrap();
+        let expected = read(with(&|_| "\n"));
+        prop_assert_eq!(expected.len(), 59);
+        prop_assert_eq!(&read(with(&|i| ["\n", "\r\n", "\r"][ends[i]])), &expected);
+        prop_assert_eq!(&read(with(&|_| "\r")), &expected);
+    }
+
     #[test]
     fn csv_truncation_errs_or_is_consistent(cut in 0usize..4000, crlf in any::<bool>()) {
         let end = if crlf { "\r\n" } else { "\n" };

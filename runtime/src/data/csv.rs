@@ -3,7 +3,8 @@
 //! Fields are separated by one delimiter byte; a field may be quoted (`"1,5"`), and a quoted
 //! field may hold the delimiter, line breaks and quotes written twice (`"a ""b"""`), as
 //! spreadsheets and pandas write them. Every feature and target is a number (spaces around it
-//! are ignored, inside quotes too). Lines end in `\n` or `\r\n`; empty lines at the end are
+//! are ignored, inside quotes too). Lines end in `\n`, `\r\n` or a bare `\r` (as old spreadsheets
+//! write), in any mix; empty lines at the end are
 //! skipped, an empty line elsewhere is an error that names it; a UTF-8 byte order mark at the
 //! start (as Excel writes) is skipped. A quote that is not closed, or text after a closing
 //! quote (`"1"2`), or a quote in an unquoted field (`1"2`), is an error naming its line and
@@ -312,8 +313,8 @@ fn unescape(text: &[u8]) -> Cow<'_, [u8]> {
 }
 
 /// The rows of a CSV input, read as RFC 4180 describes: fields separated by `delimiter`, rows
-/// by `\n` (or `\r\n`); a field in double quotes may hold the delimiter, line breaks and
-/// quotes written twice. Spaces around a field are not part of it.
+/// by `\n`, `\r\n` or a bare `\r`; a field in double quotes may hold the delimiter, line
+/// breaks and quotes written twice. Spaces around a field are not part of it.
 struct Rows<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -363,8 +364,8 @@ impl<'a> Rows<'a> {
             match self.bytes.get(self.at) {
                 Some(&b) if b == self.delimiter => self.at += 1,
                 Some(_) => {
-                    // The `\n` that ends the row: a field stops at nothing else.
-                    self.at += 1;
+                    // The line end that ends the row: a field stops at nothing else.
+                    self.at += line_end(&self.bytes[self.at..]);
                     self.line += 1;
                     break;
                 }
@@ -396,7 +397,7 @@ impl<'a> Rows<'a> {
         let rest = &self.bytes[self.at..];
         let len = rest
             .iter()
-            .position(|&b| b == self.delimiter || b == b'\n')
+            .position(|&b| b == self.delimiter || is_line_end(b))
             .unwrap_or(rest.len());
         self.at += len;
         let text = rest[..len].trim_ascii();
@@ -417,7 +418,7 @@ impl<'a> Rows<'a> {
             let Some(quote) = rest.iter().position(|&b| b == b'"') else {
                 return Err(self.quote_error(line, column, UNCLOSED));
             };
-            self.line += rest[..quote].iter().filter(|&&b| b == b'\n').count();
+            self.line += line_ends(&rest[..=quote]);
             self.at += quote + 1;
             if self.bytes.get(self.at) != Some(&b'"') {
                 break;
@@ -427,16 +428,17 @@ impl<'a> Rows<'a> {
         let text = &self.bytes[start..self.at - 1];
         self.skip_spaces();
         match self.bytes.get(self.at) {
-            None | Some(b'\n') => Ok(text),
+            None => Ok(text),
+            Some(&b) if is_line_end(b) => Ok(text),
             Some(&b) if b == self.delimiter => Ok(text),
             Some(_) => Err(self.quote_error(self.line, column, AFTER_QUOTE)),
         }
     }
 
-    /// Skips spaces, tabs and `\r` (but not the delimiter, which may be one of them).
+    /// Skips spaces and tabs (but not the delimiter, which may be one of them, nor line ends).
     fn skip_spaces(&mut self) {
         while let Some(&b) = self.bytes.get(self.at) {
-            if b == self.delimiter || b == b'\n' || !b.is_ascii_whitespace() {
+            if b == self.delimiter || is_line_end(b) || !b.is_ascii_whitespace() {
                 break;
             }
             self.at += 1;
@@ -452,6 +454,28 @@ impl<'a> Rows<'a> {
             problem,
         }
     }
+}
+
+/// Whether `b` ends a line (alone, or `\r` with the `\n` after it).
+fn is_line_end(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
+/// The length of the line end that `bytes` starts with: 2 for `\r\n`, else 1.
+fn line_end(bytes: &[u8]) -> usize {
+    if bytes.starts_with(b"\r\n") {
+        2
+    } else {
+        1
+    }
+}
+
+/// The line ends (`\n`, `\r\n` and bare `\r`) in `text`, whose last byte is no line end.
+fn line_ends(text: &[u8]) -> usize {
+    text.iter()
+        .enumerate()
+        .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && text.get(i + 1) != Some(&b'\n')))
+        .count()
 }
 
 /// The problem of a quoted field whose closing quote is missing.
@@ -655,6 +679,30 @@ mod tests {
         assert_eq!(message(classes(text)), "t.csv:3: expected 2 fields, got 0");
         let long = std::format!("y,a\n1,{}x\n", "9".repeat(100_000));
         assert!(message(classes(&long)).starts_with("t.csv:2:2: \"999"));
+    }
+
+    #[test]
+    fn bare_cr_line_ends_are_line_ends() {
+        let lf = "y,\"a\nq\",b\n1,2,3\n0, 4 ,\"5\"\n\n";
+        let expected = classes(lf).unwrap();
+        assert_eq!(
+            (expected.x(), expected.y()),
+            (&[2.0, 3.0, 4.0, 5.0][..], &[1, 0][..])
+        );
+        let cr = lf.replace('\n', "\r");
+        let crlf = lf.replace('\n', "\r\n");
+        let mixed = "y,\"a\r\nq\",b\r1,2,3\n0, 4 ,\"5\"\r\n\r";
+        for text in [&cr[..], &crlf, mixed] {
+            assert_eq!(classes(text).unwrap(), expected, "{text:?}");
+        }
+        let cr_error = "y,\"a\r\rq\"\r1,2\r0,z\r";
+        assert_eq!(
+            message(classes(cr_error)),
+            "t.csv:5:2: \"z\" is not a number"
+        );
+        let blank = "y,a\r1,2\r\r\n3,4\r";
+        assert_eq!(message(classes(blank)), "t.csv:3: expected 2 fields, got 0");
+        assert_eq!(message(classes("y,a\r\r")), "t.csv: no samples");
     }
 
     #[test]

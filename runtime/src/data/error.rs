@@ -87,6 +87,16 @@ pub enum DataError {
         /// The number of classes.
         classes: u32,
     },
+    /// CSV columns that do not make the `[steps, features]` samples asked for (see
+    /// [`Csv::sequence`](super::Csv::sequence)).
+    Sequence {
+        /// The input.
+        source: String,
+        /// The columns' naming pattern.
+        pattern: String,
+        /// What is wrong.
+        problem: SequenceProblem,
+    },
     /// An input without samples: empty, blank, or only a header.
     Empty {
         /// The input.
@@ -179,6 +189,49 @@ pub enum DataError {
     },
 }
 
+/// What is wrong with the columns of `[steps, features]` samples ([`DataError::Sequence`]).
+/// Columns are 1-based, steps 0-based.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SequenceProblem {
+    /// No column is this step of this feature.
+    Missing {
+        /// The step.
+        step: usize,
+        /// The feature.
+        feature: String,
+    },
+    /// Two columns are this step of this feature (`t1_f0` and `t01_f0`).
+    Duplicated {
+        /// The step.
+        step: usize,
+        /// The feature.
+        feature: String,
+        /// The two columns.
+        columns: [usize; 2],
+    },
+    /// A column that is no target and no step (below `steps`) of a feature.
+    Extra {
+        /// The column.
+        column: usize,
+        /// Its name.
+        name: String,
+        /// Steps per sample.
+        steps: usize,
+    },
+    /// In the wide layout, a column where another step or feature belongs (time-major: every
+    /// feature of step 0, then of step 1, ...).
+    OutOfOrder {
+        /// The column.
+        column: usize,
+        /// Its name.
+        name: String,
+        /// The step that belongs there.
+        step: usize,
+        /// The feature that belongs there.
+        feature: String,
+    },
+}
+
 /// A column of a CSV input, by header name or by 0-based index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Column {
@@ -255,6 +308,11 @@ impl fmt::Display for DataError {
                 f,
                 "{source}{at}: label {label} is out of range for {classes} classes"
             ),
+            Sequence {
+                source,
+                pattern,
+                problem,
+            } => sequence(f, source, pattern, problem),
             Empty { source } => write!(f, "{source}: no samples"),
             BadMagic { source, found } => {
                 write!(f, "{source}: not an IDX file (starts with")?;
@@ -338,6 +396,49 @@ impl fmt::Display for DataError {
                 "{source}: gzip-compressed, but fusegraph was built without the `gzip` feature"
             ),
         }
+    }
+}
+
+/// The message of [`DataError::Sequence`].
+fn sequence(
+    f: &mut fmt::Formatter<'_>,
+    source: &str,
+    pattern: &str,
+    problem: &SequenceProblem,
+) -> fmt::Result {
+    match problem {
+        SequenceProblem::Missing { step, feature } => write!(
+            f,
+            "{source}: no column is step {step} of feature {feature:?} (pattern {pattern:?})"
+        ),
+        SequenceProblem::Duplicated {
+            step,
+            feature,
+            columns: [a, b],
+        } => write!(
+            f,
+            "{source}: columns {a} and {b} are both step {step} of feature {feature:?} \
+             (pattern {pattern:?})"
+        ),
+        SequenceProblem::Extra {
+            column,
+            name,
+            steps,
+        } => write!(
+            f,
+            "{source}: column {column} {name:?} is neither a target nor one of {steps} steps \
+             of a feature (pattern {pattern:?})"
+        ),
+        SequenceProblem::OutOfOrder {
+            column,
+            name,
+            step,
+            feature,
+        } => write!(
+            f,
+            "{source}: column {column} {name:?} is out of order: step {step} of feature \
+             {feature:?} belongs there (time-major, pattern {pattern:?})"
+        ),
     }
 }
 

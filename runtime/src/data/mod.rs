@@ -5,9 +5,10 @@ mod dataset;
 mod error;
 pub mod idx;
 mod scale;
+mod sequence;
 
 pub use csv::Csv;
 pub use dataset::Dataset;
-pub use error::{Column, DataError, Place};
+pub use error::{Column, DataError, Place, SequenceProblem};
 pub use idx::Idx;
 pub use scale::{MinMax, Standardize};

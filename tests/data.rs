@@ -381,6 +381,60 @@ fn standardize_gives_train_mean_zero_std_one_and_test_by_train() {
     assert!(constant > 0, "digits have constant pixels (the corners)");
 }
 
+/// `[steps, features]` samples scaled per channel: fitting over the features counts every step,
+/// so each channel has mean 0 and standard deviation 1 over all steps of all samples, while the
+/// `steps * features` columns apart do not (each step has its own offset here).
+#[test]
+fn standardize_fits_sequences_per_channel_over_every_step() {
+    let (samples, steps, features) = (40, 6, 3);
+    let value = |i: usize, t: usize, f: usize| {
+        let wave = ((i * 7 + t * 3 + f) % 11) as f32;
+        wave * (f + 1) as f32 * 10.0 + (t * 5) as f32 + 100.0 * f as f32
+    };
+    let x: Vec<f32> = (0..samples)
+        .flat_map(|i| (0..steps).flat_map(move |t| (0..features).map(move |f| value(i, t, f))))
+        .collect();
+    let mut data = Dataset::new(x, vec![0u32; samples], steps * features).unwrap();
+    let scaler = Standardize::fit_samples(data.x(), features);
+    assert_eq!(scaler.mean().len(), features);
+    scaler.apply_samples(data.x_mut());
+    let stats = |values: Vec<f64>| {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        (mean, var.sqrt())
+    };
+    for f in 0..features {
+        let channel = data
+            .x()
+            .iter()
+            .skip(f)
+            .step_by(features)
+            .map(|&v| f64::from(v));
+        let (mean, std) = stats(channel.collect());
+        assert!(
+            mean.abs() < 1e-6 && (std - 1.0).abs() < 1e-6,
+            "channel {f}: {mean} {std}"
+        );
+        let raw: Vec<f64> = (0..samples)
+            .flat_map(|i| (0..steps).map(move |t| f64::from(value(i, t, f))))
+            .collect();
+        let (raw_mean, raw_std) = stats(raw);
+        assert!((scaler.mean()[f] - raw_mean).abs() < 1e-9 * raw_mean.abs().max(1.0));
+        assert!((scaler.scale()[f] - raw_std).abs() < 1e-9 * raw_std);
+    }
+    let first_step = data
+        .x()
+        .iter()
+        .step_by(steps * features)
+        .map(|&v| f64::from(v));
+    let (mean, _) = stats(first_step.collect());
+    assert!(
+        mean < -0.1,
+        "step 0 of channel 0 is below the channel's mean: {mean}"
+    );
+}
+
 /// A small valid IDX file: a type, 1 to 3 dims of 0 to 4, and random data bytes.
 fn idx_file() -> impl Strategy<Value = Vec<u8>> {
     let codes = prop::sample::select(vec![0x08u8, 0x09, 0x0B, 0x0C, 0x0D, 0x0E]);

@@ -2,7 +2,7 @@
 //! checking the place each message names), on IDX files written here, and under proptest.
 
 use flate2::{write::GzEncoder, Compression};
-use fusegraph::data::{idx, Csv, DataError, Dataset, MinMax, Standardize};
+use fusegraph::data::{idx, Csv, DataError, Dataset, MinMax, Series, Standardize, Windows};
 use fusegraph::Seed;
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -543,6 +543,66 @@ proptest! {
         prop_assert_eq!(expected.len(), 59);
         prop_assert_eq!(&read(with(&|i| ["\n", "\r\n", "\r"][ends[i]])), &expected);
         prop_assert_eq!(&read(with(&|_| "\r")), &expected);
+    }
+
+    /// Windows of a series cut in time: each part gives every window that fits in it, at the
+    /// stride, reading and predicting its own steps; no test window reads or predicts a step a
+    /// training window reads or predicts, and exactly the windows across the cut are left out.
+    #[test]
+    fn windows_of_a_split_series_never_overlap(
+        steps in 1usize..120,
+        channels in 1usize..4,
+        window in 1usize..12,
+        horizon in 1usize..5,
+        stride in 1usize..6,
+        fraction in 0.0f64..=1.0,
+    ) {
+        // Each value says its step and channel: 1000 * step + channel.
+        let values = (0..steps).flat_map(|t| (0..channels).map(move |c| (1000 * t + c) as f32));
+        let series = Series::new(values.collect(), channels).unwrap();
+        let (train, test) = series.split_tail(fraction);
+        let cut = train.steps();
+        let windows = Windows::new(window, horizon).stride(stride).targets(&[channels - 1]);
+        let step_of = |v: f32| v as usize / 1000;
+        let mut used = [Vec::new(), Vec::new()];
+        for ((part, first), used) in [(&train, 0), (&test, cut)].into_iter().zip(&mut used) {
+            let fits = part.steps() >= window + horizon;
+            match windows.dataset(part) {
+                Ok(data) => {
+                    prop_assert!(fits);
+                    prop_assert_eq!(data.len(), (part.steps() - window - horizon) / stride + 1);
+                    for i in 0..data.len() {
+                        let start = first + i * stride;
+                        let (x, y) = data.sample(i);
+                        let read: Vec<usize> = x.iter().map(|&v| step_of(v)).collect();
+                        let want: Vec<usize> = (start..start + window).flat_map(|t| vec![t; channels]).collect();
+                        prop_assert_eq!(read, want);
+                        let predicted: Vec<f32> = (start + window..start + window + horizon)
+                            .map(|t| (1000 * t + channels - 1) as f32)
+                            .collect();
+                        prop_assert_eq!(y, &predicted[..]);
+                        used.extend(start..start + window + horizon);
+                    }
+                }
+                Err(err) => {
+                    prop_assert!(!fits);
+                    let is_short = matches!(err, DataError::SeriesTooShort { .. });
+                    prop_assert!(is_short, "{}", err);
+                }
+            }
+        }
+        prop_assert!(used[0].iter().all(|&t| t < cut) && used[1].iter().all(|&t| t >= cut));
+        if let Ok(whole) = windows.dataset(&series) {
+            let across = (0..whole.len())
+                .map(|i| i * stride)
+                .filter(|&s| s < cut && s + window + horizon > cut)
+                .count();
+            let parts = [&train, &test].map(|p| windows.dataset(p).map_or(0, |d| d.len()));
+            if cut % stride == 0 {
+                prop_assert_eq!(parts[0] + parts[1] + across, whole.len());
+            }
+            prop_assert!(across < window + horizon);
+        }
     }
 
     #[test]

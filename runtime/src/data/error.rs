@@ -175,6 +175,28 @@ pub enum DataError {
         /// Bytes the header describes.
         expected: u64,
     },
+    /// A window, horizon or stride of 0, or no target channel (see
+    /// [`Windows`](super::Windows)).
+    ZeroWindowParameter {
+        /// What is 0: `"window"`, `"horizon"`, `"stride"` or `"number of target channels"`.
+        what: &'static str,
+    },
+    /// A target channel that a series lacks.
+    NoChannel {
+        /// The channel asked for (0-based).
+        channel: usize,
+        /// Channels of the series.
+        channels: usize,
+    },
+    /// A series shorter than one window and its horizon.
+    SeriesTooShort {
+        /// Steps of the series.
+        steps: usize,
+        /// Steps of a window.
+        window: usize,
+        /// Steps of the horizon.
+        horizon: usize,
+    },
     /// A gzip stream that cannot be decompressed.
     Gzip {
         /// The input.
@@ -389,6 +411,22 @@ impl fmt::Display for DataError {
             Overlong { source, expected } => write!(
                 f,
                 "{source}: gzip: decompresses to more bytes than the header's {expected}"
+            ),
+            ZeroWindowParameter { what } => write!(f, "the {what} must be at least 1"),
+            NoChannel { channel, channels } => {
+                write!(
+                    f,
+                    "no channel {channel}: the series has {channels} channels"
+                )
+            }
+            SeriesTooShort {
+                steps,
+                window,
+                horizon,
+            } => write!(
+                f,
+                "a series of {steps} steps is shorter than a window of {window} steps and its \
+                 horizon of {horizon}"
             ),
             Gzip { source, error } => write!(f, "{source}: gzip: {error}"),
             GzipDisabled { source } => write!(

@@ -1,4 +1,5 @@
-//! Data sets, loaders (CSV, IDX), scaling and seeded splits.
+//! Data sets, loaders (CSV, IDX), scaling, seeded splits and sliding windows over a series
+//! ([`Windows`]).
 //!
 //! # Sequences: `[steps, features]` samples
 //!
@@ -33,9 +34,11 @@ mod error;
 pub mod idx;
 mod scale;
 mod sequence;
+mod windows;
 
 pub use csv::Csv;
 pub use dataset::Dataset;
 pub use error::{Column, DataError, Place, SequenceProblem};
 pub use idx::Idx;
 pub use scale::{MinMax, Standardize};
+pub use windows::{Series, Windows};

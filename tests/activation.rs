@@ -368,6 +368,7 @@ fn with_ctx<R>(f: impl FnOnce(&mut fusegraph::layers::Ctx<'_>) -> R) -> R {
         rng: &mut rng,
         first_sample: 0,
         mode: fusegraph::layers::Mode::Train,
+        lengths: fusegraph::layers::Lengths::FULL,
     })
 }
 

@@ -360,6 +360,7 @@ impl Work {
             rng: &mut self.rng,
             first_sample: 0,
             mode: fusegraph::layers::Mode::Train,
+            lengths: fusegraph::layers::Lengths::FULL,
         }
     }
 }

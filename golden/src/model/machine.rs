@@ -88,6 +88,7 @@ impl<'n> Machine<'n> {
             rng: &mut self.rng,
             first_sample: 0,
             mode,
+            lengths: fusegraph::layers::Lengths::FULL,
         };
         let mut rest = &mut self.acts[..];
         // The input of every node so far: `x` (nothing for ids, which only the first node
@@ -173,6 +174,7 @@ impl<'n> Machine<'n> {
             rng,
             first_sample: 0,
             mode,
+            lengths: fusegraph::layers::Lengths::FULL,
         };
         // Each node's output as the next node reads it, and as the node wrote it.
         let (mut ys, mut owns, mut saved) = (Vec::new(), Vec::new(), Vec::new());

@@ -1059,6 +1059,7 @@ impl<'a> Expansion<'a> {
         );
         let (o_end, st_end) = self.ends();
         let scratch = self.max_of(quote!(SCRATCH_PER_SAMPLE));
+        let steps = self.max_of(quote!(STEPS));
         let max_layer_params = (0..self.tys.len()).fold(quote!(0usize), |acc, i| {
             let (g0, g1) = (&self.g[i], &self.g[i + 1]);
             quote!(#p::max(#acc, #g1 - #g0))
@@ -1086,6 +1087,7 @@ impl<'a> Expansion<'a> {
                 type Loss = #loss;
                 type Input = #input;
                 const VOCAB: usize = #vocab;
+                const STEPS: usize = #steps;
 
                 const SCRATCH_PER_SAMPLE: usize = #scratch;
                 const PRODUCTS: &'static [#p::Product] = &__PRODUCTS;

@@ -1,12 +1,17 @@
-//! [`Dataset`]: samples and their targets in memory.
+//! [`Dataset`]: samples, their targets and (for padded sequences) their lengths, in memory.
 
 use super::DataError;
 use crate::rng::{Rng, Seed};
+use crate::train::padding_lengths;
 use std::format;
+use std::vec;
 use std::vec::Vec;
 
 /// Samples of `features` values each and their targets (`targets_per_sample` each: one class
-/// label, or one value per model output), in two flat row-major buffers.
+/// label, or one value per model output), in two flat row-major buffers. The values are `f32`
+/// features, or (`X = u32`) the token ids of a model with `input = u32`. Samples that are
+/// sequences padded at the end may carry their lengths ([`with_lengths`](Self::with_lengths)),
+/// which travel with them through subsets, splits and batches.
 ///
 /// ```
 /// use fusegraph_runtime::data::Dataset;
@@ -18,17 +23,18 @@ use std::vec::Vec;
 /// assert_eq!((train.len(), test.len()), (2, 1));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-pub struct Dataset<T = f32> {
-    x: Vec<f32>,
+pub struct Dataset<T = f32, X = f32> {
+    x: Vec<X>,
     y: Vec<T>,
+    lengths: Option<Vec<u32>>,
     features: usize,
     targets: usize,
 }
 
-impl<T: Copy> Dataset<T> {
+impl<T: Copy, X: Copy> Dataset<T, X> {
     /// Samples from `x` (`features` values each) and their targets `y` (the same number per
     /// sample). An error if they do not divide into whole samples.
-    pub fn new(x: Vec<f32>, y: Vec<T>, features: usize) -> Result<Self, DataError> {
+    pub fn new(x: Vec<X>, y: Vec<T>, features: usize) -> Result<Self, DataError> {
         if features == 0 || !x.len().is_multiple_of(features) {
             return Err(DataError::Shape(format!(
                 "{} feature values do not make samples of {features}",
@@ -46,9 +52,51 @@ impl<T: Copy> Dataset<T> {
         Ok(Dataset {
             x,
             y,
+            lengths: None,
             features,
             targets,
         })
+    }
+
+    /// The same samples with their lengths: sample `i` is a sequence whose first `lengths[i]`
+    /// steps are real and the rest padding (of at most `features` steps; a train step checks
+    /// them against the model's sequence length). An error unless there is one length per
+    /// sample, each at least 1.
+    ///
+    /// ```
+    /// use fusegraph_runtime::data::Dataset;
+    /// let data = Dataset::new(vec![5u32, 6, 0, 7, 0, 0], vec![1u32, 0], 3).unwrap();
+    /// let data = data.with_lengths(vec![2, 1]).unwrap();
+    /// assert_eq!(data.lengths(), Some(&[2, 1][..]));
+    /// assert!(Dataset::new(vec![1.0; 4], vec![0u32; 2], 2).unwrap().with_lengths(vec![1]).is_err());
+    /// ```
+    pub fn with_lengths(mut self, lengths: Vec<u32>) -> Result<Self, DataError> {
+        if lengths.len() != self.len() {
+            return Err(DataError::Shape(format!(
+                "{} lengths for {} samples: give one a sample",
+                lengths.len(),
+                self.len()
+            )));
+        }
+        if let Some(i) = lengths
+            .iter()
+            .position(|&l| l == 0 || l as usize > self.features)
+        {
+            return Err(DataError::Shape(format!(
+                "sample {i}: length {} is not from 1 to {} (its values)",
+                lengths[i], self.features
+            )));
+        }
+        self.lengths = Some(lengths);
+        Ok(self)
+    }
+
+    /// The lengths of the samples, if they are padded sequences.
+    ///
+    /// Token ids padded at the end with `pad` get theirs from
+    /// [`with_padding_id`](Dataset::with_padding_id).
+    pub fn lengths(&self) -> Option<&[u32]> {
+        self.lengths.as_deref()
     }
 
     /// Number of samples.
@@ -71,13 +119,13 @@ impl<T: Copy> Dataset<T> {
         self.targets
     }
 
-    /// All features, sample after sample.
-    pub fn x(&self) -> &[f32] {
+    /// All features (or ids), sample after sample.
+    pub fn x(&self) -> &[X] {
         &self.x
     }
 
     /// All features, writable (for scaling in place).
-    pub fn x_mut(&mut self) -> &mut [f32] {
+    pub fn x_mut(&mut self) -> &mut [X] {
         &mut self.x
     }
 
@@ -87,14 +135,14 @@ impl<T: Copy> Dataset<T> {
     }
 
     /// Sample `i`: its features and its targets.
-    pub fn sample(&self, i: usize) -> (&[f32], &[T]) {
+    pub fn sample(&self, i: usize) -> (&[X], &[T]) {
         let (f, t) = (self.features, self.targets);
         (&self.x[i * f..(i + 1) * f], &self.y[i * t..(i + 1) * t])
     }
 
     /// Copies samples `idx[0], idx[1], ...` into `x` and `y`, replacing what they held: a batch
     /// gathered into buffers that keep their capacity.
-    pub fn gather_into(&self, idx: &[usize], x: &mut Vec<f32>, y: &mut Vec<T>) {
+    pub fn gather_into(&self, idx: &[usize], x: &mut Vec<X>, y: &mut Vec<T>) {
         x.clear();
         y.clear();
         for &i in idx {
@@ -104,14 +152,30 @@ impl<T: Copy> Dataset<T> {
         }
     }
 
-    /// A new data set of samples `idx`, in that order.
+    /// Copies the lengths of samples `idx[0], idx[1], ...` into `lengths`, replacing what it
+    /// held (nothing when the samples have no lengths): the lengths of the batch of
+    /// [`gather_into`](Self::gather_into).
+    pub fn gather_lengths_into(&self, idx: &[usize], lengths: &mut Vec<u32>) {
+        lengths.clear();
+        if let Some(all) = &self.lengths {
+            lengths.extend(idx.iter().map(|&i| all[i]));
+        }
+    }
+
+    /// A new data set of samples `idx`, in that order, with their lengths.
     pub fn subset(&self, idx: &[usize]) -> Self {
         let mut x = Vec::with_capacity(idx.len() * self.features);
         let mut y = Vec::with_capacity(idx.len() * self.targets);
         self.gather_into(idx, &mut x, &mut y);
+        let lengths = self.lengths.as_ref().map(|_| {
+            let mut lengths = Vec::with_capacity(idx.len());
+            self.gather_lengths_into(idx, &mut lengths);
+            lengths
+        });
         Dataset {
             x,
             y,
+            lengths,
             features: self.features,
             targets: self.targets,
         }
@@ -154,6 +218,24 @@ impl<T: Copy> Dataset<T> {
     }
 }
 
+impl<T: Copy> Dataset<T, u32> {
+    /// The same samples of token ids, each with its length read off its padding: the steps
+    /// up to its last id that is not `pad` ([`padding_lengths`]), as Keras' `mask_zero=True`
+    /// finds them for `pad = 0`.
+    ///
+    /// ```
+    /// use fusegraph_runtime::data::Dataset;
+    /// let data = Dataset::new(vec![4u32, 0, 0, 2, 9, 0], vec![0u32, 1], 3).unwrap();
+    /// assert_eq!(data.with_padding_id(0).lengths(), Some(&[1, 2][..]));
+    /// ```
+    pub fn with_padding_id(mut self, pad: u32) -> Self {
+        let mut lengths = vec![0; self.len()];
+        padding_lengths(&self.x, self.features, pad, &mut lengths);
+        self.lengths = Some(lengths);
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +270,36 @@ mod tests {
         let (h, t) = d.split_tail(0.1);
         assert_eq!(t.y(), &[45, 46, 47, 48, 49]);
         assert_eq!(h.len(), 45);
+    }
+
+    #[test]
+    fn lengths_travel_with_their_samples() {
+        let n = 20u32;
+        let x: Vec<u32> = (0..n).flat_map(|i| [i, i, 0]).collect();
+        let y: Vec<u32> = (0..n).collect();
+        let lengths: Vec<u32> = (0..n).map(|i| 1 + i % 3).collect();
+        let d = Dataset::new(x, y, 3)
+            .unwrap()
+            .with_lengths(lengths)
+            .unwrap();
+        let (a, b) = d.split(0.25, Seed(2));
+        for part in [&a, &b] {
+            let lengths = part.lengths().unwrap();
+            assert_eq!(lengths.len(), part.len());
+            for (i, &l) in lengths.iter().enumerate() {
+                let (xs, ys) = part.sample(i);
+                assert_eq!((xs[0], l), (ys[0], 1 + ys[0] % 3));
+            }
+        }
+        let mut batch = vec![7];
+        b.gather_lengths_into(&[1, 0], &mut batch);
+        assert_eq!(batch, [b.lengths().unwrap()[1], b.lengths().unwrap()[0]]);
+        Dataset::new(vec![1.0; 4], vec![0u32; 2], 2)
+            .unwrap()
+            .gather_lengths_into(&[0], &mut batch);
+        assert!(batch.is_empty());
+        assert!(d.clone().with_lengths(vec![1; 19]).is_err());
+        assert!(d.clone().with_lengths(vec![4; 20]).is_err());
+        assert!(d.with_lengths(vec![0; 20]).is_err());
     }
 }

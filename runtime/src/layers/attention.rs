@@ -1003,6 +1003,7 @@ mod tests {
             rng: &mut rng,
             first_sample: 0,
             mode: Mode::Eval,
+            lengths: crate::layers::Lengths::FULL,
         };
         let mut y = vec![0.0; batch * L::OUT];
         let mut saved = vec![0.0; batch * L::SAVED];

@@ -819,6 +819,7 @@ mod tests {
                 rng: &mut rng,
                 first_sample: 0,
                 mode: Mode::Train,
+                lengths: crate::layers::Lengths::FULL,
             };
             let mut y = std::vec![0.0; dims.outputs() * batch];
             let mut saved = std::vec![0.0; dims.saved::<Tanh>() * batch];

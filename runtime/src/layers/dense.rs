@@ -206,7 +206,7 @@ pub fn dense_backward<A: Activation>(ctx: &mut Ctx<'_>, dims: DenseDims, io: Bac
 /// let mut y = [0.0; 6];
 /// let mut gemm = vec![0.0; Fc::gemm_len(2)];
 /// let mut rng = Rng::new(Seed(0));
-/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval };
+/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval, lengths: fusegraph_runtime::layers::Lengths::FULL };
 /// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut [], batch: 2 };
 /// Fc::forward(&mut ctx, io);
 /// assert_eq!(y, [2.0, 2.0, 1.5, 0.0, 0.0, 1.5]);
@@ -406,6 +406,7 @@ mod tests {
             rng: &mut rng,
             first_sample: 0,
             mode: crate::layers::Mode::Train,
+            lengths: crate::layers::Lengths::FULL,
         };
         let io = Backward {
             params: &[1.0, 2.0],

@@ -144,6 +144,7 @@ mod tests {
             rng: &mut rng,
             first_sample: first,
             mode,
+            lengths: crate::layers::Lengths::FULL,
         };
         let mut y = vec![f32::NAN; x.len()];
         let mut saved = vec![f32::NAN; x.len()];

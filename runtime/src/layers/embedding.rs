@@ -152,7 +152,7 @@ pub fn embedding_backward(dims: EmbeddingDims, io: Backward<'_, u32>) {
 /// let ids: [u32; 2] = [2, 0];
 /// let mut y = [0.0; 4];
 /// let mut rng = Rng::new(Seed(0));
-/// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval };
+/// let mut ctx = Ctx { gemm: &mut [], scratch: &mut [], rng: &mut rng, first_sample: 0, mode: Mode::Eval, lengths: fusegraph_runtime::layers::Lengths::FULL };
 /// let io = Forward { params: &table, state: &mut [], x: &ids, y: &mut y, saved: &mut [], batch: 1 };
 /// Tok::forward_ids(&mut ctx, io);
 /// assert_eq!(y, [20.0, 21.0, 0.0, 1.0]);
@@ -408,6 +408,7 @@ mod tests {
             rng,
             first_sample: 0,
             mode: Mode::Train,
+            lengths: crate::layers::Lengths::FULL,
         }
     }
 
@@ -626,6 +627,7 @@ mod tests {
             rng: &mut rng,
             first_sample: 0,
             mode: Mode::Train,
+            lengths: crate::layers::Lengths::FULL,
         };
         let io = Backward {
             params: &[0.0; 10],

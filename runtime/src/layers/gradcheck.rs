@@ -112,6 +112,7 @@ impl Check {
             rng: &mut step_rng,
             first_sample: 0,
             mode,
+            lengths: crate::layers::Lengths::FULL,
         };
 
         let mut state = state0.clone();
@@ -331,6 +332,7 @@ pub(crate) fn forward_backward<L: Layer>(
         rng: &mut rng,
         first_sample,
         mode,
+        lengths: crate::layers::Lengths::FULL,
     };
     let (mut y, mut state) = (vec![0.0; L::OUT * batch], state.to_vec());
     let mut saved = vec![0.0; L::SAVED * batch];

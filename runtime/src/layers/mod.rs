@@ -342,6 +342,9 @@ pub struct Ctx<'a> {
     pub first_sample: usize,
     /// Training or inference.
     pub mode: Mode,
+    /// The real steps of each of the call's samples, the rest padding ([`Lengths::FULL`]
+    /// when every step is real): the layers whose [`Layer::STEPS`] is not 0 honour it.
+    pub lengths: Lengths<'a>,
 }
 
 /// The buffers of one [`Layer::forward`] call, each sized from the layer's constants and
@@ -424,6 +427,11 @@ pub trait Layer {
     /// this crate does; `false` by default, so that a layer written before freezing existed is
     /// never handed a mask it would ignore.
     const FREEZABLE: bool = false;
+    /// The time steps of the sequences whose lengths the layer honours ([`Ctx::lengths`]): a
+    /// [`Gru`], [`Lstm`], [`CausalSelfAttention`] or [`MeanOverTime`] over `T` steps says `T`;
+    /// 0 (the default) for a layer that ignores lengths. A model takes lengths only if one of
+    /// its layers honours them, and a length of at most its largest `STEPS`.
+    const STEPS: usize = 0;
     /// Whether the equivalent PyTorch module keeps an integer `num_batches_tracked` beside its
     /// state (BatchNorm does); `false` by default.
     const BATCH_COUNTER: bool = false;
@@ -484,6 +492,7 @@ pub trait Layer {
 mod buffers;
 #[cfg(test)]
 mod gradcheck;
+mod lengths;
 
 pub mod activation;
 pub mod attention;
@@ -519,6 +528,7 @@ pub use embedding::{
     EmbeddingDims, PositionalDims, PositionalEmbedding, NO_PADDING,
 };
 pub use init::{init_tensor, init_without_normal};
+pub use lengths::Lengths;
 pub use norm::{layer_norm_backward, layer_norm_forward, BatchNorm, LayerNorm};
 pub use per_position::PerPosition;
 pub use pool::{

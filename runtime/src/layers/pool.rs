@@ -504,6 +504,7 @@ mod tests {
             rng: &mut rng,
             first_sample: 0,
             mode: Mode::Train,
+            lengths: crate::layers::Lengths::FULL,
         };
         let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0];
         let mut y = [0.0; 2];
@@ -543,6 +544,7 @@ mod tests {
             rng: &mut rng,
             first_sample: 0,
             mode: Mode::Train,
+            lengths: crate::layers::Lengths::FULL,
         };
         let x = [1.0, 3.0, 3.0, 2.0, 5.0, f32::NAN, 7.0, 8.0];
         let (mut y, mut saved) = ([0.0; 2], [0.0; 2]);

@@ -6,6 +6,7 @@ use super::input::InputValue;
 use super::model::Model;
 use super::step::Target;
 use crate::layers::token::OutsideVocabulary;
+use crate::layers::Lengths;
 use crate::loss::{Loss, TargetValue};
 use core::fmt;
 
@@ -61,6 +62,25 @@ pub enum BatchError {
         /// The ids the model reads: `0..vocab`.
         vocab: usize,
     },
+    /// Lengths ([`Padded`](super::Padded)) for a model none of whose layers honours them
+    /// ([`Model::STEPS`] is 0).
+    LengthsIgnored,
+    /// Not one length per sample.
+    LengthCount {
+        /// The samples given.
+        samples: usize,
+        /// The lengths given.
+        given: usize,
+    },
+    /// A length of no steps, or of more than the model's sequences have.
+    Length {
+        /// The sample, counting from 0.
+        sample: usize,
+        /// The length, as given.
+        length: u32,
+        /// The steps of the model's sequences ([`Model::STEPS`]): lengths are `1..=steps`.
+        steps: usize,
+    },
 }
 
 impl fmt::Display for BatchError {
@@ -107,6 +127,22 @@ impl fmt::Display for BatchError {
                 vocab,
             }
             .fmt(f),
+            BatchError::LengthsIgnored => f.write_str(
+                "lengths were given, but no layer of the model honours them (a Gru, Lstm, \
+                 CausalSelfAttention or MeanOverTime does): pass the input without `Padded`",
+            ),
+            BatchError::LengthCount { samples, given } => {
+                write!(f, "{samples} samples need {samples} lengths, not {given}")
+            }
+            BatchError::Length {
+                sample,
+                length,
+                steps,
+            } => write!(
+                f,
+                "sample {sample}: length {length} is not a number of steps from 1 to {steps} \
+                 (the model's sequence length)"
+            ),
         }
     }
 }
@@ -198,11 +234,42 @@ pub(crate) fn token_ids<M: Model>(x: &[M::Input]) -> Result<(), BatchError> {
     }
 }
 
-/// Checks an input for model `M`: whole samples, at most `max`, token ids in the vocabulary;
-/// returns the samples.
-pub(crate) fn input<M: Model>(x: &[M::Input], max: usize) -> Result<usize, BatchError> {
+/// Checks the lengths of `samples` samples of model `M`: none, or one each from 1 to
+/// [`Model::STEPS`] for a model whose layers honour them.
+pub(crate) fn lengths<M: Model>(lengths: Lengths<'_>, samples: usize) -> Result<(), BatchError> {
+    let Some(given) = lengths.get() else {
+        return Ok(());
+    };
+    if M::STEPS == 0 {
+        return Err(BatchError::LengthsIgnored);
+    }
+    if given.len() != samples {
+        return Err(BatchError::LengthCount {
+            samples,
+            given: given.len(),
+        });
+    }
+    let outside = |&l: &u32| l == 0 || l as usize > M::STEPS;
+    match given.iter().position(outside) {
+        None => Ok(()),
+        Some(sample) => Err(BatchError::Length {
+            sample,
+            length: given[sample],
+            steps: M::STEPS,
+        }),
+    }
+}
+
+/// Checks an input for model `M`: whole samples, at most `max`, token ids in the vocabulary,
+/// lengths that fit; returns the samples.
+pub(crate) fn input<M: Model>(
+    x: &[M::Input],
+    lengths: Lengths<'_>,
+    max: usize,
+) -> Result<usize, BatchError> {
     let n = samples::<M>(x, max)?;
     token_ids::<M>(x)?;
+    self::lengths::<M>(lengths, n)?;
     Ok(n)
 }
 
@@ -210,10 +277,11 @@ pub(crate) fn input<M: Model>(x: &[M::Input], max: usize) -> Result<usize, Batch
 /// labels); returns the samples.
 pub(crate) fn labelled<M: Model>(
     x: &[M::Input],
+    lengths: Lengths<'_>,
     y: &[Target<M>],
     max: usize,
 ) -> Result<usize, BatchError> {
-    let n = input::<M>(x, max)?;
+    let n = input::<M>(x, lengths, max)?;
     target_count::<M>(n, y)?;
     labels::<M>(y)?;
     Ok(n)

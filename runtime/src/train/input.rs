@@ -1,4 +1,7 @@
-//! What a model reads: `f32` features or `u32` token ids.
+//! What a model reads: `f32` features or `u32` token ids ([`InputValue`]), as a batch of them
+//! ([`Inputs`]) whose sequences may be padded ([`Padded`]).
+
+use crate::layers::Lengths;
 
 mod sealed {
     pub trait Sealed {}
@@ -30,5 +33,119 @@ impl InputValue for f32 {
 impl InputValue for u32 {
     fn token(self) -> Option<u32> {
         Some(self)
+    }
+}
+
+/// The input of a batch for a model reading `V` values: a slice, an array or (feature
+/// `alloc`) a `Vec` of them, every step of every sample real; or [`Padded`], the same values
+/// with the real length of each sample.
+#[diagnostic::on_unimplemented(
+    message = "the model reads `{V}` values: pass `&[{V}]` or `&Padded::new(&x, &lengths)`, not `&{Self}`",
+    label = "expected a slice, an array or a `Vec` of `{V}`, or `Padded`"
+)]
+pub trait Inputs<V> {
+    /// The values, sample after sample.
+    fn values(&self) -> &[V];
+    /// The real steps of each sample ([`Lengths::FULL`] when every step is).
+    fn lengths(&self) -> Lengths<'_>;
+}
+
+#[diagnostic::do_not_recommend]
+impl<V> Inputs<V> for [V] {
+    fn values(&self) -> &[V] {
+        self
+    }
+    fn lengths(&self) -> Lengths<'_> {
+        Lengths::FULL
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<V, const N: usize> Inputs<V> for [V; N] {
+    fn values(&self) -> &[V] {
+        self
+    }
+    fn lengths(&self) -> Lengths<'_> {
+        Lengths::FULL
+    }
+}
+
+#[cfg(feature = "alloc")]
+#[diagnostic::do_not_recommend]
+impl<V> Inputs<V> for alloc::vec::Vec<V> {
+    fn values(&self) -> &[V] {
+        self
+    }
+    fn lengths(&self) -> Lengths<'_> {
+        Lengths::FULL
+    }
+}
+
+/// A batch of sequences padded at the end to the model's length, with the real length of
+/// each: PyTorch's `pack_padded_sequence(x, lengths, batch_first=True)`. The layers that
+/// honour lengths ([`Layer::STEPS`](crate::layers::Layer::STEPS)) read sample `b`'s steps
+/// `0..lengths[b]` only; what the padding holds changes nothing they compute. A train step
+/// checks that there is one length per sample, each from 1 to the model's
+/// [`STEPS`](super::Model::STEPS).
+///
+/// ```
+/// use fusegraph_runtime::train::{Inputs, Padded};
+/// // Two samples of 3 steps of 2 features; the second is 1 step long.
+/// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0];
+/// let batch = Padded::new(&x, &[3, 1]);
+/// assert_eq!(batch.values().len(), 12);
+/// assert_eq!(batch.lengths().of(1, 3), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Padded<'a, V> {
+    values: &'a [V],
+    lengths: &'a [u32],
+}
+
+impl<'a, V> Padded<'a, V> {
+    /// The samples of `values`, sample `b` real for its first `lengths[b]` steps.
+    pub const fn new(values: &'a [V], lengths: &'a [u32]) -> Self {
+        Padded { values, lengths }
+    }
+}
+
+/// The length of each sample of `steps` token ids padded at the end with `pad` (Keras'
+/// `mask_zero=True` for `pad = 0`), written to `lengths` (one a sample): the steps up to and
+/// including its last id that is not `pad`, and at least 1 (a sample of padding only is one
+/// step long, so that no sample is empty).
+///
+/// ```
+/// use fusegraph_runtime::train::padding_lengths;
+/// let ids = [5, 3, 0, 0, 7, 0, 2, 0, 0, 0, 0, 0];
+/// let mut lengths = [0; 3];
+/// padding_lengths(&ids, 4, 0, &mut lengths);
+/// assert_eq!(lengths, [2, 3, 1]);
+/// ```
+///
+/// # Panics
+/// If `ids` is not `lengths.len()` samples of `steps` ids.
+pub fn padding_lengths(ids: &[u32], steps: usize, pad: u32, lengths: &mut [u32]) {
+    assert_eq!(
+        ids.len(),
+        steps * lengths.len(),
+        "{} ids are not {} samples of {steps}",
+        ids.len(),
+        lengths.len()
+    );
+    for (sample, length) in ids.chunks_exact(steps).zip(lengths.iter_mut()) {
+        let real = sample
+            .iter()
+            .rposition(|&id| id != pad)
+            .map_or(1, |t| t + 1);
+        *length = real as u32;
+    }
+}
+
+impl<V> Inputs<V> for Padded<'_, V> {
+    fn values(&self) -> &[V] {
+        self.values
+    }
+    fn lengths(&self) -> Lengths<'_> {
+        Lengths::new(self.lengths)
     }
 }

@@ -22,7 +22,7 @@ pub use allocated::TrainStep;
 pub use batch::BatchError;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
-pub use input::InputValue;
+pub use input::{padding_lengths, InputValue, Inputs, Padded};
 pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, View};
 pub use sink::{GradSink, LayerAt};
 pub use state::StatePart;

@@ -122,6 +122,11 @@ pub trait Model: Sized {
     /// ([`TokenLayer::VOCAB`](crate::layers::TokenLayer::VOCAB)).
     /// 0 for `f32` features.
     const VOCAB: usize;
+    /// The time steps of the sequences whose lengths the model's layers honour: the largest
+    /// [`Layer::STEPS`](crate::layers::Layer::STEPS) of its layers, 0 (the default) when none
+    /// does. A batch may come with lengths ([`Padded`](super::Padded)) from 1 to `STEPS` only
+    /// when it is not 0.
+    const STEPS: usize = 0;
 
     /// Scratch values per sample: the most any layer needs.
     const SCRATCH_PER_SAMPLE: usize;

@@ -6,12 +6,13 @@
 //! [`EmbeddedStep`]: super::EmbeddedStep
 
 use super::batch::{self, expect, BatchError};
+use super::input::Inputs;
 use super::model::{Bytes, Model};
 use super::sink::{Apply, Discard, GradSink, Store};
 use super::tensors::trainable_runs;
 use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::kernels::parallel;
-use crate::layers::{Ctx, Grad, Mode};
+use crate::layers::{Ctx, Grad, Lengths, Mode};
 use crate::loss::{Loss, Targets};
 use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
 use crate::rng::{Rng, Seed};
@@ -181,10 +182,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// model's vocabulary (`"sample 3, position 7: token id 4294967295 is outside the
     /// vocabulary of 40 ids (0..40)"`).
     #[track_caller]
-    pub fn run<Y: ?Sized + Targets<M::Loss>>(
+    pub fn run<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> f32 {
         expect(self.try_run(model, x, y))
@@ -193,16 +194,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// [`run`](Self::run), or a [`BatchError`] (and nothing changed) where it panics: a
     /// batch that is not whole samples, more than `B` samples, targets that are not theirs, a
     /// class label outside the loss's classes or a token id outside the vocabulary.
-    pub fn try_run<Y: ?Sized + Targets<M::Loss>>(
+    pub fn try_run<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> Result<f32, BatchError> {
-        let y = y.as_targets();
-        let batch = batch::labelled::<M>(x, y, B)?;
-        let loss = self.forward_loss(model, x, y, batch);
-        self.backward_and_update(model, x, batch);
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let batch = batch::labelled::<M>(x, lengths, y, B)?;
+        let loss = self.forward_loss(model, x, lengths, y, batch);
+        self.backward_and_update(model, x, lengths, batch);
         Ok(loss)
     }
 
@@ -215,19 +216,19 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// # Panics
     /// As [`run`](Self::run).
     #[track_caller]
-    pub fn run_or_skip<Y: ?Sized + Targets<M::Loss>>(
+    pub fn run_or_skip<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> StepOutcome
     where
         U: AllGradientsFirst,
     {
-        let y = y.as_targets();
-        let batch = expect(batch::labelled::<M>(x, y, B));
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let batch = expect(batch::labelled::<M>(x, lengths, y, B));
         self.keep_state(model);
-        let loss = self.gradients_of(model, x, y, batch);
+        let loss = self.gradients_of(model, x, lengths, y, batch);
         let b = &self.bufs;
         update_or_skip(&mut self.optimizer, &b.state, model, loss, &b.grads)
     }
@@ -238,10 +239,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// # Panics
     /// As [`run`](Self::run); [`try_gradients`](Self::try_gradients) returns the error.
     #[track_caller]
-    pub fn gradients<Y: ?Sized + Targets<M::Loss>>(
+    pub fn gradients<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> f32
     where
@@ -252,18 +253,18 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`gradients`](Self::gradients), or a [`BatchError`] where it panics (see
     /// [`try_run`](Self::try_run)).
-    pub fn try_gradients<Y: ?Sized + Targets<M::Loss>>(
+    pub fn try_gradients<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> Result<f32, BatchError>
     where
         U: AllGradientsFirst,
     {
-        let y = y.as_targets();
-        let batch = batch::labelled::<M>(x, y, B)?;
-        Ok(self.gradients_of(model, x, y, batch))
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let batch = batch::labelled::<M>(x, lengths, y, B)?;
+        Ok(self.gradients_of(model, x, lengths, y, batch))
     }
 
     /// [`gradients`](Self::gradients) of one shard of a larger global batch, whose first
@@ -276,10 +277,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// As [`gradients`](Self::gradients);
     /// [`try_shard_gradients`](Self::try_shard_gradients) returns the error.
     #[track_caller]
-    pub fn shard_gradients<Y: ?Sized + Targets<M::Loss>>(
+    pub fn shard_gradients<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
         first_sample: usize,
     ) -> f32
@@ -291,20 +292,20 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`shard_gradients`](Self::shard_gradients), or a [`BatchError`] where it panics (see
     /// [`try_run`](Self::try_run)).
-    pub fn try_shard_gradients<Y: ?Sized + Targets<M::Loss>>(
+    pub fn try_shard_gradients<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &mut M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
         first_sample: usize,
     ) -> Result<f32, BatchError>
     where
         U: AllGradientsFirst,
     {
-        let y = y.as_targets();
-        let batch = batch::labelled::<M>(x, y, B)?;
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let batch = batch::labelled::<M>(x, lengths, y, B)?;
         self.first_sample = first_sample;
-        let loss = self.gradients_of(model, x, y, batch);
+        let loss = self.gradients_of(model, x, lengths, y, batch);
         self.first_sample = 0;
         Ok(loss)
     }
@@ -316,14 +317,19 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// returns, at the caller's line: if `x` is not whole samples or holds more than `B` of
     /// them, or a token id is outside the model's vocabulary.
     #[track_caller]
-    pub fn predict(&mut self, model: &M, x: &[M::Input]) -> &[f32] {
+    pub fn predict<X: ?Sized + Inputs<M::Input>>(&mut self, model: &M, x: &X) -> &[f32] {
         expect(self.try_predict(model, x))
     }
 
     /// [`predict`](Self::predict), or a [`BatchError`] where it panics.
-    pub fn try_predict(&mut self, model: &M, x: &[M::Input]) -> Result<&[f32], BatchError> {
-        let batch = batch::input::<M>(x, B)?;
-        Ok(self.predict_of(model, x, batch))
+    pub fn try_predict<X: ?Sized + Inputs<M::Input>>(
+        &mut self,
+        model: &M,
+        x: &X,
+    ) -> Result<&[f32], BatchError> {
+        let (lengths, x) = (x.lengths(), x.values());
+        let batch = batch::input::<M>(x, lengths, B)?;
+        Ok(self.predict_of(model, x, lengths, batch))
     }
 
     /// d sum(output) / d params for a batch, from the model's current weights (inference
@@ -335,7 +341,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// As [`predict`](Self::predict);
     /// [`try_output_gradients`](Self::try_output_gradients) returns the error.
     #[track_caller]
-    pub fn output_gradients(&mut self, model: &M, x: &[M::Input]) -> &[f32]
+    pub fn output_gradients<X: ?Sized + Inputs<M::Input>>(&mut self, model: &M, x: &X) -> &[f32]
     where
         U: AllGradientsFirst,
     {
@@ -343,15 +349,20 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// [`output_gradients`](Self::output_gradients), or a [`BatchError`] where it panics.
-    pub fn try_output_gradients(&mut self, model: &M, x: &[M::Input]) -> Result<&[f32], BatchError>
+    pub fn try_output_gradients<X: ?Sized + Inputs<M::Input>>(
+        &mut self,
+        model: &M,
+        x: &X,
+    ) -> Result<&[f32], BatchError>
     where
         U: AllGradientsFirst,
     {
-        let batch = batch::input::<M>(x, B)?;
-        self.forward_eval(model, x, batch);
+        let (lengths, x) = (x.lengths(), x.values());
+        let batch = batch::input::<M>(x, lengths, B)?;
+        self.forward_eval(model, x, lengths, batch);
         self.seed_output_gradient(batch);
         let to = Gradients::Store(model.params());
-        self.backward(to, x, batch, false, Mode::Eval);
+        self.backward(to, x, lengths, batch, false, Mode::Eval);
         Ok(&self.bufs.grads)
     }
 
@@ -361,7 +372,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// As [`predict`](Self::predict);
     /// [`try_input_gradient`](Self::try_input_gradient) returns the error.
     #[track_caller]
-    pub fn input_gradient(&mut self, model: &M, x: &[f32]) -> &[f32]
+    pub fn input_gradient<X: ?Sized + Inputs<f32>>(&mut self, model: &M, x: &X) -> &[f32]
     where
         M: Model<Input = f32>,
     {
@@ -369,14 +380,19 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// [`input_gradient`](Self::input_gradient), or a [`BatchError`] where it panics.
-    pub fn try_input_gradient(&mut self, model: &M, x: &[f32]) -> Result<&[f32], BatchError>
+    pub fn try_input_gradient<X: ?Sized + Inputs<f32>>(
+        &mut self,
+        model: &M,
+        x: &X,
+    ) -> Result<&[f32], BatchError>
     where
         M: Model<Input = f32>,
     {
-        let batch = batch::input::<M>(x, B)?;
-        self.forward_eval(model, x, batch);
+        let (lengths, x) = (x.lengths(), x.values());
+        let batch = batch::input::<M>(x, lengths, B)?;
+        self.forward_eval(model, x, lengths, batch);
         self.seed_output_gradient(batch);
-        Ok(self.input_backward(model, x, batch))
+        Ok(self.input_backward(model, x, lengths, batch))
     }
 
     /// d loss / d x for a batch, from the model's current weights (inference mode).
@@ -385,10 +401,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// As [`run`](Self::run);
     /// [`try_loss_input_gradient`](Self::try_loss_input_gradient) returns the error.
     #[track_caller]
-    pub fn loss_input_gradient<Y: ?Sized + Targets<M::Loss>>(
+    pub fn loss_input_gradient<X: ?Sized + Inputs<f32>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
-        x: &[f32],
+        x: &X,
         y: &Y,
     ) -> &[f32]
     where
@@ -399,20 +415,20 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`loss_input_gradient`](Self::loss_input_gradient), or a [`BatchError`] where it
     /// panics.
-    pub fn try_loss_input_gradient<Y: ?Sized + Targets<M::Loss>>(
+    pub fn try_loss_input_gradient<X: ?Sized + Inputs<f32>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
-        x: &[f32],
+        x: &X,
         y: &Y,
     ) -> Result<&[f32], BatchError>
     where
         M: Model<Input = f32>,
     {
-        let y = y.as_targets();
-        let batch = batch::labelled::<M>(x, y, B)?;
-        self.forward_eval(model, x, batch);
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let batch = batch::labelled::<M>(x, lengths, y, B)?;
+        self.forward_eval(model, x, lengths, batch);
         self.loss_gradient(y, batch);
-        Ok(self.input_backward(model, x, batch))
+        Ok(self.input_backward(model, x, lengths, batch))
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode);
@@ -423,10 +439,10 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     /// As [`run`](Self::run), but for any number of samples, counted from the first of `x`;
     /// [`try_evaluate`](Self::try_evaluate) returns the error.
     #[track_caller]
-    pub fn evaluate<Y: ?Sized + Targets<M::Loss>>(
+    pub fn evaluate<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> Evaluation {
         expect(self.try_evaluate(model, x, y))
@@ -434,20 +450,20 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// [`evaluate`](Self::evaluate), or a [`BatchError`] where it panics; a sample's place
     /// in it counts from the first of `x`.
-    pub fn try_evaluate<Y: ?Sized + Targets<M::Loss>>(
+    pub fn try_evaluate<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
         &mut self,
         model: &M,
-        x: &[M::Input],
+        x: &X,
         y: &Y,
     ) -> Result<Evaluation, BatchError> {
-        let y = y.as_targets();
-        let samples = batch::labelled::<M>(x, y, usize::MAX)?;
+        let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
+        let samples = batch::labelled::<M>(x, lengths, y, usize::MAX)?;
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
         let (mut loss, mut correct) = (Accumulator::ZERO, 0usize);
         let mut has_accuracy = true;
-        for (xs, ys) in x.chunks(B * M::IN).zip(y.chunks(B * per)) {
+        for (c, (xs, ys)) in x.chunks(B * M::IN).zip(y.chunks(B * per)).enumerate() {
             let batch = xs.len() / M::IN;
-            let out = self.predict_of(model, xs, batch);
+            let out = self.predict_of(model, xs, lengths.from(c * B), batch);
             loss.add(widen(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as Wide);
             match <M::Loss as Loss>::correct(out, ys, M::OUT) {
                 Some(c) => correct += c,
@@ -474,39 +490,54 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         &mut self,
         model: &mut M,
         x: &[M::Input],
+        lengths: Lengths<'_>,
         y: &[Target<M>],
         batch: usize,
     ) -> f32 {
         let (params, state) = model.split_mut();
-        self.forward(params, Some(state), x, batch, Mode::Train);
+        self.forward(params, Some(state), x, lengths, batch, Mode::Train);
         self.loss_gradient(y, batch)
     }
 
     /// The loss of a checked batch of `batch` samples and its gradients, without an update.
-    fn gradients_of(&mut self, model: &mut M, x: &[M::Input], y: &[Target<M>], batch: usize) -> f32
+    fn gradients_of(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        lengths: Lengths<'_>,
+        y: &[Target<M>],
+        batch: usize,
+    ) -> f32
     where
         U: AllGradientsFirst,
     {
-        let loss = self.forward_loss(model, x, y, batch);
+        let loss = self.forward_loss(model, x, lengths, y, batch);
         let to = Gradients::Store(model.params());
-        self.backward(to, x, batch, false, Mode::Train);
+        self.backward(to, x, lengths, batch, false, Mode::Train);
         loss
     }
 
     /// The backward pass of [`run`](Self::run) after its forward pass over `batch` samples,
     /// and the optimizer's update: layer by layer during the backward pass in a fused mode,
     /// after it otherwise.
-    fn backward_and_update(&mut self, model: &mut M, x: &[M::Input], batch: usize) {
+    fn backward_and_update(
+        &mut self,
+        model: &mut M,
+        x: &[M::Input],
+        lengths: Lengths<'_>,
+        batch: usize,
+    ) {
         if U::FUSED {
             let plan = self.optimizer.plan();
             let to = Gradients::Apply(model.params_mut(), &plan);
-            self.backward(to, x, batch, false, Mode::Train);
+            self.backward(to, x, lengths, batch, false, Mode::Train);
             self.optimizer.finish(&plan);
         } else {
             let before = parallel::splits();
             self.backward(
                 Gradients::Store(model.params()),
                 x,
+                lengths,
                 batch,
                 false,
                 Mode::Train,
@@ -518,15 +549,21 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// The model's output for a checked batch of `batch` samples (inference mode).
-    fn predict_of(&mut self, model: &M, x: &[M::Input], batch: usize) -> &[f32] {
-        self.forward_eval(model, x, batch);
+    fn predict_of(
+        &mut self,
+        model: &M,
+        x: &[M::Input],
+        lengths: Lengths<'_>,
+        batch: usize,
+    ) -> &[f32] {
+        self.forward_eval(model, x, lengths, batch);
         self.output(batch)
     }
 
     /// The forward pass in inference mode over a copy of the model's state.
-    fn forward_eval(&mut self, model: &M, x: &[M::Input], batch: usize) {
+    fn forward_eval(&mut self, model: &M, x: &[M::Input], lengths: Lengths<'_>, batch: usize) {
         self.bufs.state.copy_from_slice(model.state());
-        self.forward(model.params(), None, x, batch, Mode::Eval);
+        self.forward(model.params(), None, x, lengths, batch, Mode::Eval);
     }
 
     /// d sum(output) / d output, all ones, at the output's place of the node gradients.
@@ -542,13 +579,14 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         params: &[f32],
         state: Option<&mut [f32]>,
         x: &[M::Input],
+        lengths: Lengths<'_>,
         batch: usize,
         mode: Mode,
     ) {
         let mut rng = self.stream();
         let first = self.first_sample;
         let b = &mut self.bufs;
-        let mut ctx = context(&mut b.gemm, &mut b.scratch, &mut rng, first, mode);
+        let mut ctx = context(&mut b.gemm, &mut b.scratch, &mut rng, first, mode, lengths);
         let state = match state {
             Some(s) => s,
             None => &mut b.state,
@@ -579,6 +617,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         &mut self,
         to: Gradients<'_, R>,
         x: &[M::Input],
+        lengths: Lengths<'_>,
         batch: usize,
         with_dx: bool,
         mode: Mode,
@@ -594,7 +633,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
             gemm,
             ..
         } = &mut self.bufs;
-        let mut ctx = context(gemm, scratch, &mut rng, first, mode);
+        let mut ctx = context(gemm, scratch, &mut rng, first, mode, lengths);
         let dx = if with_dx {
             Grad::Set(&mut dx[..M::IN * batch])
         } else {
@@ -626,9 +665,15 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
 
     /// The backward pass of an input gradient (inference mode, parameter gradients let go);
     /// returns d / d x.
-    fn input_backward(&mut self, model: &M, x: &[M::Input], batch: usize) -> &[f32] {
+    fn input_backward(
+        &mut self,
+        model: &M,
+        x: &[M::Input],
+        lengths: Lengths<'_>,
+        batch: usize,
+    ) -> &[f32] {
         let to = Gradients::Discard(model.params());
-        self.backward(to, x, batch, true, Mode::Eval);
+        self.backward(to, x, lengths, batch, true, Mode::Eval);
         &self.bufs.dx[..M::IN * batch]
     }
 
@@ -677,6 +722,7 @@ fn context<'b>(
     rng: &'b mut Rng,
     first_sample: usize,
     mode: Mode,
+    lengths: Lengths<'b>,
 ) -> Ctx<'b> {
     Ctx {
         gemm,
@@ -684,5 +730,6 @@ fn context<'b>(
         rng,
         first_sample,
         mode,
+        lengths,
     }
 }

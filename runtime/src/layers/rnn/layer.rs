@@ -168,7 +168,7 @@ pub struct Recurrent<
 /// let (mut y, mut saved) = ([f32::NAN; 4], vec![0.0; G::SAVED]);
 /// let (mut gemm, mut scratch) = (vec![0.0; G::gemm_len(1)], vec![0.0; G::scratch_len(1)]);
 /// let mut rng = Rng::new(Seed(0));
-/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut scratch, rng: &mut rng, first_sample: 0, mode: Mode::Eval };
+/// let mut ctx = Ctx { gemm: &mut gemm, scratch: &mut scratch, rng: &mut rng, first_sample: 0, mode: Mode::Eval, lengths: fusegraph_runtime::layers::Lengths::FULL };
 /// let io = Forward { params: &params, state: &mut [], x: &x, y: &mut y, saved: &mut saved, batch: 1 };
 /// G::forward(&mut ctx, io);
 /// assert_eq!(y, [0.0; 4]);

@@ -204,6 +204,7 @@ fn a_run_time_size_of_zero_panics() {
         rng: &mut rng,
         first_sample: 0,
         mode: Mode::Eval,
+        lengths: crate::layers::Lengths::FULL,
     };
     let io = Forward {
         params: &[],

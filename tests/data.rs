@@ -2,7 +2,9 @@
 //! checking the place each message names), on IDX files written here, and under proptest.
 
 use flate2::{write::GzEncoder, Compression};
-use fusegraph::data::{idx, Csv, DataError, Dataset, MinMax, Series, Standardize, Windows};
+use fusegraph::data::{
+    idx, Csv, DataError, Dataset, MinMax, NextTokens, Series, Standardize, Vocabulary, Windows,
+};
 use fusegraph::Seed;
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -11,6 +13,7 @@ use std::error::Error;
 use std::io::Write;
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
+const WORDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/words.txt");
 
 /// The system allocator, counting per thread the bytes allocated and not yet freed, and the
 /// most of them at once.
@@ -435,6 +438,44 @@ fn standardize_fits_sequences_per_channel_over_every_step() {
     );
 }
 
+/// A vocabulary of the shipped word list saved in a checkpoint's metadata comes back from the
+/// loaded file and maps the text to the same ids (and back to it).
+#[cfg(feature = "checkpoint")]
+#[test]
+fn a_vocabulary_round_trips_through_a_checkpoint() {
+    use fusegraph::checkpoint;
+    use fusegraph::optim::keras::Adam;
+    use fusegraph::prelude::{Dense, Mse, TrainStep};
+
+    #[fusegraph::model(loss = Mse)]
+    struct Tiny {
+        fc: Dense<3, 2>,
+    }
+
+    let text = std::fs::read_to_string(WORDS).unwrap();
+    let vocabulary = Vocabulary::from_text(&text);
+    assert!(vocabulary.chars().contains(&'\n') && vocabulary.chars().contains(&'é'));
+    let model = Tiny::init(Seed(1));
+    let step = TrainStep::<Tiny, Adam, 2>::new(&model, Adam::default());
+    let dir = std::env::temp_dir().join(format!("fusegraph-data-{}-vocab", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lm.safetensors");
+    let entry = vocabulary.to_metadata();
+    checkpoint::save_with(&path, &model, &step, &[(Vocabulary::METADATA_KEY, &entry)]).unwrap();
+    let mut loaded = Tiny::init(Seed(2));
+    let meta = checkpoint::load_model(&path, &mut loaded).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let saved = meta.get(Vocabulary::METADATA_KEY).unwrap();
+    let restored = Vocabulary::from_metadata(saved).unwrap();
+    assert_eq!(restored, vocabulary);
+    let ids = restored.encode(&text);
+    assert_eq!(ids, vocabulary.encode(&text));
+    assert!(ids
+        .iter()
+        .all(|&id| id >= 2 && (id as usize) < vocabulary.size()));
+    assert_eq!(restored.decode(&ids), text);
+}
+
 /// A small valid IDX file: a type, 1 to 3 dims of 0 to 4, and random data bytes.
 fn idx_file() -> impl Strategy<Value = Vec<u8>> {
     let codes = prop::sample::select(vec![0x08u8, 0x09, 0x0B, 0x0C, 0x0D, 0x0E]);
@@ -602,6 +643,37 @@ proptest! {
                 prop_assert_eq!(parts[0] + parts[1] + across, whole.len());
             }
             prop_assert!(across < window + horizon);
+        }
+    }
+
+    /// Next-token windows over a text's ids: window `i` reads the `context` ids from
+    /// `i * stride` and targets the ids one further, for every start that has a next id; the
+    /// rarest characters (fewer than `min_count`) are unknown.
+    #[test]
+    fn next_token_windows_are_the_text_shifted_by_one(
+        text in "[a-e\n é]{1,200}",
+        context in 1usize..20,
+        stride in 1usize..8,
+        min_count in 1usize..4,
+    ) {
+        let vocabulary = Vocabulary::from_text_min_count(&text, min_count);
+        let ids = vocabulary.encode(&text);
+        for (c, &id) in text.chars().zip(&ids) {
+            let count = text.chars().filter(|&d| d == c).count();
+            prop_assert_eq!(id == Vocabulary::UNKNOWN, count < min_count);
+        }
+        match NextTokens::new(context).stride(stride).dataset(&ids) {
+            Ok(data) => {
+                let starts: Vec<usize> = (0..ids.len()).step_by(stride).filter(|s| s + context < ids.len()).collect();
+                prop_assert_eq!(data.len(), starts.len());
+                for (i, &s) in starts.iter().enumerate() {
+                    prop_assert_eq!(data.sample(i), (&ids[s..s + context], &ids[s + 1..s + context + 1]));
+                }
+            }
+            Err(err) => {
+                prop_assert!(ids.len() <= context);
+                prop_assert!(matches!(err, DataError::SeriesTooShort { .. }), "{}", err);
+            }
         }
     }
 

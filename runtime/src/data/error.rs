@@ -175,10 +175,11 @@ pub enum DataError {
         /// Bytes the header describes.
         expected: u64,
     },
-    /// A window, horizon or stride of 0, or no target channel (see
-    /// [`Windows`](super::Windows)).
+    /// A window, horizon, stride or context of 0, or no target channel (see
+    /// [`Windows`](super::Windows) and [`NextTokens`](super::NextTokens)).
     ZeroWindowParameter {
-        /// What is 0: `"window"`, `"horizon"`, `"stride"` or `"number of target channels"`.
+        /// What is 0: `"window"`, `"horizon"`, `"stride"`, `"number of target channels"` or
+        /// `"context"`.
         what: &'static str,
     },
     /// A target channel that a series lacks.
@@ -188,7 +189,7 @@ pub enum DataError {
         /// Channels of the series.
         channels: usize,
     },
-    /// A series shorter than one window and its horizon.
+    /// A series (or a text's ids) shorter than one window and its horizon.
     SeriesTooShort {
         /// Steps of the series.
         steps: usize,
@@ -196,6 +197,16 @@ pub enum DataError {
         window: usize,
         /// Steps of the horizon.
         horizon: usize,
+    },
+    /// A saved vocabulary whose characters are not in the order of their code points, each
+    /// once (see [`Vocabulary::from_metadata`](super::Vocabulary::from_metadata)).
+    Vocabulary {
+        /// The 0-based position of the character out of order.
+        position: usize,
+        /// The character.
+        found: char,
+        /// The character before it.
+        before: char,
     },
     /// A gzip stream that cannot be decompressed.
     Gzip {
@@ -427,6 +438,15 @@ impl fmt::Display for DataError {
                 f,
                 "a series of {steps} steps is shorter than a window of {window} steps and its \
                  horizon of {horizon}"
+            ),
+            Vocabulary {
+                position,
+                found,
+                before,
+            } => write!(
+                f,
+                "vocabulary: character {found:?} at {position} is not after {before:?} \
+                 (the characters must be in the order of code points, each once)"
             ),
             Gzip { source, error } => write!(f, "{source}: gzip: {error}"),
             GzipDisabled { source } => write!(

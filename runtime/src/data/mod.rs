@@ -1,5 +1,5 @@
-//! Data sets, loaders (CSV, IDX), scaling, seeded splits and sliding windows over a series
-//! ([`Windows`]).
+//! Data sets, loaders (CSV, IDX), scaling, seeded splits, sliding windows over a series
+//! ([`Windows`]) and next-token windows over text with its [`Vocabulary`].
 //!
 //! # Sequences: `[steps, features]` samples
 //!
@@ -34,6 +34,7 @@ mod error;
 pub mod idx;
 mod scale;
 mod sequence;
+mod text;
 mod windows;
 
 pub use csv::Csv;
@@ -41,4 +42,5 @@ pub use dataset::Dataset;
 pub use error::{Column, DataError, Place, SequenceProblem};
 pub use idx::Idx;
 pub use scale::{MinMax, Standardize};
+pub use text::{NextTokens, Vocabulary};
 pub use windows::{Series, Windows};

@@ -677,6 +677,52 @@ proptest! {
         }
     }
 
+    /// `[steps, features]` columns in any order read time-major, each value from the column
+    /// its name puts there, as the same file with its columns in order; checked in order, the
+    /// shuffled file is refused unless the shuffle left them in place; a dropped column is
+    /// named.
+    #[test]
+    fn sequence_columns_in_any_order_read_time_major(
+        steps in 1usize..6,
+        features in 1usize..4,
+        rows in 1usize..4,
+        seed in any::<u64>(),
+        drop in any::<prop::sample::Index>(),
+    ) {
+        let names: Vec<String> = (0..features).map(|f| format!("ch{f}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ordered: Vec<(usize, usize)> =
+            (0..steps).flat_map(|t| (0..features).map(move |f| (t, f))).collect();
+        let mut shuffled = ordered.clone();
+        fusegraph::Rng::new(Seed(seed)).shuffle(&mut shuffled);
+        let value = |row: usize, (t, f): (usize, usize)| (100 * row + 10 * t + f) as f32;
+        let file = |columns: &[(usize, usize)]| {
+            let mut text = String::from("y");
+            for (t, f) in columns {
+                text.push_str(&format!(",s{t:02}_ch{f}"));
+            }
+            for row in 0..rows {
+                text.push_str(&format!("\n{row}"));
+                for &column in columns {
+                    text.push_str(&format!(",{}", value(row, column)));
+                }
+            }
+            text
+        };
+        let csv = Csv::new().label_column("y").sequence(steps, &names, "s{t}_{f}");
+        let data = csv.parse_classes(file(&shuffled), "p").unwrap();
+        let expected: Vec<f32> = (0..rows).flat_map(|r| ordered.iter().map(move |&c| value(r, c))).collect();
+        prop_assert_eq!(data.x(), &expected[..]);
+        prop_assert_eq!(&csv.parse_classes(file(&ordered), "p").unwrap(), &data);
+        let in_order = Csv::new().label_column("y").sequence_in_order(steps, &names, "s{t}_{f}");
+        prop_assert_eq!(in_order.parse_classes(file(&shuffled), "p").is_ok(), shuffled == ordered);
+        prop_assume!(ordered.len() > 1, "without columns, no column is missing");
+        let mut fewer = shuffled.clone();
+        let (t, f) = fewer.remove(drop.index(fewer.len()));
+        let err = csv.parse_classes(file(&fewer), "p").unwrap_err().to_string();
+        prop_assert_eq!(err, format!("p: no column is step {t} of feature \"ch{f}\" (pattern \"s{{t}}_{{f}}\")"));
+    }
+
     #[test]
     fn csv_truncation_errs_or_is_consistent(cut in 0usize..4000, crlf in any::<bool>()) {
         let end = if crlf { "\r\n" } else { "\n" };

@@ -1,42 +1,40 @@
 //! Text for token models: a [`Vocabulary`] of the characters of a corpus, and next-token
 //! windows over the encoded text ([`NextTokens`]).
-//!
-//! A vocabulary maps each character of its corpus to an id, in the order of the characters'
-//! code points (so that the same corpus always gives the same ids), after two reserved ids,
-//! as Keras' `StringLookup(mask_token=...)` numbers them: [`Vocabulary::PAD`] (0, padding;
-//! Keras' `mask_zero=True`) and [`Vocabulary::UNKNOWN`] (1, every character it does not hold).
-//! A model's `Embedding` needs [`Vocabulary::size`] ids. Save it with the model, so that
-//! inference maps text to the same ids: [`to_metadata`](Vocabulary::to_metadata) is a string
-//! for a checkpoint's metadata (`checkpoint::save_with(path, &model, &step,
-//! &[(Vocabulary::METADATA_KEY, &vocabulary.to_metadata())])`), and
-//! [`from_metadata`](Vocabulary::from_metadata) reads it back from what `load_model` returns
-//! (`metadata.get(Vocabulary::METADATA_KEY)`).
-//!
-//! ```
-//! use fusegraph_runtime::data::{NextTokens, Vocabulary};
-//! let text = "abba cab\n";
-//! let vocabulary = Vocabulary::from_text(text);
-//! assert_eq!(vocabulary.size(), 7); // PAD, UNKNOWN, '\n', ' ', 'a', 'b', 'c'
-//! let ids = vocabulary.encode(text);
-//! assert_eq!(ids, [4, 5, 5, 4, 3, 6, 4, 5, 2]);
-//! assert_eq!(vocabulary.decode(&vocabulary.encode("cabz")), "cab\u{fffd}");
-//!
-//! let data = NextTokens::new(4).stride(2).dataset(&ids)?;
-//! assert_eq!((data.len(), data.features(), data.targets_per_sample()), (3, 4, 4));
-//! assert_eq!(data.sample(1), (&[5, 4, 3, 6][..], &[4, 3, 6, 4][..]));
-//!
-//! let saved = vocabulary.to_metadata();
-//! assert_eq!(Vocabulary::from_metadata(&saved)?, vocabulary);
-//! # Ok::<(), fusegraph_runtime::data::DataError>(())
-//! ```
 
 use super::{DataError, Dataset};
 use std::collections::BTreeMap;
 use std::string::String;
 use std::vec::Vec;
 
-/// The characters of a corpus and their ids: [`PAD`](Self::PAD), [`UNKNOWN`](Self::UNKNOWN),
-/// then each character in the order of code points. See the [module](self) documentation.
+/// The characters of a corpus and their ids: each character of the corpus has an id, in the
+/// order of the characters' code points (so that the same corpus always gives the same ids),
+/// after two reserved ids, as Keras' `StringLookup(mask_token=...)` numbers them:
+/// [`Vocabulary::PAD`] (0, padding; Keras' `mask_zero=True`) and [`Vocabulary::UNKNOWN`] (1,
+/// every character it does not hold).
+/// A model's `Embedding` needs [`Vocabulary::size`] ids. Save it with the model, so that
+/// inference maps text to the same ids: [`to_metadata`](Vocabulary::to_metadata) is a string
+/// for a checkpoint's metadata (`checkpoint::save_with(path, &model, &step,
+/// &[(Vocabulary::METADATA_KEY, &vocabulary.to_metadata())])`), and
+/// [`from_metadata`](Vocabulary::from_metadata) reads it back from what `load_model` returns
+/// (`metadata.get(Vocabulary::METADATA_KEY)`).
+///
+/// ```
+/// use fusegraph_runtime::data::{NextTokens, Vocabulary};
+/// let text = "abba cab\n";
+/// let vocabulary = Vocabulary::from_text(text);
+/// assert_eq!(vocabulary.size(), 7); // PAD, UNKNOWN, '\n', ' ', 'a', 'b', 'c'
+/// let ids = vocabulary.encode(text);
+/// assert_eq!(ids, [4, 5, 5, 4, 3, 6, 4, 5, 2]);
+/// assert_eq!(vocabulary.decode(&vocabulary.encode("cabz")), "cab\u{fffd}");
+///
+/// let data = NextTokens::new(4).stride(2).dataset(&ids)?;
+/// assert_eq!((data.len(), data.features(), data.targets_per_sample()), (3, 4, 4));
+/// assert_eq!(data.sample(1), (&[5, 4, 3, 6][..], &[4, 3, 6, 4][..]));
+///
+/// let saved = vocabulary.to_metadata();
+/// assert_eq!(Vocabulary::from_metadata(&saved)?, vocabulary);
+/// # Ok::<(), fusegraph_runtime::data::DataError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vocabulary {
     chars: Vec<char>,
@@ -135,7 +133,7 @@ impl Vocabulary {
 /// Next-token windows over a sequence of ids, as a causal language model trains on: a sample
 /// is `context` consecutive ids, its targets the id after each of them (the sample shifted by
 /// one: `[context]` targets, for a per-position cross-entropy), a window starting every
-/// `stride` ids (by default 1). See the [module](self) documentation.
+/// `stride` ids (by default 1). See [`Vocabulary`] for an example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NextTokens {
     context: usize,

@@ -1,36 +1,4 @@
 //! Sliding windows over a time series: [`Series`] and [`Windows`].
-//!
-//! A [`Series`] is `steps` rows of `channels` values (`[N, F]`, row-major, in time order).
-//! [`Windows`] cuts it into samples as Keras' `timeseries_dataset_from_array` does: a sample is
-//! `window` consecutive steps (`[window, F]`, time-major), its targets the `horizon` steps that
-//! follow, of the chosen target channels (`horizon * targets` values, step after step), and
-//! windows start every `stride` steps from the first.
-//!
-//! **Splitting without leakage.** Cut the series in time first ([`Series::split_tail`] or
-//! [`Series::split_at`]) and window each part on its own: no test window then reads or predicts
-//! a step that a training window reads or predicts. The windows that would straddle the cut
-//! (with stride 1, the `window + horizon - 1` starting in the last `window + horizon - 1` steps
-//! before it) are left out. Fit scaling on the training part only and apply it to both parts
-//! before windowing, so that nothing about the test steps reaches training:
-//!
-//! ```
-//! use fusegraph_runtime::data::{Series, Standardize, Windows};
-//! // 10 steps of 2 channels: step t is [t, 10 t].
-//! let values: Vec<f32> = (0..10).flat_map(|t| [t as f32, 10.0 * t as f32]).collect();
-//! let series = Series::new(values, 2)?;
-//! let windows = Windows::new(3, 1).targets(&[1]);
-//! let all = windows.dataset(&series)?;
-//! assert_eq!((all.len(), all.features(), all.targets_per_sample()), (7, 6, 1));
-//! assert_eq!(all.sample(2), (&[2.0, 20.0, 3.0, 30.0, 4.0, 40.0][..], &[50.0][..]));
-//!
-//! let (mut train, mut test) = series.split_tail(0.4); // steps 0..6 and 6..10
-//! let scaler = Standardize::fit_samples(train.values(), train.channels());
-//! scaler.apply_samples(train.values_mut());
-//! scaler.apply_samples(test.values_mut());
-//! let (train, test) = (windows.dataset(&train)?, windows.dataset(&test)?);
-//! assert_eq!((train.len(), test.len()), (3, 1)); // the 3 windows across the cut are left out
-//! # Ok::<(), fusegraph_runtime::data::DataError>(())
-//! ```
 
 use super::{DataError, Dataset};
 use std::format;
@@ -110,9 +78,37 @@ impl Series {
     }
 }
 
-/// How to cut a [`Series`] into samples: `window` steps read, the `horizon` steps after them
-/// predicted (of the target channels, by default all), a window starting every `stride` steps
-/// (by default 1). See the [module](self) documentation.
+/// How to cut a [`Series`] (`[N, F]`: `steps` rows of `channels` values, in time order) into
+/// samples, as Keras' `timeseries_dataset_from_array` does: a sample is `window` consecutive
+/// steps (`[window, F]`, time-major), its targets the `horizon` steps that follow, of the
+/// chosen target channels (`horizon * targets` values, step after step), and windows start
+/// every `stride` steps from the first.
+///
+/// **Splitting without leakage.** Cut the series in time first ([`Series::split_tail`] or
+/// [`Series::split_at`]) and window each part on its own: no test window then reads or predicts
+/// a step that a training window reads or predicts. The windows that would straddle the cut
+/// (with stride 1, the `window + horizon - 1` starting in the last `window + horizon - 1` steps
+/// before it) are left out. Fit scaling on the training part only and apply it to both parts
+/// before windowing, so that nothing about the test steps reaches training:
+///
+/// ```
+/// use fusegraph_runtime::data::{Series, Standardize, Windows};
+/// // 10 steps of 2 channels: step t is [t, 10 t].
+/// let values: Vec<f32> = (0..10).flat_map(|t| [t as f32, 10.0 * t as f32]).collect();
+/// let series = Series::new(values, 2)?;
+/// let windows = Windows::new(3, 1).targets(&[1]);
+/// let all = windows.dataset(&series)?;
+/// assert_eq!((all.len(), all.features(), all.targets_per_sample()), (7, 6, 1));
+/// assert_eq!(all.sample(2), (&[2.0, 20.0, 3.0, 30.0, 4.0, 40.0][..], &[50.0][..]));
+///
+/// let (mut train, mut test) = series.split_tail(0.4); // steps 0..6 and 6..10
+/// let scaler = Standardize::fit_samples(train.values(), train.channels());
+/// scaler.apply_samples(train.values_mut());
+/// scaler.apply_samples(test.values_mut());
+/// let (train, test) = (windows.dataset(&train)?, windows.dataset(&test)?);
+/// assert_eq!((train.len(), test.len()), (3, 1)); // the 3 windows across the cut are left out
+/// # Ok::<(), fusegraph_runtime::data::DataError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Windows {
     window: usize,

@@ -1,6 +1,7 @@
 //! Text for token models: a [`Vocabulary`] of the characters of a corpus, and next-token
 //! windows over the encoded text ([`NextTokens`]).
 
+use super::windows::{at_least_one, window_starts};
 use super::{DataError, Dataset};
 use std::collections::BTreeMap;
 use std::string::String;
@@ -157,23 +158,11 @@ impl NextTokens {
     ///
     /// An error for a context or stride of 0, or fewer than `context + 1` ids.
     pub fn dataset(&self, ids: &[u32]) -> Result<Dataset<u32, u32>, DataError> {
-        let zero = [("context", self.context), ("stride", self.stride)]
-            .into_iter()
-            .find(|&(_, n)| n == 0);
-        if let Some((what, _)) = zero {
-            return Err(DataError::ZeroWindowParameter { what });
-        }
-        if ids.len() <= self.context {
-            return Err(DataError::SeriesTooShort {
-                steps: ids.len(),
-                window: self.context,
-                horizon: 1,
-            });
-        }
-        let count = (ids.len() - self.context - 1) / self.stride + 1;
-        let mut x = Vec::with_capacity(count * self.context);
-        let mut y = Vec::with_capacity(count * self.context);
-        for start in (0..count).map(|i| i * self.stride) {
+        at_least_one(&[("context", self.context), ("stride", self.stride)])?;
+        let starts = window_starts(ids.len(), self.context, 1, self.stride)?;
+        let mut x = Vec::with_capacity(starts.len() * self.context);
+        let mut y = Vec::with_capacity(starts.len() * self.context);
+        for start in starts {
             x.extend_from_slice(&ids[start..start + self.context]);
             y.extend_from_slice(&ids[start + 1..start + self.context + 1]);
         }

@@ -148,21 +148,14 @@ impl Windows {
     /// lacks, or a series shorter than `window + horizon` steps.
     pub fn dataset(&self, series: &Series) -> Result<Dataset<f32>, DataError> {
         let targets = self.target_channels(series.channels())?;
-        let span = self.window.saturating_add(self.horizon);
-        if span > series.steps() {
-            return Err(DataError::SeriesTooShort {
-                steps: series.steps(),
-                window: self.window,
-                horizon: self.horizon,
-            });
-        }
+        let starts = window_starts(series.steps(), self.window, self.horizon, self.stride)?;
         let (f, values) = (series.channels(), series.values());
-        let count = (series.steps() - span) / self.stride + 1;
-        let mut x = Vec::with_capacity(count * self.window * f);
-        let mut y = Vec::with_capacity(count * self.horizon * targets.len());
-        for start in (0..count).map(|i| i * self.stride) {
-            x.extend_from_slice(&values[start * f..(start + self.window) * f]);
-            for step in values[(start + self.window) * f..(start + span) * f].chunks_exact(f) {
+        let mut x = Vec::with_capacity(starts.len() * self.window * f);
+        let mut y = Vec::with_capacity(starts.len() * self.horizon * targets.len());
+        for start in starts {
+            let end = start + self.window;
+            x.extend_from_slice(&values[start * f..end * f]);
+            for step in values[end * f..(end + self.horizon) * f].chunks_exact(f) {
                 y.extend(targets.iter().map(|&c| step[c]));
             }
         }
@@ -172,7 +165,7 @@ impl Windows {
     /// The target channels of a series of `channels`, checked with the window, horizon and
     /// stride.
     fn target_channels(&self, channels: usize) -> Result<Vec<usize>, DataError> {
-        let zero = [
+        at_least_one(&[
             ("window", self.window),
             ("horizon", self.horizon),
             ("stride", self.stride),
@@ -180,12 +173,7 @@ impl Windows {
                 "number of target channels",
                 self.targets.as_ref().map_or(1, Vec::len),
             ),
-        ]
-        .into_iter()
-        .find(|&(_, n)| n == 0);
-        if let Some((what, _)) = zero {
-            return Err(DataError::ZeroWindowParameter { what });
-        }
+        ])?;
         let targets = self
             .targets
             .clone()
@@ -194,6 +182,32 @@ impl Windows {
             Some(&channel) => Err(DataError::NoChannel { channel, channels }),
             None => Ok(targets),
         }
+    }
+}
+
+/// [`DataError::ZeroWindowParameter`] for the first of the named `parameters` that is 0.
+pub(super) fn at_least_one(parameters: &[(&'static str, usize)]) -> Result<(), DataError> {
+    match parameters.iter().find(|&&(_, n)| n == 0) {
+        Some(&(what, _)) => Err(DataError::ZeroWindowParameter { what }),
+        None => Ok(()),
+    }
+}
+
+/// The first step of each window of `window` steps followed by `horizon` more in a series of
+/// `steps`, one every `stride` (at least 1) steps from the first; an error if none fits.
+pub(super) fn window_starts(
+    steps: usize,
+    window: usize,
+    horizon: usize,
+    stride: usize,
+) -> Result<std::iter::StepBy<std::ops::Range<usize>>, DataError> {
+    match steps.checked_sub(window.saturating_add(horizon)) {
+        Some(last) => Ok((0..last + 1).step_by(stride)),
+        None => Err(DataError::SeriesTooShort {
+            steps,
+            window,
+            horizon,
+        }),
     }
 }
 

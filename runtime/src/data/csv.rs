@@ -3,7 +3,8 @@
 //! Fields are separated by one delimiter byte; a field may be quoted (`"1,5"`), and a quoted
 //! field may hold the delimiter, line breaks and quotes written twice (`"a ""b"""`), as
 //! spreadsheets and pandas write them. Every feature and target is a number (spaces around it
-//! are ignored, inside quotes too). Lines end in `\n` or `\r\n`; empty lines at the end are
+//! are ignored, inside quotes too). Lines end in `\n`, `\r\n` or a bare `\r` (as old spreadsheets
+//! write), in any mix; empty lines at the end are
 //! skipped, an empty line elsewhere is an error that names it; a UTF-8 byte order mark at the
 //! start (as Excel writes) is skipped. A quote that is not closed, or text after a closing
 //! quote (`"1"2`), or a quote in an unquoted field (`1"2`), is an error naming its line and
@@ -14,6 +15,7 @@
 //! where the row starts.
 
 use super::error::{Column, Place};
+use super::sequence::Sequence;
 use super::{DataError, Dataset};
 use std::borrow::{Cow, ToOwned};
 use std::path::Path;
@@ -48,6 +50,7 @@ pub struct Csv {
     header: bool,
     delimiter: u8,
     classes: Option<u32>,
+    sequence: Option<Sequence>,
 }
 
 impl Default for Csv {
@@ -57,6 +60,7 @@ impl Default for Csv {
             header: true,
             delimiter: b',',
             classes: None,
+            sequence: None,
         }
     }
 }
@@ -108,6 +112,69 @@ impl Csv {
     pub fn classes(mut self, classes: u32) -> Self {
         self.classes = Some(classes);
         self
+    }
+
+    /// Samples are sequences of `steps` time steps of the named `features`, read time-major
+    /// (`[steps, features]`: every feature of step 0, then of step 1, ...) from the columns
+    /// named by `pattern`, whatever their order in the file. In the pattern, `{t}` stands for
+    /// the step (0-based, in decimal; zeros before it are allowed, so `t07` is step 7) and `{f}`
+    /// for the feature's name (it may be left out for a single feature).
+    ///
+    /// Every column that is not a target must be one step of one feature: a missing, repeated
+    /// or other column is a [`DataError::Sequence`] naming it. Without a header, the columns
+    /// that are not targets are read in file order, and there must be `steps` times as many as
+    /// features. Scale such samples per feature with
+    /// [`Standardize::fit_samples`](super::Standardize::fit_samples) over `features.len()`
+    /// values (see the [module](super) documentation).
+    ///
+    /// ```
+    /// use fusegraph_runtime::data::Csv;
+    /// // Two steps of two features, with the columns in no particular order.
+    /// let text = "t1_vib,y,t0_temp,t0_vib,t01_temp\n4,1,1,2,3\n40,0,10,20,30\n";
+    /// let csv = Csv::new().label_column("y").sequence(2, &["temp", "vib"], "t{t}_{f}");
+    /// let data = csv.parse_classes(text, "mem.csv")?;
+    /// assert_eq!(data.features(), 4); // [2, 2]
+    /// assert_eq!(data.sample(1), (&[10.0, 20.0, 30.0, 40.0][..], &[0][..]));
+    ///
+    /// let err = csv.parse_classes("y,t0_temp,t0_vib,t1_temp\n1,2,3,4\n", "mem.csv").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     r#"mem.csv: no column is step 1 of feature "vib" (pattern "t{t}_{f}")"#
+    /// );
+    /// # Ok::<(), fusegraph_runtime::data::DataError>(())
+    /// ```
+    pub fn sequence(mut self, steps: usize, features: &[&str], pattern: &str) -> Self {
+        self.sequence = Some(Sequence {
+            steps,
+            features: features.iter().map(|&f| f.to_owned()).collect(),
+            pattern: pattern.to_owned(),
+            in_order: false,
+        });
+        self
+    }
+
+    /// As [`sequence`](Self::sequence), for the wide layout: the columns that are not targets
+    /// must already stand in time-major order (step 0's features in order, then step 1's,
+    /// ...), and the first one out of place is an error naming it and what belongs there.
+    ///
+    /// ```
+    /// use fusegraph_runtime::data::Csv;
+    /// let csv = Csv::new().label_column("y").sequence_in_order(2, &["a", "b"], "{f}{t}");
+    /// let data = csv.parse_classes("a0,b0,a1,b1,y\n1,2,3,4,0\n", "mem.csv")?;
+    /// assert_eq!(data.x(), &[1.0, 2.0, 3.0, 4.0]);
+    /// let err = csv.parse_classes("a0,a1,b0,b1,y\n1,3,2,4,0\n", "mem.csv").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     r#"mem.csv: column 2 "a1" is out of order: step 0 of feature "b" belongs there (time-major, pattern "{f}{t}")"#
+    /// );
+    /// # Ok::<(), fusegraph_runtime::data::DataError>(())
+    /// ```
+    pub fn sequence_in_order(self, steps: usize, features: &[&str], pattern: &str) -> Self {
+        let mut csv = self.sequence(steps, features, pattern);
+        if let Some(sequence) = &mut csv.sequence {
+            sequence.in_order = true;
+        }
+        csv
     }
 
     /// Reads a file whose targets are class labels (non-negative integers).
@@ -171,8 +238,7 @@ impl Csv {
                 "{source}:{first}: an empty line where the {what} should be"
             )));
         }
-        let (width, targets, is_target) = self.columns(&fields, source)?;
-        let features = is_target.iter().filter(|&&t| !t).count();
+        let (width, targets, features) = self.columns(&fields, source)?;
         let (mut x, mut y) = (Vec::new(), Vec::new());
         let mut push = |line: usize, fields: &[Field<'_>]| {
             if fields.len() != width {
@@ -183,10 +249,9 @@ impl Csv {
                     got: fields.len(),
                 });
             }
-            for (j, field) in fields.iter().enumerate() {
-                if !is_target[j] {
-                    x.push(parse_number(&field.value(), source, field.line, j + 1)?);
-                }
+            for &j in &features {
+                let field = &fields[j];
+                x.push(parse_number(&field.value(), source, field.line, j + 1)?);
             }
             for &t in &targets {
                 let field = &fields[t];
@@ -203,16 +268,16 @@ impl Csv {
         if y.is_empty() {
             return Err(empty(source));
         }
-        Dataset::new(x, y, features)
+        Dataset::new(x, y, features.len())
     }
 
     /// The columns of rows like the first, `fields`: their number, the 0-based indices of the
-    /// targets in order, and whether each column is a target; an error without features.
+    /// targets in order, and those of a sample's values in order; an error without values.
     fn columns(
         &self,
         fields: &[Field<'_>],
         source: &str,
-    ) -> Result<(usize, Vec<usize>, Vec<bool>), DataError> {
+    ) -> Result<(usize, Vec<usize>, Vec<usize>), DataError> {
         let width = fields.len();
         let header: Vec<String> = if self.header {
             fields
@@ -232,7 +297,12 @@ impl Csv {
                 "{source}: no feature columns: every column is a target"
             )));
         }
-        Ok((width, targets, is_target))
+        let others: Vec<usize> = (0..width).filter(|&j| !is_target[j]).collect();
+        let features = match &self.sequence {
+            Some(sequence) => sequence.columns(&header, &others, source)?,
+            None => others,
+        };
+        Ok((width, targets, features))
     }
 
     /// The 0-based indices of the target columns.
@@ -312,8 +382,8 @@ fn unescape(text: &[u8]) -> Cow<'_, [u8]> {
 }
 
 /// The rows of a CSV input, read as RFC 4180 describes: fields separated by `delimiter`, rows
-/// by `\n` (or `\r\n`); a field in double quotes may hold the delimiter, line breaks and
-/// quotes written twice. Spaces around a field are not part of it.
+/// by `\n`, `\r\n` or a bare `\r`; a field in double quotes may hold the delimiter, line
+/// breaks and quotes written twice. Spaces around a field are not part of it.
 struct Rows<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -363,8 +433,8 @@ impl<'a> Rows<'a> {
             match self.bytes.get(self.at) {
                 Some(&b) if b == self.delimiter => self.at += 1,
                 Some(_) => {
-                    // The `\n` that ends the row: a field stops at nothing else.
-                    self.at += 1;
+                    // The line end that ends the row: a field stops at nothing else.
+                    self.at += line_end(&self.bytes[self.at..]);
                     self.line += 1;
                     break;
                 }
@@ -396,7 +466,7 @@ impl<'a> Rows<'a> {
         let rest = &self.bytes[self.at..];
         let len = rest
             .iter()
-            .position(|&b| b == self.delimiter || b == b'\n')
+            .position(|&b| b == self.delimiter || is_line_end(b))
             .unwrap_or(rest.len());
         self.at += len;
         let text = rest[..len].trim_ascii();
@@ -417,7 +487,7 @@ impl<'a> Rows<'a> {
             let Some(quote) = rest.iter().position(|&b| b == b'"') else {
                 return Err(self.quote_error(line, column, UNCLOSED));
             };
-            self.line += rest[..quote].iter().filter(|&&b| b == b'\n').count();
+            self.line += line_ends(&rest[..=quote]);
             self.at += quote + 1;
             if self.bytes.get(self.at) != Some(&b'"') {
                 break;
@@ -427,16 +497,17 @@ impl<'a> Rows<'a> {
         let text = &self.bytes[start..self.at - 1];
         self.skip_spaces();
         match self.bytes.get(self.at) {
-            None | Some(b'\n') => Ok(text),
+            None => Ok(text),
+            Some(&b) if is_line_end(b) => Ok(text),
             Some(&b) if b == self.delimiter => Ok(text),
             Some(_) => Err(self.quote_error(self.line, column, AFTER_QUOTE)),
         }
     }
 
-    /// Skips spaces, tabs and `\r` (but not the delimiter, which may be one of them).
+    /// Skips spaces and tabs (but not the delimiter, which may be one of them, nor line ends).
     fn skip_spaces(&mut self) {
         while let Some(&b) = self.bytes.get(self.at) {
-            if b == self.delimiter || b == b'\n' || !b.is_ascii_whitespace() {
+            if b == self.delimiter || is_line_end(b) || !b.is_ascii_whitespace() {
                 break;
             }
             self.at += 1;
@@ -452,6 +523,28 @@ impl<'a> Rows<'a> {
             problem,
         }
     }
+}
+
+/// Whether `b` ends a line (alone, or `\r` with the `\n` after it).
+fn is_line_end(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
+/// The length of the line end that `bytes` starts with: 2 for `\r\n`, else 1.
+fn line_end(bytes: &[u8]) -> usize {
+    if bytes.starts_with(b"\r\n") {
+        2
+    } else {
+        1
+    }
+}
+
+/// The line ends (`\n`, `\r\n` and bare `\r`) in `text`, whose last byte is no line end.
+fn line_ends(text: &[u8]) -> usize {
+    text.iter()
+        .enumerate()
+        .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && text.get(i + 1) != Some(&b'\n')))
+        .count()
 }
 
 /// The problem of a quoted field whose closing quote is missing.
@@ -494,6 +587,7 @@ fn parse_label(field: &[u8], source: &str, line: usize, column: usize) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::SequenceProblem;
     use std::string::ToString;
 
     fn classes(text: &str) -> Result<Dataset<u32>, DataError> {
@@ -655,6 +749,167 @@ mod tests {
         assert_eq!(message(classes(text)), "t.csv:3: expected 2 fields, got 0");
         let long = std::format!("y,a\n1,{}x\n", "9".repeat(100_000));
         assert!(message(classes(&long)).starts_with("t.csv:2:2: \"999"));
+    }
+
+    #[test]
+    fn bare_cr_line_ends_are_line_ends() {
+        let lf = "y,\"a\nq\",b\n1,2,3\n0, 4 ,\"5\"\n\n";
+        let expected = classes(lf).unwrap();
+        assert_eq!(
+            (expected.x(), expected.y()),
+            (&[2.0, 3.0, 4.0, 5.0][..], &[1, 0][..])
+        );
+        let cr = lf.replace('\n', "\r");
+        let crlf = lf.replace('\n', "\r\n");
+        let mixed = "y,\"a\r\nq\",b\r1,2,3\n0, 4 ,\"5\"\r\n\r";
+        for text in [&cr[..], &crlf, mixed] {
+            assert_eq!(classes(text).unwrap(), expected, "{text:?}");
+        }
+        let cr_error = "y,\"a\r\rq\"\r1,2\r0,z\r";
+        assert_eq!(
+            message(classes(cr_error)),
+            "t.csv:5:2: \"z\" is not a number"
+        );
+        let blank = "y,a\r1,2\r\r\n3,4\r";
+        assert_eq!(message(classes(blank)), "t.csv:3: expected 2 fields, got 0");
+        assert_eq!(message(classes("y,a\r\r")), "t.csv: no samples");
+    }
+
+    /// The header `names` over one row whose value in each column is `value(name)`, with the
+    /// label 1 first.
+    fn one_row(names: &[String], value: impl Fn(&str) -> f32) -> String {
+        let values: Vec<String> = names.iter().map(|n| value(n).to_string()).collect();
+        std::format!("y,{}\n1,{}\n", names.join(","), values.join(","))
+    }
+
+    /// 16 steps of 3 features named `t00_f0 ... t15_f2`, the columns shuffled: read
+    /// time-major, each value where its name puts it.
+    #[test]
+    fn sequence_columns_are_read_time_major_whatever_their_order() {
+        let mut names: Vec<String> = (0..16)
+            .flat_map(|t| (0..3).map(move |f| std::format!("t{t:02}_f{f}")))
+            .collect();
+        let mut rng = crate::rng::Rng::new(crate::rng::Seed(3));
+        rng.shuffle(&mut names);
+        let value =
+            |n: &str| (n[1..3].parse::<f32>().unwrap() * 10.0) + f32::from(n.as_bytes()[5] - b'0');
+        let text = one_row(&names, value);
+        let features = ["f0", "f1", "f2"];
+        let data = Csv::new()
+            .label_column("y")
+            .sequence(16, &features, "t{t}_{f}")
+            .parse_classes(&text, "t")
+            .unwrap();
+        let expected: Vec<f32> = (0..48).map(|i| (i / 3 * 10 + i % 3) as f32).collect();
+        assert_eq!((data.x(), data.y()), (&expected[..], &[1][..]));
+        let wrong = Csv::new()
+            .label_column("y")
+            .sequence(16, &features, "t{t}_f{f}");
+        let err = wrong.parse_classes(&text, "t").unwrap_err();
+        assert!(matches!(
+            err,
+            DataError::Sequence {
+                problem: SequenceProblem::Extra { .. },
+                ..
+            }
+        ));
+        let in_order = Csv::new()
+            .label_column("y")
+            .sequence_in_order(16, &features, "t{t}_{f}");
+        assert!(in_order.parse_classes(&text, "t").is_err());
+        names.sort();
+        let sorted = one_row(&names, value);
+        assert_eq!(in_order.parse_classes(&sorted, "t").unwrap(), data);
+    }
+
+    #[test]
+    fn sequence_columns_missing_repeated_or_extra_are_named() {
+        let csv = Csv::new()
+            .label_column("y")
+            .sequence(2, &["a", "b"], "{f}_{t}");
+        let cases = [
+            (
+                "y,a_0,b_0,a_1\n",
+                "t: no column is step 1 of feature \"b\" (pattern \"{f}_{t}\")",
+            ),
+            (
+                "y,a_0,b_0,a_1,b_1,a_01\n",
+                "t: columns 4 and 6 are both step 1 of feature \"a\" (pattern \"{f}_{t}\")",
+            ),
+            (
+                "y,a_0,b_0,a_1,b_1,a_2\n",
+                "t: column 6 \"a_2\" is neither a target nor one of 2 steps of a feature \
+                 (pattern \"{f}_{t}\")",
+            ),
+            (
+                "y,a_0,id,b_0,a_1,b_1\n",
+                "t: column 3 \"id\" is neither a target nor one of 2 steps of a feature \
+                 (pattern \"{f}_{t}\")",
+            ),
+            (
+                "y,a_0,b_0,a_1,b_-1\n",
+                "t: column 5 \"b_-1\" is neither a target nor one of 2 steps of a feature \
+                 (pattern \"{f}_{t}\")",
+            ),
+        ];
+        for (header, says) in cases {
+            let text = std::format!("{header}1{}\n", ",0".repeat(header.matches(',').count()));
+            assert_eq!(message(csv.parse_classes(&text, "t")), says, "{header}");
+        }
+        let single = Csv::new().label_column("y").sequence(3, &["x"], "lag{t}");
+        let d = single
+            .parse_classes("lag2,y,lag0,lag1\n3,0,1,2\n", "t")
+            .unwrap();
+        assert_eq!(d.x(), &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn sequences_without_a_header_are_counted_and_patterns_checked() {
+        let csv = Csv::new().no_header().sequence(2, &["a", "b"], "{f}{t}");
+        let d = csv.parse_classes("1,2,3,4,5\n", "t").unwrap();
+        assert_eq!((d.x(), d.y()), (&[2.0, 3.0, 4.0, 5.0][..], &[1][..]));
+        assert_eq!(
+            message(csv.parse_classes("1,2,3,4\n", "t")),
+            "t: 3 feature columns do not make 2 steps of 2 features"
+        );
+        let text = "y,a0\n1,2\n";
+        for (steps, features, pattern, says) in [
+            (
+                0,
+                &["a"][..],
+                "{f}{t}",
+                "a sequence needs at least one step and one feature",
+            ),
+            (
+                1,
+                &[],
+                "{t}",
+                "a sequence needs at least one step and one feature",
+            ),
+            (1, &["a", "a"], "{f}{t}", "the features' names must differ"),
+            (
+                1,
+                &["a"],
+                "{f}",
+                "the pattern must hold `{t}` (the step) once",
+            ),
+            (
+                1,
+                &["a"],
+                "{f}{t}{t}",
+                "the pattern must hold `{t}` (the step) once",
+            ),
+            (
+                1,
+                &["a", "b"],
+                "x{t}",
+                "the pattern must hold `{f}` (the feature's name) once",
+            ),
+        ] {
+            let csv = Csv::new().sequence(steps, features, pattern);
+            let says = std::format!("t: sequence pattern {pattern:?}: {says}");
+            assert_eq!(message(csv.parse_classes(text, "t")), says);
+        }
     }
 
     #[test]

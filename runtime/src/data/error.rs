@@ -87,6 +87,16 @@ pub enum DataError {
         /// The number of classes.
         classes: u32,
     },
+    /// CSV columns that do not make the `[steps, features]` samples asked for (see
+    /// [`Csv::sequence`](super::Csv::sequence)).
+    Sequence {
+        /// The input.
+        source: String,
+        /// The columns' naming pattern.
+        pattern: String,
+        /// What is wrong.
+        problem: SequenceProblem,
+    },
     /// An input without samples: empty, blank, or only a header.
     Empty {
         /// The input.
@@ -144,6 +154,60 @@ pub enum DataError {
         /// Number of labels.
         label_count: usize,
     },
+    /// A gzip IDX input whose header describes more bytes than its compressed bytes can
+    /// decompress to (at most [`MAX_INFLATION`](super::idx::MAX_INFLATION) per byte), refused
+    /// before decompressing past the header.
+    Oversized {
+        /// The input.
+        source: String,
+        /// The header's dimensions.
+        dims: Vec<usize>,
+        /// Bytes the header describes; `None` if that number overflows a `u64`.
+        described: Option<u64>,
+        /// Bytes of the compressed input.
+        compressed: u64,
+    },
+    /// A gzip IDX input that decompresses to more bytes than its header describes: refused at
+    /// the first byte beyond them, without decompressing the rest.
+    Overlong {
+        /// The input.
+        source: String,
+        /// Bytes the header describes.
+        expected: u64,
+    },
+    /// A window, horizon, stride or context of 0, or no target channel (see
+    /// [`Windows`](super::Windows) and [`NextTokens`](super::NextTokens)).
+    ZeroWindowParameter {
+        /// What is 0: `"window"`, `"horizon"`, `"stride"`, `"number of target channels"` or
+        /// `"context"`.
+        what: &'static str,
+    },
+    /// A target channel that a series lacks.
+    NoChannel {
+        /// The channel asked for (0-based).
+        channel: usize,
+        /// Channels of the series.
+        channels: usize,
+    },
+    /// A series (or a text's ids) shorter than one window and its horizon.
+    SeriesTooShort {
+        /// Steps of the series.
+        steps: usize,
+        /// Steps of a window.
+        window: usize,
+        /// Steps of the horizon.
+        horizon: usize,
+    },
+    /// A saved vocabulary whose characters are not in the order of their code points, each
+    /// once (see [`Vocabulary::from_metadata`](super::Vocabulary::from_metadata)).
+    Vocabulary {
+        /// The 0-based position of the character out of order.
+        position: usize,
+        /// The character.
+        found: char,
+        /// The character before it.
+        before: char,
+    },
     /// A gzip stream that cannot be decompressed.
     Gzip {
         /// The input.
@@ -155,6 +219,49 @@ pub enum DataError {
     GzipDisabled {
         /// The input.
         source: String,
+    },
+}
+
+/// What is wrong with the columns of `[steps, features]` samples ([`DataError::Sequence`]).
+/// Columns are 1-based, steps 0-based.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SequenceProblem {
+    /// No column is this step of this feature.
+    Missing {
+        /// The step.
+        step: usize,
+        /// The feature.
+        feature: String,
+    },
+    /// Two columns are this step of this feature (`t1_f0` and `t01_f0`).
+    Duplicated {
+        /// The step.
+        step: usize,
+        /// The feature.
+        feature: String,
+        /// The two columns.
+        columns: [usize; 2],
+    },
+    /// A column that is no target and no step (below `steps`) of a feature.
+    Extra {
+        /// The column.
+        column: usize,
+        /// Its name.
+        name: String,
+        /// Steps per sample.
+        steps: usize,
+    },
+    /// In the wide layout, a column where another step or feature belongs (time-major: every
+    /// feature of step 0, then of step 1, ...).
+    OutOfOrder {
+        /// The column.
+        column: usize,
+        /// Its name.
+        name: String,
+        /// The step that belongs there.
+        step: usize,
+        /// The feature that belongs there.
+        feature: String,
     },
 }
 
@@ -234,6 +341,11 @@ impl fmt::Display for DataError {
                 f,
                 "{source}{at}: label {label} is out of range for {classes} classes"
             ),
+            Sequence {
+                source,
+                pattern,
+                problem,
+            } => sequence(f, source, pattern, problem),
             Empty { source } => write!(f, "{source}: no samples"),
             BadMagic { source, found } => {
                 write!(f, "{source}: not an IDX file (starts with")?;
@@ -287,12 +399,104 @@ impl fmt::Display for DataError {
                 f,
                 "{images} has {image_count} images but {labels} has {label_count} labels"
             ),
+            Oversized {
+                source,
+                dims,
+                described: Some(described),
+                compressed,
+            } => write!(
+                f,
+                "{source}: the header's dims {dims:?} describe {described} bytes, more than \
+                 {compressed} gzip bytes can decompress to (at most {})",
+                compressed.saturating_mul(super::idx::MAX_INFLATION)
+            ),
+            Oversized {
+                source,
+                dims,
+                described: None,
+                ..
+            } => write!(
+                f,
+                "{source}: the header's dims {dims:?} describe more bytes than a u64 counts"
+            ),
+            Overlong { source, expected } => write!(
+                f,
+                "{source}: gzip: decompresses to more bytes than the header's {expected}"
+            ),
+            ZeroWindowParameter { what } => write!(f, "the {what} must be at least 1"),
+            NoChannel { channel, channels } => {
+                write!(
+                    f,
+                    "no channel {channel}: the series has {channels} channels"
+                )
+            }
+            SeriesTooShort {
+                steps,
+                window,
+                horizon,
+            } => write!(
+                f,
+                "a series of {steps} steps is shorter than a window of {window} steps and its \
+                 horizon of {horizon}"
+            ),
+            Vocabulary {
+                position,
+                found,
+                before,
+            } => write!(
+                f,
+                "vocabulary: character {found:?} at {position} is not after {before:?} \
+                 (the characters must be in the order of code points, each once)"
+            ),
             Gzip { source, error } => write!(f, "{source}: gzip: {error}"),
             GzipDisabled { source } => write!(
                 f,
                 "{source}: gzip-compressed, but fusegraph was built without the `gzip` feature"
             ),
         }
+    }
+}
+
+/// The message of [`DataError::Sequence`].
+fn sequence(
+    f: &mut fmt::Formatter<'_>,
+    source: &str,
+    pattern: &str,
+    problem: &SequenceProblem,
+) -> fmt::Result {
+    match problem {
+        SequenceProblem::Missing { step, feature } => write!(
+            f,
+            "{source}: no column is step {step} of feature {feature:?} (pattern {pattern:?})"
+        ),
+        SequenceProblem::Duplicated {
+            step,
+            feature,
+            columns: [a, b],
+        } => write!(
+            f,
+            "{source}: columns {a} and {b} are both step {step} of feature {feature:?} \
+             (pattern {pattern:?})"
+        ),
+        SequenceProblem::Extra {
+            column,
+            name,
+            steps,
+        } => write!(
+            f,
+            "{source}: column {column} {name:?} is neither a target nor one of {steps} steps \
+             of a feature (pattern {pattern:?})"
+        ),
+        SequenceProblem::OutOfOrder {
+            column,
+            name,
+            step,
+            feature,
+        } => write!(
+            f,
+            "{source}: column {column} {name:?} is out of order: step {step} of feature \
+             {feature:?} belongs there (time-major, pattern {pattern:?})"
+        ),
     }
 }
 

@@ -7,9 +7,16 @@
 //! first (with the `gzip` feature; without it, that is an error).
 //!
 //! The header is checked against the bytes present before anything is allocated: a file whose
-//! dimensions describe more (or fewer) bytes than it holds is an error. A gzip stream is
-//! decompressed only as far as its header describes (what follows is counted, not kept), and
-//! bytes after its last member are an error.
+//! dimensions describe more (or fewer) bytes than it holds is an error. A gzip stream is never
+//! inflated before it is checked: its header is read from the first decompressed bytes, and the
+//! size it describes (computed without overflow) is refused at once if the compressed input
+//! cannot hold it. Deflate expands a compressed byte to at most 1032 bytes (a match of 258
+//! bytes coded in two bits), and gzip's framing adds bytes that expand to nothing, so a gzip
+//! input of `n` bytes decompresses to at most `1032 n` bytes ([`DataError::Oversized`] beyond
+//! that). The rest is decompressed in bounded chunks into a buffer that never grows beyond the
+//! described size, and decompression stops at the first byte past it
+//! ([`DataError::Overlong`]): a small file cannot fill the memory. Bytes after the last gzip
+//! member are an error.
 //!
 //! ```
 //! use fusegraph_runtime::data::idx;
@@ -87,10 +94,9 @@ pub fn read(path: impl AsRef<Path>) -> Result<Idx, DataError> {
 /// Parses IDX bytes in memory, plain or gzip-compressed; `source` names them in errors.
 pub fn parse(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        let (plain, beyond) = gunzip(bytes, source)?;
-        parse_plain(&plain, beyond, source)
+        parse_plain(&gunzip(bytes, source)?, source)
     } else {
-        parse_plain(bytes, 0, source)
+        parse_plain(bytes, source)
     }
 }
 
@@ -149,12 +155,22 @@ pub fn dataset(images: Idx, labels: Idx, classes: Option<u32>) -> Result<Dataset
     Dataset::new(images.values, y, features)
 }
 
-/// Decompresses a gzip stream (of one or more members, and nothing after them), keeping at
-/// most the bytes its IDX header describes: returns them and the number of decompressed bytes
-/// beyond them, counted without being kept, so that a small file cannot fill the memory.
+/// The most bytes deflate expands one compressed byte to: a match of 258 bytes coded in two
+/// bits, `258 * 8 / 2`.
+pub const MAX_INFLATION: u64 = 1032;
+
+/// Bytes by which the buffer of a gzip input's decompressed bytes grows at least (it grows by
+/// its own length beyond that, never past the size the header describes).
 #[cfg(feature = "gzip")]
-fn gunzip(bytes: &[u8], source: &str) -> Result<(Vec<u8>, u64), DataError> {
-    use std::io::{self, Read};
+const CHUNK: usize = 64 << 10;
+
+/// Decompresses a gzip stream (of one or more members, and nothing after them) as far as its
+/// IDX header describes, checking the header first: a size that overflows or that the
+/// compressed bytes cannot hold is refused before decompressing further, and a byte beyond the
+/// described size stops decompression with an error.
+#[cfg(feature = "gzip")]
+fn gunzip(bytes: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
+    use std::io::Read;
     let fail = |error| DataError::Gzip {
         source: source.to_owned(),
         error,
@@ -164,26 +180,61 @@ fn gunzip(bytes: &[u8], source: &str) -> Result<(Vec<u8>, u64), DataError> {
         member: None,
     };
     let mut out = Vec::new();
-    (&mut stream).take(4).read_to_end(&mut out).map_err(fail)?;
+    read_up_to(&mut stream, &mut out, 4).map_err(fail)?;
     if let [0, 0, _, ndims] = out[..] {
-        let dims = 4 * u64::from(ndims);
-        (&mut stream)
-            .take(dims)
-            .read_to_end(&mut out)
-            .map_err(fail)?;
+        read_up_to(&mut stream, &mut out, 4 + 4 * u64::from(ndims)).map_err(fail)?;
     }
-    let keep = match described(&out) {
-        Described::Bytes(total) => total,
-        Described::Overflow => 0,
-        Described::Invalid => return Ok((out, 0)),
+    let compressed = bytes.len() as u64;
+    let declared = match described(&out) {
+        Described::Invalid => return Ok(out),
+        Described::Bytes(n) if n <= compressed.saturating_mul(MAX_INFLATION) => n,
+        Described::Bytes(n) => return Err(oversized(&out, Some(n), compressed, source)),
+        Described::Overflow => return Err(oversized(&out, None, compressed, source)),
     };
-    let more = keep.saturating_sub(out.len() as u64);
-    (&mut stream)
-        .take(more)
-        .read_to_end(&mut out)
-        .map_err(fail)?;
-    let beyond = io::copy(&mut stream, &mut io::sink()).map_err(fail)?;
-    Ok((out, beyond))
+    read_up_to(&mut stream, &mut out, declared).map_err(fail)?;
+    if out.len() as u64 == declared && stream.read(&mut [0]).map_err(fail)? > 0 {
+        return Err(DataError::Overlong {
+            source: source.to_owned(),
+            expected: declared,
+        });
+    }
+    Ok(out)
+}
+
+/// [`DataError::Oversized`] for the IDX header `header`.
+#[cfg(feature = "gzip")]
+fn oversized(header: &[u8], described: Option<u64>, compressed: u64, source: &str) -> DataError {
+    DataError::Oversized {
+        source: source.to_owned(),
+        dims: header_dims(&header[4..]),
+        described,
+        compressed,
+    }
+}
+
+/// Reads `stream` into `out` until it holds `len` bytes or the stream ends, growing `out` by at
+/// most its own length (or [`CHUNK`]) at a time and never beyond `len` bytes.
+#[cfg(feature = "gzip")]
+fn read_up_to(stream: &mut impl std::io::Read, out: &mut Vec<u8>, len: u64) -> std::io::Result<()> {
+    while (out.len() as u64) < len {
+        let start = out.len();
+        let grow = (len - start as u64).min(start.max(CHUNK) as u64) as usize;
+        out.reserve_exact(grow);
+        out.resize(start + grow, 0);
+        let mut filled = start;
+        while filled < out.len() {
+            match stream.read(&mut out[filled..]) {
+                Ok(0) => {
+                    out.truncate(filled);
+                    return Ok(());
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The members of a gzip stream, one after the other; bytes after the last member that do not
@@ -222,7 +273,7 @@ impl std::io::Read for Members<'_> {
 
 /// Without the `gzip` feature, a gzip stream is an error.
 #[cfg(not(feature = "gzip"))]
-fn gunzip(_: &[u8], source: &str) -> Result<(Vec<u8>, u64), DataError> {
+fn gunzip(_: &[u8], source: &str) -> Result<Vec<u8>, DataError> {
     Err(DataError::GzipDisabled {
         source: source.to_owned(),
     })
@@ -254,10 +305,17 @@ fn described(bytes: &[u8]) -> Described {
         .map_or(Described::Overflow, Described::Bytes)
 }
 
-/// Parses uncompressed IDX bytes, followed in the input by `beyond` more bytes that were not
-/// kept (past what the header describes).
-fn parse_plain(bytes: &[u8], beyond: u64, source: &str) -> Result<Idx, DataError> {
-    let present = bytes.len() as u64 + beyond;
+/// The dimensions at the start of `bytes`: big-endian `u32`, as many as whole groups of four.
+fn header_dims(bytes: &[u8]) -> Vec<usize> {
+    bytes
+        .chunks_exact(4)
+        .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
+        .collect()
+}
+
+/// Parses uncompressed IDX bytes.
+fn parse_plain(bytes: &[u8], source: &str) -> Result<Idx, DataError> {
+    let present = bytes.len() as u64;
     let truncated = |expected| DataError::Truncated {
         source: source.to_owned(),
         expected,
@@ -287,10 +345,7 @@ fn parse_plain(bytes: &[u8], beyond: u64, source: &str) -> Result<Idx, DataError
     let Some(dims) = bytes.get(4..header) else {
         return Err(truncated(Some(header as u64)));
     };
-    let dims: Vec<usize> = dims
-        .chunks_exact(4)
-        .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
-        .collect();
+    let dims = header_dims(dims);
     match described(bytes) {
         Described::Bytes(e) if e == present => {}
         Described::Bytes(e) if e < present => {
@@ -502,19 +557,31 @@ mod tests {
 
     #[cfg(feature = "gzip")]
     #[test]
-    fn gzip_beyond_the_header_is_counted_not_kept() {
+    fn gzip_is_checked_against_its_header_before_and_while_inflating() {
         let mut plain = file(0x08, &[2], &[7, 8]);
         plain.resize(plain.len() + 100_000, 0);
         let err = parse(&gzip(&plain), "t").unwrap_err().to_string();
         assert_eq!(
             err,
-            "t: trailing bytes: the header describes 10 bytes, 100010 are present"
+            "t: gzip: decompresses to more bytes than the header's 10"
         );
         let overflow = file(0x0E, &[u32::MAX; 3], &[1, 2, 3]);
         let err = parse(&gzip(&overflow), "t").unwrap_err().to_string();
         assert_eq!(
             err,
-            "t: truncated: the header describes more bytes than a u64 counts, 19 are present"
+            "t: the header's dims [4294967295, 4294967295, 4294967295] describe more bytes \
+             than a u64 counts"
+        );
+        let huge = gzip(&file(0x08, &[1 << 20, 40], &[0; 100]));
+        let err = parse(&huge, "t").unwrap_err().to_string();
+        let n = huge.len() as u64;
+        assert_eq!(
+            err,
+            std::format!(
+                "t: the header's dims [1048576, 40] describe 41943052 bytes, more than {n} gzip \
+                 bytes can decompress to (at most {})",
+                n * MAX_INFLATION
+            )
         );
         let short = file(0x0B, &[3], &[0; 5]);
         let err = parse(&gzip(&short), "t").unwrap_err().to_string();

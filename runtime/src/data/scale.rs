@@ -37,6 +37,13 @@ use std::vec::Vec;
 
 /// Standardization: each feature minus its mean, divided by its population standard deviation
 /// (as scikit-learn's `StandardScaler`). A constant feature (all values equal) gets scale 1.
+///
+/// For `[steps, features]` samples, fit per channel with
+/// [`fit_samples`](Self::fit_samples)`(data.x(), features)`, which counts each step of each
+/// sample as one observation of each of the `features` channels, and scale with
+/// [`apply_samples`](Self::apply_samples)`(data.x_mut())` (see the [module](super)
+/// documentation). [`fit`](Self::fit) would instead fit each of the `steps * features` columns
+/// apart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Standardize {
     mean: Vec<f64>,
@@ -49,7 +56,8 @@ impl Standardize {
         Self::fit_samples(data.x(), data.features())
     }
 
-    /// Fits to samples of `features` values each, row-major.
+    /// Fits to samples of `features` values each, row-major; for `[steps, features]` samples,
+    /// each step counts as one sample: the statistics are per channel.
     ///
     /// # Panics
     /// If `x` does not hold whole samples of `features` values.
@@ -108,6 +116,10 @@ impl Standardize {
 
 /// Min-max scaling: each feature minus its minimum, divided by its range (as scikit-learn's
 /// `MinMaxScaler`), so that the fitted data lies in `[0, 1]`. A constant feature gets range 1.
+///
+/// For `[steps, features]` samples, fit per channel with
+/// [`fit_samples`](Self::fit_samples)`(data.x(), features)` and scale with
+/// [`apply_samples`](Self::apply_samples)`(data.x_mut())`, as for [`Standardize`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct MinMax {
     min: Vec<f64>,

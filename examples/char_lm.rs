@@ -1,4 +1,5 @@
-//! A character-level transformer language model trained on the shipped word list.
+//! A character-level transformer language model trained on the shipped word list through the
+//! `Trainer`, saved with its vocabulary, and sampled from the reloaded file.
 //!
 //! ```text
 //! cargo run --release --example char_lm
@@ -6,26 +7,35 @@
 //!
 //! The corpus is `data/words.txt` (Debian's `wamerican`, see `data/README.md`): its words, in an
 //! order shuffled with a fixed seed, one a line, 90% of them for training and 10% for
-//! validation. Characters map to 55 ids (newline, apostrophe, the 52 ASCII letters, and one id
-//! for the 274 accented letters). The model reads 32 characters and predicts the next one at
-//! every position: token and learned position embeddings of width 32, one pre-LayerNorm
-//! transformer block (causal self-attention with 4 heads, a GELU MLP of width 128, each with a
-//! residual), a final LayerNorm and a per-position head to the 55 logits, trained with AdamW on
-//! random windows of the training text.
+//! validation. A `Vocabulary` built from the training text gives the 55 characters seen at
+//! least 50 times their ids (newline, apostrophe, the 52 ASCII letters and `é`), after padding
+//! (0) and one id for every rarer character (1). `NextTokens` cuts the text into windows of 32
+//! characters side by side, each with the next character at every position as its targets.
+//! The model reads 32 characters and predicts the next one at every position: token and learned
+//! position embeddings of width 32, one pre-LayerNorm transformer block (causal self-attention
+//! with 4 heads, a GELU MLP of width 128, each with a residual), a final LayerNorm and a
+//! per-position head to the 57 logits, trained with AdamW through the `Trainer`.
 //!
-//! It prints the validation loss in bits per character against a bigram model counted from
-//! the same training text (add-one smoothing, which conditions on one character where the
-//! transformer sees up to 32), samples a few lines, and fails unless the transformer beats
-//! the bigram model.
+//! It saves the model with the vocabulary in the checkpoint's metadata, loads both into a new
+//! model, prints the validation loss in bits per character against a bigram model counted
+//! from the same training text (add-one smoothing, which conditions on one character where
+//! the transformer sees up to 32), samples a few lines through the loaded vocabulary, and fails
+//! unless the transformer beats the bigram model.
 
+use fusegraph::checkpoint;
+use fusegraph::data::{Dataset, NextTokens, Vocabulary};
+use fusegraph::fit::{FitOptions, Trainer, Verbose};
 use fusegraph::layers::{CausalSelfAttention, PerPosition};
 use fusegraph::loss::SequenceCrossEntropy;
 use fusegraph::optim::torch::AdamW;
 use fusegraph::prelude::*;
 use std::error::Error;
 
-/// Character ids: newline, apostrophe, `a..z`, `A..Z`, and one for every other character.
-const VOCAB: usize = 55;
+/// Character ids: padding, unknown, and the 55 characters of the training text seen at least
+/// [`MIN_COUNT`] times.
+const VOCAB: usize = 57;
+/// How often a character is seen in the training text to have an id of its own.
+const MIN_COUNT: usize = 50;
 /// Characters the model reads at once.
 const SEQ: usize = 32;
 /// Model width.
@@ -34,8 +44,8 @@ const DIM: usize = 32;
 const HEADS: usize = 4;
 /// Training windows per step.
 const BATCH: usize = 32;
-/// Training steps.
-const STEPS: usize = 1500;
+/// Epochs over the training windows.
+const EPOCHS: usize = 2;
 
 /// The language model, in the graph form.
 #[fusegraph::model(loss = SequenceCrossEntropy<VOCAB>, input = u32, graph(
@@ -56,53 +66,16 @@ struct CharLm {
     head: PerPosition<Dense<DIM, VOCAB>, SEQ>,
 }
 
-/// The id of a character.
-fn id(c: char) -> u32 {
-    match c {
-        '\n' => 0,
-        '\'' => 1,
-        'a'..='z' => 2 + (c as u32 - 'a' as u32),
-        'A'..='Z' => 28 + (c as u32 - 'A' as u32),
-        _ => 54,
-    }
-}
-
-/// The character of an id (`?` for the accented letters' shared id).
-fn char_of(id: u32) -> char {
-    match id {
-        0 => '\n',
-        1 => '\'',
-        2..=27 => char::from(b'a' + (id - 2) as u8),
-        28..=53 => char::from(b'A' + (id - 28) as u8),
-        _ => '?',
-    }
-}
-
-/// The word list shuffled with `seed`, split into training and validation text, as ids.
-fn corpus(seed: Seed) -> Result<(Vec<u32>, Vec<u32>), Box<dyn Error>> {
+/// The word list shuffled with `seed`, split into training and validation text, one word a
+/// line.
+fn corpus(seed: Seed) -> Result<(String, String), Box<dyn Error>> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/words.txt");
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let mut words: Vec<&str> = text.lines().filter(|w| !w.is_empty()).collect();
     Rng::new(seed).shuffle(&mut words);
     let cut = words.len() * 9 / 10;
-    let ids = |words: &[&str]| -> Vec<u32> {
-        words
-            .iter()
-            .flat_map(|w| w.chars().chain(['\n']))
-            .map(id)
-            .collect()
-    };
-    Ok((ids(&words[..cut]), ids(&words[cut..])))
-}
-
-/// Windows of `SEQ` ids starting at `starts`, with the next id at every position as targets.
-fn windows(text: &[u32], starts: &[usize], x: &mut Vec<u32>, y: &mut Vec<u32>) {
-    x.clear();
-    y.clear();
-    for &s in starts {
-        x.extend_from_slice(&text[s..s + SEQ]);
-        y.extend_from_slice(&text[s + 1..s + SEQ + 1]);
-    }
+    let lines = |words: &[&str]| words.iter().map(|w| format!("{w}\n")).collect::<String>();
+    Ok((lines(&words[..cut]), lines(&words[cut..])))
 }
 
 /// A bigram model with add-one smoothing: `log2 P(next | current)`.
@@ -137,25 +110,30 @@ impl Bigram {
     }
 }
 
-/// Bits per character of the model on every whole window of `text` (windows side by side).
-fn model_bits(step: &mut TrainStep<CharLm, AdamW, BATCH>, model: &CharLm, text: &[u32]) -> f64 {
-    let starts: Vec<usize> = (0..(text.len() - 1) / SEQ).map(|w| w * SEQ).collect();
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    windows(text, &starts, &mut x, &mut y);
-    let nats = step.evaluate(model, &x, &y).loss;
-    f64::from(nats) / std::f64::consts::LN_2
+/// Bits per character of the model on the windows of `data`.
+fn model_bits(
+    trainer: &mut Trainer<CharLm, AdamW, BATCH>,
+    data: &Dataset<u32, u32>,
+) -> Result<f64, Box<dyn Error>> {
+    let nats = trainer.evaluate(data)?.loss;
+    Ok(f64::from(nats) / std::f64::consts::LN_2)
 }
 
-/// `count` words sampled after a newline at temperature 0.8.
-fn sample(step: &mut TrainStep<CharLm, AdamW, BATCH>, model: &CharLm, count: usize) -> String {
+/// `count` words sampled after a newline at temperature 0.8, through `vocabulary`.
+fn sample(
+    step: &mut TrainStep<CharLm, AdamW, BATCH>,
+    model: &CharLm,
+    vocabulary: &Vocabulary,
+    count: usize,
+) -> String {
     let mut rng = Rng::new(Seed(11));
-    let mut context = vec![id('\n')];
+    let mut context = vocabulary.encode("\n");
     let mut out = String::new();
     while out.matches('\n').count() < count {
         let start = context.len().saturating_sub(SEQ);
         let mut x = context[start..].to_vec();
         let at = x.len() - 1;
-        x.resize(SEQ, 0);
+        x.resize(SEQ, Vocabulary::PAD);
         let logits = &step.predict(model, &x)[at * VOCAB..(at + 1) * VOCAB];
         let top = logits.iter().cloned().fold(f32::MIN, f32::max);
         let weights: Vec<f32> = logits.iter().map(|z| ((z - top) / 0.8).exp()).collect();
@@ -167,47 +145,64 @@ fn sample(step: &mut TrainStep<CharLm, AdamW, BATCH>, model: &CharLm, count: usi
                 r <= 0.0
             })
             .unwrap_or(VOCAB - 1) as u32;
-        out.push(char_of(next));
+        out.push_str(&vocabulary.decode(&[next]));
         context.push(next);
     }
     out
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let (train, valid) = corpus(Seed(7))?;
-    let bigram = Bigram::count(&train);
-    let mut model = CharLm::init(Seed(3));
-    let opt = AdamW::default().with_lr(3e-3).with_weight_decay(0.01);
-    let mut step = TrainStep::<CharLm, AdamW, BATCH>::new(&model, opt);
-    let mut rng = Rng::new(Seed(5));
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    let mut starts = vec![0; BATCH];
-    let mut recent = 0.0f64;
-    let started = std::time::Instant::now();
-    for t in 1..=STEPS {
-        for s in starts.iter_mut() {
-            *s = rng.below((train.len() - SEQ - 1) as u32) as usize;
-        }
-        windows(&train, &starts, &mut x, &mut y);
-        recent += f64::from(step.run(&mut model, &x, &y));
-        if t % 300 == 0 {
-            println!(
-                "step {t:>5}: training loss {:.3} bits/char ({:.1} s)",
-                recent / 300.0 / std::f64::consts::LN_2,
-                started.elapsed().as_secs_f64()
-            );
-            recent = 0.0;
-        }
+    let (train_text, valid_text) = corpus(Seed(7))?;
+    let vocabulary = Vocabulary::from_text_min_count(&train_text, MIN_COUNT);
+    if vocabulary.size() != VOCAB {
+        return Err(format!(
+            "the vocabulary has {} ids, the model {VOCAB}",
+            vocabulary.size()
+        )
+        .into());
     }
+    let (train, valid) = (
+        vocabulary.encode(&train_text),
+        vocabulary.encode(&valid_text),
+    );
+    let windows = NextTokens::new(SEQ).stride(SEQ);
+    let (train_windows, valid_windows) = (windows.dataset(&train)?, windows.dataset(&valid)?);
+    let bigram = Bigram::count(&train);
+
+    let model = CharLm::init(Seed(3));
+    let opt = AdamW::default().with_lr(3e-3).with_weight_decay(0.01);
+    let step = TrainStep::<CharLm, AdamW, BATCH>::new(&model, opt);
+    let mut trainer = Trainer::new(model, step).verbose(Verbose::Epochs);
+    let options = FitOptions::new(EPOCHS)
+        .validation_data(&valid_windows)
+        .seed(Seed(5));
+    trainer.fit(&train_windows, &options, &mut [])?;
+
+    let path = std::env::temp_dir().join("fusegraph_char_lm.safetensors");
+    let saved = vocabulary.to_metadata();
+    let (model, step) = (trainer.model(), trainer.step());
+    checkpoint::save_with(&path, model, step, &[(Vocabulary::METADATA_KEY, &saved)])?;
+    let mut loaded = CharLm::init(Seed(0));
+    let metadata = checkpoint::load_model(&path, &mut loaded)?;
+    let text = metadata
+        .get(Vocabulary::METADATA_KEY)
+        .ok_or("the checkpoint has no vocabulary")?;
+    let loaded_vocabulary = Vocabulary::from_metadata(text)?;
+    std::fs::remove_file(&path)?;
+
     let (xs, ys) = (&valid[..valid.len() - 1], &valid[1..]);
-    let (lm, base) = (model_bits(&mut step, &model, &valid), bigram.bits(xs, ys));
+    let (lm, base) = (
+        model_bits(&mut trainer, &valid_windows)?,
+        bigram.bits(xs, ys),
+    );
     println!(
         "validation: transformer {lm:.3} bits/char, bigram {base:.3} bits/char \
          ({} parameters, {} training characters)",
-        model.params().len(),
+        loaded.params().len(),
         train.len()
     );
-    println!("samples:\n{}", sample(&mut step, &model, 8));
+    let step = trainer.step_mut();
+    println!("samples:\n{}", sample(step, &loaded, &loaded_vocabulary, 8));
     if lm >= base {
         return Err(
             format!("the transformer ({lm:.3}) did not beat the bigram model ({base:.3})").into(),

@@ -9,12 +9,12 @@ use fusegraph::optim::{
 };
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
-    model, AvgPool2d, BatchNorm, CausalSelfAttention, Conv1d, Conv2d, Dataset, Dense, Dropout,
-    EarlyStopping, Embedding, FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d,
+    model, AvgPool2d, BatchNorm, BiGru, CausalSelfAttention, Conv1d, Conv2d, Dataset, Dense,
+    Dropout, EarlyStopping, Embedding, FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d,
     MeanOverTime, Metric, Model, Monitor, PerPosition, PositionalEmbedding, Relu, Same, Seed,
     Sequence, SequenceCrossEntropy, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
 };
-use fusegraph::train::{EmbeddedStep, Step};
+use fusegraph::train::{EmbeddedStep, Padded, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -188,6 +188,51 @@ pub struct WideGru {
     fc: Dense<64, 10>,
 }
 
+/// A packed bidirectional GRU's every hidden state read by a packed LSTM and a classifier.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct PackedRecurrences {
+    gru: BiGru<8, 4, 16, 2, Sequence>,
+    lstm: Lstm<8, 32, 12>,
+    fc: Dense<12, 10>,
+}
+
+/// A bidirectional GRU whose recurrence is split across the pool at a batch of 32.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct WideBiGru {
+    gru: BiGru<32, 16, 64>,
+    fc: Dense<128, 10>,
+}
+
+/// Allocations in train steps, predictions and input gradients of a recurrent model on padded
+/// batches (lengths from 1 to `M::STEPS`), after the first step.
+fn allocations_during_padded_steps<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    const B: usize,
+>(
+    mut model: M,
+) -> usize {
+    let x: Vec<f32> = (0..B * M::IN)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    let lengths: Vec<u32> = (0..B).map(|b| 1 + (b * 5 % M::STEPS) as u32).collect();
+    let mut step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
+    let padded = Padded::new(&x, &lengths);
+    step.run(&mut model, &padded, &y);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        step.run(&mut model, &padded, &y);
+        step.run(
+            &mut model,
+            &Padded::new(&x[..M::IN], &lengths[..1]),
+            &y[..1],
+        );
+        std::hint::black_box(step.input_gradient(&model, &padded));
+        std::hint::black_box(step.predict(&model, &padded));
+    }
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
 /// A frozen convolutional backbone, a normalization whose scale is frozen and a layer whose
 /// biases alone train, under a trained head.
 #[model(loss = SoftmaxCrossEntropy)]
@@ -304,6 +349,16 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         split, 0,
         "{split} allocations in parallel recurrent train steps"
+    );
+    let packed = allocations_during_padded_steps::<_, 8>(PackedRecurrences::init(Seed(7)));
+    assert_eq!(
+        packed, 0,
+        "{packed} allocations in recurrent train steps on padded batches"
+    );
+    let wide = pool.install(|| allocations_during_padded_steps::<_, 32>(WideBiGru::init(Seed(8))));
+    assert_eq!(
+        wide, 0,
+        "{wide} allocations in parallel bidirectional train steps on padded batches"
     );
 }
 

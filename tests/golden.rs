@@ -598,3 +598,76 @@ fn comparison_fails_on_a_missing_value() {
         .filter(|r| r.id != "torch.adam.plain")
         .all(|r| r.passed));
 }
+
+/// `seq2_gru_packed_last`: x [7, 3] packed on its lengths -> GRU(3 -> 5), the state after each
+/// sample's last step -> Dense(5 -> 3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct GruPackedLast {
+    gru: Gru<7, 3, 5>,
+    fc: Dense<5, 3>,
+}
+
+/// `seq2_lstm_packed_last`: x [6, 4] packed -> LSTM(4 -> 5), last state -> Dense(5 -> 2).
+#[fusegraph::model(loss = Mse)]
+pub struct LstmPackedLast {
+    lstm: Lstm<6, 4, 5>,
+    fc: Dense<5, 2>,
+}
+
+/// `seq2_gru2_packed_tagger`: x [6, 3] packed -> GRU(3 -> 4, 2 layers), every step (0 at padded
+/// ones) -> Dense(4 -> 3) at every position; padded targets ignored.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct Gru2PackedTagger {
+    gru: Gru<6, 3, 4, 2, Sequence>,
+    fc: PerPosition<Dense<4, 3>, 6>,
+}
+
+/// `seq2_bigru_last`: x [6, 3] -> bidirectional GRU(3 -> 4), both last states -> Dense(8 -> 3).
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct BiGruLast {
+    gru: BiGru<6, 3, 4>,
+    fc: Dense<8, 3>,
+}
+
+/// `seq2_bilstm2_tagger`: x [5, 3] -> bidirectional LSTM(3 -> 3, 2 layers), every step [5, 6]
+/// -> Dense(6 -> 3) at every position.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct BiLstm2Tagger {
+    lstm: BiLstm<5, 3, 3, 2, Sequence>,
+    fc: PerPosition<Dense<6, 3>, 5>,
+}
+
+/// `seq2_bilstm_packed_last`: x [7, 3] packed -> bidirectional LSTM(3 -> 4), both last states
+/// -> Dense(8 -> 3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct BiLstmPackedLast {
+    lstm: BiLstm<7, 3, 4>,
+    fc: Dense<8, 3>,
+}
+
+/// The recurrent cases of `models_torch_sequence2.json`: packed on their lengths, in both
+/// directions, or both.
+const RECURRENT_CASES: [&str; 6] = [
+    "torch.seq2_gru_packed_last.adam",
+    "torch.seq2_lstm_packed_last.sgd_momentum",
+    "torch.seq2_gru2_packed_tagger.adam",
+    "torch.seq2_bigru_last.adam",
+    "torch.seq2_bilstm2_tagger.adam",
+    "torch.seq2_bilstm_packed_last.adam_clip",
+];
+
+#[test]
+fn typed_recurrent_models_with_lengths_and_both_directions_match_bit_for_bit() {
+    let doc = reference("models_torch_sequence2.json");
+    let [gru, lstm, tagger, bigru, bilstm2, bilstm] = RECURRENT_CASES;
+    let runs = [
+        typed::<GruPackedLast, torch::Adam, 5>(&doc, gru, GruPackedLast::init(Seed(0))),
+        typed::<LstmPackedLast, torch::SgdMomentum, 4>(&doc, lstm, LstmPackedLast::init(Seed(0))),
+        typed::<Gru2PackedTagger, torch::Adam, 4>(&doc, tagger, Gru2PackedTagger::init(Seed(0))),
+        typed::<BiGruLast, torch::Adam, 4>(&doc, bigru, BiGruLast::init(Seed(0))),
+        typed::<BiLstm2Tagger, torch::Adam, 3>(&doc, bilstm2, BiLstm2Tagger::init(Seed(0))),
+        typed::<BiLstmPackedLast, torch::Adam, 5>(&doc, bilstm, BiLstmPackedLast::init(Seed(0))),
+    ];
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}

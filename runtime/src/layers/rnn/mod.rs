@@ -1,32 +1,49 @@
 //! Recurrent layers with PyTorch's semantics: [`Gru`] and [`Lstm`] (batch first, zero
-//! initial states, stacked layers, the last hidden state or every one), whose sizes are
+//! initial states, stacked layers, the last hidden state or every one), in both directions
+//! [`BiGru`] and [`BiLstm`], over sequences padded to their lengths or not, whose sizes are
 //! constants, over [`rnn_forward`] and [`rnn_backward`], which take them at run time
 //! ([`RnnDims`]).
 //!
 //! # Layout
 //!
 //! The input of a sample is `[T, inputs]` (time-major within the sample, features last), the
-//! output `[hidden]` ([`Last`]) or `[T, hidden]` ([`Sequence`]). The parameters are, per
-//! stacked layer `l` and in this order, PyTorch's `weight_ih_l{l}` `[G*H, in_l]`,
-//! `weight_hh_l{l}` `[G*H, H]`, `bias_ih_l{l}` `[G*H]` and `bias_hh_l{l}` `[G*H]`, with
-//! PyTorch's names and layouts (`in_0` the input size, `in_l = H` above; `G` = 3 gates for a
-//! GRU in row blocks `r, z, n`, 4 for an LSTM in row blocks `i, f, g, o`), so that a checkpoint
-//! loads into `nn.GRU` / `nn.LSTM` with `batch_first=True`.
+//! output `[D*H]` ([`Last`]) or `[T, D*H]` ([`Sequence`]), `D` = 2 directions when
+//! bidirectional (forward features first), else 1. The parameters are, per stacked layer `l`
+//! and in this order, PyTorch's `weight_ih_l{l}` `[G*H, in_l]`, `weight_hh_l{l}` `[G*H, H]`,
+//! `bias_ih_l{l}` `[G*H]` and `bias_hh_l{l}` `[G*H]`, then for a bidirectional layer the
+//! reverse direction's four, suffixed `_reverse`, with PyTorch's names and layouts (`in_0` the
+//! input size, `in_l = D*H` above; `G` = 3 gates for a GRU in row blocks `r, z, n`, 4 for an
+//! LSTM in row blocks `i, f, g, o`), so that a checkpoint loads into `nn.GRU` / `nn.LSTM` with
+//! `batch_first=True` (and `bidirectional=True`).
+//!
+//! # Lengths
+//!
+//! With [`Ctx::lengths`] (right padding: sample `b`'s steps from its length on are padding),
+//! every sample runs as PyTorch's `pack_padded_sequence` runs it: each layer reads the valid
+//! steps only (the forward direction from step 0, the reverse one from the sample's last
+//! valid step down to 0, each from zero states), a padded step never touches a state, the
+//! output sequence is exactly 0 at padded steps (`pad_packed_sequence`), [`Last`] is each
+//! direction's state after the sample's own last step, the layer above reads the layer
+//! below's outputs at the valid steps, and the input gradient at padded steps is exactly 0.
+//! The products still run over every row (a padded row's result is not used, its gate
+//! gradients are 0); the cells of padded steps are skipped. Without lengths
+//! ([`Lengths::FULL`]) every step is real and the computation is the one without lengths.
 //!
 //! # How it computes
 //!
-//! Layer after layer: the input projections of every time step are one GEMM over `batch * T`
-//! rows, `X·W_ihᵀ + b_ih`, written where the step's gates are saved; then per step one product
-//! of `batch` rows, `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass
-//! per sample, on the lanes [`lane::dispatch`](crate::lane::dispatch) picks, for the gates and
-//! the new state. Backward runs through time from
-//! the last step, one product of `batch` rows per step for the gradient reaching the previous
-//! hidden state; then `dW_ih`, `dW_hh` and the input gradient are one GEMM each over
-//! `batch * T` rows, the bias gradients column sums in order. `W_hh` is packed once per call
-//! ([`pack_b`]) for the products of every step; and since samples do not depend on each other,
-//! a large enough batch goes through time in runs of samples, one per thread of the pool.
-//! Nothing is allocated: forward
-//! saves the gate activations, the cell states and the hidden states of every step and layer
+//! Layer after layer and direction after direction: the input projections of every time step
+//! are one GEMM over `batch * T` rows, `X·W_ihᵀ + b_ih`, written where the step's gates are
+//! saved; then per step (in the direction's order) one product of `batch` rows,
+//! `h·W_hhᵀ + b_hh` (just `b_hh` at the first step, where `h = 0`), and one pass per sample,
+//! on the lanes [`lane::dispatch`](crate::lane::dispatch) picks, for the gates and the new
+//! state. Backward runs through time from the direction's last step, one product of `batch`
+//! rows per step for the gradient reaching the previous hidden state; then `dW_ih`, `dW_hh`
+//! and the input gradient are one GEMM each over `batch * T` rows, the bias gradients column
+//! sums in order. `W_hh` is packed once per call ([`pack_b`]) for the products of every step;
+//! and since samples do not depend on each other, a large enough batch goes through time in
+//! runs of samples, one per thread of the pool (each run sees its own samples' lengths, so
+//! the result does not depend on the threads). Nothing is allocated: forward saves the gate
+//! activations, the cell states and the hidden states of every step, direction and layer
 //! ([`RnnDims::saved`]), and backward's buffers are [`Ctx::scratch`] ([`rnn_scratch_len`]).
 
 mod cell;

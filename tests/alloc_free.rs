@@ -14,7 +14,7 @@ use fusegraph::prelude::{
     MeanOverTime, Metric, Model, Monitor, PerPosition, PositionalEmbedding, Relu, Same, Seed,
     Sequence, SequenceCrossEntropy, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
 };
-use fusegraph::train::{EmbeddedStep, Padded, Step};
+use fusegraph::train::{EmbeddedStep, Inputs, Padded, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -211,26 +211,14 @@ fn allocations_during_padded_steps<
 >(
     mut model: M,
 ) -> usize {
-    let x: Vec<f32> = (0..B * M::IN)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect();
-    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    let (x, y) = batch::<M, B>();
     let lengths: Vec<u32> = (0..B).map(|b| 1 + (b * 5 % M::STEPS) as u32).collect();
     let mut step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
-    let padded = Padded::new(&x, &lengths);
-    step.run(&mut model, &padded, &y);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    for _ in 0..3 {
-        step.run(&mut model, &padded, &y);
-        step.run(
-            &mut model,
-            &Padded::new(&x[..M::IN], &lengths[..1]),
-            &y[..1],
-        );
-        std::hint::black_box(step.input_gradient(&model, &padded));
-        std::hint::black_box(step.predict(&model, &padded));
-    }
-    ALLOCATIONS.load(Ordering::SeqCst) - before
+    let padded = (
+        &Padded::new(&x, &lengths),
+        &Padded::new(&x[..M::IN], &lengths[..1]),
+    );
+    allocations_in_rounds(&mut step, &mut model, padded, &y)
 }
 
 /// A frozen convolutional backbone, a normalization whose scale is frozen and a layer whose
@@ -261,22 +249,43 @@ fn allocations_during_train_steps<
 >(
     mut model: M,
 ) -> usize {
-    let x: Vec<f32> = (0..B * M::IN)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect();
-    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    let (x, y) = batch::<M, B>();
     let mut step = TrainStep::<M, keras::Adam, B>::with_config(
         &model,
         keras::Adam::default(),
         Config::default().clip_norm(NormClip::Global(1.0)),
     );
-    step.run(&mut model, &x, &y);
+    allocations_in_rounds(&mut step, &mut model, (x.as_slice(), &x[..M::IN]), &y)
+}
+
+/// A batch of `B` samples of `M` and their labels.
+fn batch<M: fusegraph::Model, const B: usize>() -> (Vec<f32>, Vec<u32>) {
+    let x: Vec<f32> = (0..B * M::IN)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    (x, (0..B as u32).map(|i| i % 10).collect())
+}
+
+/// Allocations in three rounds of train steps on the batch `x` and on the one sample `one`,
+/// input gradients and predictions, after a first step.
+fn allocations_in_rounds<M, const B: usize, X, One>(
+    step: &mut TrainStep<M, keras::Adam, B>,
+    model: &mut M,
+    (x, one): (&X, &One),
+    y: &[u32],
+) -> usize
+where
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    X: ?Sized + Inputs<f32>,
+    One: ?Sized + Inputs<f32>,
+{
+    step.run(model, x, y);
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     for _ in 0..3 {
-        step.run(&mut model, &x, &y);
-        step.run(&mut model, &x[..M::IN], &y[..1]);
-        std::hint::black_box(step.input_gradient(&model, &x));
-        std::hint::black_box(step.predict(&model, &x));
+        step.run(model, x, y);
+        step.run(model, one, &y[..1]);
+        std::hint::black_box(step.input_gradient(model, x));
+        std::hint::black_box(step.predict(model, x));
     }
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }

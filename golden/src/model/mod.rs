@@ -56,7 +56,7 @@ impl Targets {
 
     /// Whether `L` is this loss, for a model of `outputs` values per sample. A sequence loss
     /// is recognized by what it reads (its number of classes is a type parameter): one class
-    /// index per position, scored per position, as `SequenceCrossEntropy` does.
+    /// index per position of `classes` classes, as `SequenceCrossEntropy` reads them.
     fn is<L: Loss + 'static>(&self, outputs: usize) -> bool {
         match self {
             Targets::SoftmaxCrossEntropy(_) => {
@@ -67,7 +67,7 @@ impl Targets {
                 let positions = outputs / classes;
                 TypeId::of::<L::Target>() == TypeId::of::<u32>()
                     && L::targets_per_sample(outputs) == positions
-                    && L::scored_per_sample(outputs) == positions
+                    && L::classes(outputs) == Some(*classes)
             }
         }
     }

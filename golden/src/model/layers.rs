@@ -210,7 +210,9 @@ impl Node {
     pub fn forward(&self, ctx: &mut Ctx<'_>, io: Forward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_forward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.y.copy_from_slice(io.x),
             Op::Dense(dims, act, positions) => {
                 let io = Forward {
@@ -249,7 +251,9 @@ impl Node {
     pub fn backward(&self, ctx: &mut Ctx<'_>, io: Backward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_backward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.dx.give(io.dy),
             Op::Dense(dims, act, positions) => {
                 let io = Backward {

@@ -456,13 +456,17 @@ impl Net {
             }
             "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
             "Embedding" => self.embedding(&layer, &name, &shape)?,
+            "EmbeddingBag" => self.embedding_bag(&layer, &name, &shape)?,
             "PositionalEmbedding" => self.positional(&layer, &name, &shape)?,
             "LayerNorm" => self.layer_norm(&layer, &name, &shape)?,
             "CausalSelfAttention" => self.attention(&layer, &name, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
+        let name_of_bag = name.clone();
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
-            layer.expect_shape(v, &out_shape, "output_shape")?;
+            if kind != "EmbeddingBag" {
+                layer.expect_shape(v, &out_shape, "output_shape")?;
+            }
         }
         if self.tokens && self.nodes.is_empty() && !matches!(op, Op::Embedding(_)) {
             return Err(format!(
@@ -476,6 +480,9 @@ impl Net {
         self.names.push(name);
         self.shapes.push(out_shape.clone());
         self.output_shape = out_shape;
+        if kind == "EmbeddingBag" {
+            self.push_bag_mean(&layer, &name_of_bag)?;
+        }
         Ok(())
     }
 

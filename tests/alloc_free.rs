@@ -4,6 +4,7 @@
 //! after its first epoch.
 
 use fusegraph::fit::{Control, EpochLog, FitState, Hook, TerminateOnNan};
+use fusegraph::loss::IGNORE;
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
@@ -326,9 +327,41 @@ fn allocations_during_token_steps() -> usize {
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
+/// Allocations in train steps, predictions and output gradients of a token model on padded
+/// batches (lengths from 1 to 6, the padded targets ignored), after the first step, on the
+/// threads of `pool`.
+fn allocations_during_padded_token_steps(pool: &rayon::ThreadPool) -> usize {
+    let mut model = TokenBlock::init(Seed(6));
+    let lengths: Vec<u32> = (0..8).map(|b| 1 + (b * 5 % 6) as u32).collect();
+    let real = |i: usize| i % 6 < lengths[i / 6] as usize;
+    let x: Vec<u32> = (0..8 * 6)
+        .map(|i| if real(i) { (i * 5 % 15 + 1) as u32 } else { 0 })
+        .collect();
+    let y: Vec<u32> = (0..8 * 6)
+        .map(|i| if real(i) { (i * 3 % 16) as u32 } else { IGNORE })
+        .collect();
+    let padded = fusegraph::train::Padded::new(&x, &lengths);
+    let mut step = TrainStep::<TokenBlock, keras::Adam, 8>::new(&model, keras::Adam::default());
+    pool.install(|| {
+        step.run(&mut model, &padded, &y);
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        for _ in 0..3 {
+            step.run(&mut model, &padded, &y);
+            std::hint::black_box(step.evaluate(&model, &padded, &y));
+            std::hint::black_box(step.output_gradients(&model, &padded));
+        }
+        ALLOCATIONS.load(Ordering::SeqCst) - before
+    })
+}
+
 fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     let tokens = allocations_during_token_steps();
     assert_eq!(tokens, 0, "{tokens} allocations in steps of a token model");
+    let padded = allocations_during_padded_token_steps(pool);
+    assert_eq!(
+        padded, 0,
+        "{padded} allocations in steps of a token model on padded batches"
+    );
     let serial = allocations_during_train_steps::<_, 8>(Everything::init(Seed(1)));
     assert_eq!(
         serial, 0,

@@ -4,9 +4,10 @@
 //! 2.21.0 / Keras 3.15.1, PyTorch 2.15.0, float32 on CPU; schema and generation in its
 //! README.md). Tolerance: the reference's default, `|got - ref| <= 1e-6 + 1e-5 * |ref|` on
 //! every value (numpy.isclose, as `check.py` does), for every case, with no case skipped but
-//! the sequence cases of `models_torch_sequence2.json` (variable lengths, bidirectional
-//! recurrent layers), which the harness does not support: of that file, the cases with frozen
-//! tensors run.
+//! the recurrent cases of `models_torch_sequence2.json` (packed and bidirectional GRU and
+//! LSTM), which the harness does not support yet: of that file, the causal LM with a key
+//! padding mask, the bag of embeddings over the valid tokens and the cases with frozen tensors
+//! run.
 //!
 //! Model cases run twice: on the model the harness builds from the case's layers at run time,
 //! and on a `#[fusegraph::model]` type with the case's shapes trained by `TrainStep`; the two
@@ -404,16 +405,20 @@ fn typed_sequence_models_match_the_reference_and_the_dynamic_models_bit_for_bit(
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// The cases of `models_torch_sequence2.json` the harness runs: those with frozen tensors
-/// (PyTorch's `requires_grad=False`). Its sequence cases (variable lengths, bidirectional
-/// recurrent layers) are skipped, each with its reason.
-const FROZEN_CASES: [&str; 2] = [
+/// The cases of `models_torch_sequence2.json` the harness runs, in the file's order: the
+/// variable-length ones without a recurrent layer (a causal LM with a key padding mask and
+/// ignored targets, a bag of embeddings over the valid tokens) and those with frozen tensors
+/// (PyTorch's `requires_grad=False`). Its recurrent cases (packed, bidirectional) are
+/// skipped, each with its reason.
+const SEQUENCE2_CASES: [&str; 4] = [
+    "torch.seq2_lm_padmask.adamw",
+    "torch.seq2_embed_bag_len.adam",
     "torch.frozen_mlp_backbone.sgd_momentum_wd_clip",
     "torch.frozen_cnn_bitfit.adam",
 ];
 
 #[test]
-fn torch_frozen_models_match() {
+fn torch_sequence2_models_match() {
     let file = "models_torch_sequence2.json";
     let doc = reference(file);
     let Report { got, skipped } = run_file(&doc);
@@ -423,7 +428,7 @@ fn torch_frozen_models_match() {
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ran, FROZEN_CASES, "skipped: {skipped:#?}");
+    assert_eq!(ran, SEQUENCE2_CASES, "skipped: {skipped:#?}");
     assert_eq!(
         ran.len() + skipped.len(),
         doc["cases"].as_array().unwrap().len()
@@ -433,9 +438,9 @@ fn torch_frozen_models_match() {
         .all(|s| !s.reason.is_empty() && !s.reason.contains('\n')));
     let results: Vec<CaseResult> = compare(&doc, &got, RTOL, ATOL)
         .into_iter()
-        .filter(|r| FROZEN_CASES.contains(&r.id.as_str()))
+        .filter(|r| SEQUENCE2_CASES.contains(&r.id.as_str()))
         .collect();
-    assert_eq!(results.len(), FROZEN_CASES.len());
+    assert_eq!(results.len(), SEQUENCE2_CASES.len());
     check_results(file, &results);
 }
 
@@ -466,7 +471,7 @@ pub struct FrozenCnnBitfit {
 #[test]
 fn typed_frozen_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     let doc = reference("models_torch_sequence2.json");
-    let [mlp, cnn] = FROZEN_CASES;
+    let [_, _, mlp, cnn] = SEQUENCE2_CASES;
     let runs = [
         typed::<FrozenMlpBackbone, torch::SgdMomentum, 6>(
             &doc,
@@ -479,10 +484,52 @@ fn typed_frozen_models_match_the_reference_and_the_dynamic_models_bit_for_bit() 
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// `torch.seq2_lm_padmask.adamw`: the block of `TransformerLm` over tokens [7] of a vocabulary
+/// of 14, the attention masking each sample's padded keys (its lengths).
+#[fusegraph::model(loss = SequenceCrossEntropy<14>, input = u32, graph(
+    e = pos(tok(x)),
+    a = attn(ln1(e)) + e,
+    m = fc2(fc1(ln2(a))) + a,
+    logits = head(ln_f(m))
+))]
+pub struct PaddedLm {
+    tok: Embedding<14, 8, 7>,
+    pos: PositionalEmbedding<7, 8, 7>,
+    ln1: PerPosition<LayerNorm<8>, 7>,
+    attn: CausalSelfAttention<7, 8, 2, true, false, true, true>,
+    ln2: PerPosition<LayerNorm<8>, 7>,
+    fc1: PerPosition<Dense<8, 32, Gelu>, 7>,
+    fc2: PerPosition<Dense<32, 8>, 7>,
+    ln_f: PerPosition<LayerNorm<8>, 7>,
+    head: PerPosition<Dense<8, 14>, 7>,
+}
+
+/// `torch.seq2_embed_bag_len.adam`: tokens [7] -> Embedding(12, 6) -> the mean over each
+/// sample's valid tokens (EmbeddingBag(mode='mean')) -> Dense(6 -> 3).
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+pub struct EmbedBagOfLengths {
+    embed: Embedding<12, 6, 7>,
+    pool: MeanOverTime<7, 6>,
+    fc: Dense<6, 3>,
+}
+
+#[test]
+fn typed_padded_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
+    let doc = reference("models_torch_sequence2.json");
+    let [lm, bag, ..] = SEQUENCE2_CASES;
+    assert_eq!((PaddedLm::STEPS, EmbedBagOfLengths::STEPS), (7, 7));
+    let runs = [
+        typed::<PaddedLm, torch::AdamW, 3>(&doc, lm, PaddedLm::init(Seed(0))),
+        typed::<EmbedBagOfLengths, torch::Adam, 4>(&doc, bag, EmbedBagOfLengths::init(Seed(0))),
+    ];
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 #[test]
 fn a_typed_model_that_freezes_other_tensors_is_refused() {
     let doc = reference("models_torch_sequence2.json");
-    let mut case = case(&doc, FROZEN_CASES[1]).unwrap().clone();
+    let mut case = case(&doc, SEQUENCE2_CASES[3]).unwrap().clone();
     // The case trains the last kernel, which the model freezes.
     case["model"]["frozen_weights"] = json!(["conv_0.kernel", "conv_1.kernel"]);
     case["model"]["trainable_weights"] = json!([

@@ -211,7 +211,9 @@ impl Node {
     pub fn forward(&self, ctx: &mut Ctx<'_>, io: Forward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_forward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.y.copy_from_slice(io.x),
             Op::Dense(dims, act, positions) => {
                 let io = Forward {
@@ -250,7 +252,9 @@ impl Node {
     pub fn backward(&self, ctx: &mut Ctx<'_>, io: Backward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_backward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.dx.give(io.dy),
             Op::Dense(dims, act, positions) => {
                 let io = Backward {
@@ -453,13 +457,17 @@ impl Net {
             }
             "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
             "Embedding" => self.embedding(&layer, &name, &shape)?,
+            "EmbeddingBag" => self.embedding_bag(&layer, &name, &shape)?,
             "PositionalEmbedding" => self.positional(&layer, &name, &shape)?,
             "LayerNorm" => self.layer_norm(&layer, &name, &shape)?,
             "CausalSelfAttention" => self.attention(&layer, &name, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
+        let name_of_bag = name.clone();
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
-            layer.expect_shape(v, &out_shape, "output_shape")?;
+            if kind != "EmbeddingBag" {
+                layer.expect_shape(v, &out_shape, "output_shape")?;
+            }
         }
         if self.tokens && self.nodes.is_empty() && !matches!(op, Op::Embedding(_)) {
             return Err(format!(
@@ -473,6 +481,9 @@ impl Net {
         self.names.push(name);
         self.shapes.push(out_shape.clone());
         self.output_shape = out_shape;
+        if kind == "EmbeddingBag" {
+            self.push_bag_mean(&layer, &name_of_bag)?;
+        }
         Ok(())
     }
 

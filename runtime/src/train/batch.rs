@@ -7,7 +7,7 @@ use super::model::Model;
 use super::step::Target;
 use crate::layers::token::OutsideVocabulary;
 use crate::layers::Lengths;
-use crate::loss::{Loss, TargetValue};
+use crate::loss::{Loss, TargetValue, IGNORE};
 use core::fmt;
 
 /// A batch that does not fit a model and its train step. A checked method that returns it
@@ -38,7 +38,8 @@ pub enum BatchError {
         /// The targets given.
         given: usize,
     },
-    /// A class label the loss has no class for ([`Loss::classes`]).
+    /// A class label the loss has no class for ([`Loss::classes`]) and that is not
+    /// [`IGNORE`](crate::loss::IGNORE).
     Label {
         /// The sample, counting from 0.
         sample: usize,
@@ -202,12 +203,14 @@ fn first_at_or_past<T: Copy>(
         .find_map(|(i, &v)| Some((i, past(v)?)))
 }
 
-/// Checks that every class label in `y` names one of the classes of model `M`'s loss.
+/// Checks that every class label in `y` names one of the classes of model `M`'s loss or is
+/// [`IGNORE`], which the losses of class labels leave out.
 pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
     let Some(classes) = <M::Loss as Loss>::classes(M::OUT) else {
         return Ok(());
     };
-    match first_at_or_past(y, TargetValue::class, classes) {
+    let counted = |label: Target<M>| label.class().filter(|&class| class != IGNORE);
+    match first_at_or_past(y, counted, classes) {
         None => Ok(()),
         Some((i, label)) => {
             let per_sample = <M::Loss as Loss>::targets_per_sample(M::OUT).max(1);

@@ -287,10 +287,7 @@ impl<'n> Machine<'n> {
         x: &ModelInput,
         lengths: Lengths<'_>,
     ) -> &[f32] {
-        let batch = self.forward(params, x, lengths, Mode::Eval);
-        let (_, grad) = self.output_ranges(batch);
-        self.node_grads[grad].fill(1.0);
-        self.backward(params, (x, lengths), batch, false, Mode::Eval);
+        self.backward_from_sum(params, (x, lengths), false);
         &self.grads
     }
 
@@ -302,12 +299,25 @@ impl<'n> Machine<'n> {
         x: &ModelInput,
         lengths: Lengths<'_>,
     ) -> &[f32] {
+        self.dx.fill(0.0);
+        let batch = self.backward_from_sum(params, (x, lengths), true);
+        &self.dx[..self.net.inputs() * batch]
+    }
+
+    /// Forward (inference mode) over the samples of `x` of `lengths` and backward from the
+    /// gradient of the sum of the outputs (and, if `with_dx`, into d / d x); returns the
+    /// samples.
+    fn backward_from_sum(
+        &mut self,
+        params: &[f32],
+        (x, lengths): (&ModelInput, Lengths<'_>),
+        with_dx: bool,
+    ) -> usize {
         let batch = self.forward(params, x, lengths, Mode::Eval);
         let (_, grad) = self.output_ranges(batch);
         self.node_grads[grad].fill(1.0);
-        self.dx.fill(0.0);
-        self.backward(params, (x, lengths), batch, true, Mode::Eval);
-        &self.dx[..self.net.inputs() * batch]
+        self.backward(params, (x, lengths), batch, with_dx, Mode::Eval);
+        batch
     }
 }
 

@@ -837,7 +837,9 @@ impl<
 mod tests {
     extern crate std;
     use super::*;
-    use crate::layers::gradcheck::{assert_same_bits, bits, Check, Passes};
+    use crate::layers::gradcheck::{
+        assert_same_bits, bits, forward_backward_padded, Check, Passes,
+    };
     use crate::layers::{Lengths, Mode};
     use crate::rng::{Rng, Seed};
     use std::vec;
@@ -923,90 +925,26 @@ mod tests {
     #[test]
     fn padded_attention_matches_finite_differences() {
         fn padded<const S: usize>(lengths: &[u32]) {
-            type A<const S: usize> = CausalSelfAttention<S, 4, 2, true, false>;
-            let reference = padded_reference(A::<S>::DIMS, lengths.to_vec());
+            let reference = padded_reference(Heads2::<S>::DIMS, lengths.to_vec());
             let check = Check {
                 lengths: Some(lengths.to_vec()),
                 ..Check::new(lengths.len())
             };
-            check.run::<A<S>>(&reference);
+            check.run::<Heads2<S>>(&reference);
         }
         padded::<5>(&[5, 2, 1]);
         padded::<1>(&[1, 1]);
         padded::<37>(&[37, 33, 5, 1]);
     }
 
-    /// Forward and backward of the attention `d` over `x` with `lengths`, from `params` and
-    /// the output gradient `dy`.
-    fn passes(
-        d: AttentionDims,
-        x: &[f32],
-        lengths: Lengths<'_>,
-        params: &[f32],
-        dy: &[f32],
-    ) -> Passes {
-        let batch = x.len() / (d.seq * d.dim);
-        let threads = crate::kernels::parallel::pool_threads();
-        let products = attention_products(d);
-        let mut gemm =
-            vec![0.0; crate::kernels::gemm::products_workspace_len(&products, batch, threads)];
-        let mut scratch = vec![0.0; batch * d.scratch()];
-        let mut rng = Rng::new(Seed(1));
-        let mut ctx = Ctx {
-            gemm: &mut gemm,
-            scratch: &mut scratch,
-            rng: &mut rng,
-            first_sample: 0,
-            mode: Mode::Train,
-            lengths,
-        };
-        let (mut y, mut saved) = (vec![0.0; x.len()], vec![0.0; batch * d.saved()]);
-        let io = Forward {
-            params,
-            state: &mut [],
-            x,
-            y: &mut y,
-            saved: &mut saved,
-            batch,
-        };
-        attention_forward(&mut ctx, d, io);
-        let (mut dy, mut dx, mut dparams) =
-            (dy.to_vec(), vec![0.0; x.len()], vec![0.0; d.params()]);
-        let io = Backward {
-            params,
-            x,
-            y: &y,
-            saved: &saved,
-            dy: &mut dy,
-            dx: Grad::Set(&mut dx),
-            frozen: Frozen::NONE,
-            dparams: &mut dparams,
-            batch,
-        };
-        attention_backward(&mut ctx, d, io);
-        Passes {
-            y,
-            state: vec![],
-            dx,
-            dparams,
-        }
-    }
+    /// Two heads over 4 features, no key bias, over `S` positions.
+    type Heads2<const S: usize> = CausalSelfAttention<S, 4, 2, true, false>;
 
-    /// Two heads over 4 features, no key bias, over `seq` positions.
-    fn dims(seq: usize) -> AttentionDims {
-        AttentionDims {
-            seq,
-            dim: 4,
-            heads: 2,
-            bias: [true, false, true, true],
-        }
-    }
-
-    /// Parameters of [`dims`], and an output gradient over `x` (samples of `seq` steps) that
-    /// is 0 at the padded steps, as a loss that ignores them gives it.
+    /// Parameters of [`Heads2`], and an output gradient over `x` (samples of `seq` steps)
+    /// that is 0 at the padded steps, as a loss that ignores them gives it.
     fn params_and_real_gradient(seq: usize, x: &[f32], lengths: &[u32]) -> (Vec<f32>, Vec<f32>) {
         let mut rng = Rng::new(Seed(3));
-        let params = (0..dims(seq).params())
+        let params = (0..Heads2::<1>::PARAMS)
             .map(|_| rng.uniform(-1.0, 1.0))
             .collect();
         let dy = (0..x.len())
@@ -1021,6 +959,18 @@ mod tests {
             })
             .collect();
         (params, dy)
+    }
+
+    /// Forward and backward of [`Heads2`] over `x` with `lengths`, from `params` and the
+    /// output gradient `dy`.
+    fn passes<const S: usize>(
+        x: &[f32],
+        lengths: Lengths<'_>,
+        params: &[f32],
+        dy: &[f32],
+    ) -> Passes {
+        let batch = x.len() / (S * 4);
+        forward_backward_padded::<Heads2<S>>(Mode::Train, 0, params, &[], (x, lengths), dy, batch)
     }
 
     /// What a padded step holds changes no bit of a real position's output, no value of the
@@ -1040,7 +990,7 @@ mod tests {
             }
         }
         let (params, dy) = params_and_real_gradient(S, &x, &lengths);
-        let run = |x: &[f32]| passes(dims(S), x, Lengths::new(&lengths), &params, &dy);
+        let run = |x: &[f32]| passes::<S>(x, Lengths::new(&lengths), &params, &dy);
         let (a, b) = (run(&x), run(&other));
         for i in 0..x.len() {
             if is_real(i) {
@@ -1068,27 +1018,33 @@ mod tests {
         assert_same_bits(&one, &a);
     }
 
-    /// A sample of `len` steps padded to 37 gives, at its real steps, the values of the same
-    /// steps run as a sequence of `len` (the padded keys physically removed).
-    #[test]
-    fn masked_keys_are_keys_removed() {
+    /// A sample of `L` steps padded to 37 gives, at its real steps, the values of the same
+    /// steps run as a sequence of `L` (the padded keys physically removed).
+    fn masked_keys_are_keys_removed<const L: usize>() {
         const S: usize = 37;
         let mut rng = Rng::new(Seed(12));
-        for len in [1usize, 6, 32, 33, 36] {
-            let x: Vec<f32> = (0..S * 4).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            let (params, dy) = params_and_real_gradient(S, &x, &[len as u32]);
-            let padded = passes(dims(S), &x, Lengths::new(&[len as u32]), &params, &dy);
-            let real = ..len * 4;
-            let short = passes(dims(len), &x[real], Lengths::FULL, &params, &dy[real]);
-            assert_eq!(bits(&short.y), bits(&padded.y[real]), "y, length {len}");
-            assert_eq!(bits(&short.dx), bits(&padded.dx[real]), "dx, length {len}");
-            for (g, w) in short.dparams.iter().zip(&padded.dparams) {
-                assert!(
-                    (g - w).abs() <= 1e-5 * w.abs().max(1.0),
-                    "{g} vs {w}, length {len}"
-                );
-            }
+        let x: Vec<f32> = (0..S * 4).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let (params, dy) = params_and_real_gradient(S, &x, &[L as u32]);
+        let padded = passes::<S>(&x, Lengths::new(&[L as u32]), &params, &dy);
+        let real = ..L * 4;
+        let short = passes::<L>(&x[real], Lengths::FULL, &params, &dy[real]);
+        assert_eq!(bits(&short.y), bits(&padded.y[real]), "y, length {L}");
+        assert_eq!(bits(&short.dx), bits(&padded.dx[real]), "dx, length {L}");
+        for (g, w) in short.dparams.iter().zip(&padded.dparams) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{g} vs {w}, length {L}"
+            );
         }
+    }
+
+    #[test]
+    fn masked_keys_are_keys_removed_in_either_block() {
+        masked_keys_are_keys_removed::<1>();
+        masked_keys_are_keys_removed::<6>();
+        masked_keys_are_keys_removed::<32>();
+        masked_keys_are_keys_removed::<33>();
+        masked_keys_are_keys_removed::<36>();
     }
 
     #[test]

@@ -8,15 +8,9 @@
 //! ```
 //!
 //! Several files may be given; their cases go into one output. Skipped cases (unsupported
-//! arguments, layers, activations or losses, variable-length sequences) are named on stderr,
-//! one line each with the reason, and left out of the output, where `check.py` reports them
-//! missing: check the cases that run with its `--case` option, as CI does for the frozen
-//! cases of `models_torch_sequence2.json`:
-//!
-//! ```text
-//! python3 tests/data/reference/check.py tests/data/reference/models_torch_sequence2.json \
-//!     got.json --case torch.frozen_
-//! ```
+//! arguments, layers, activations or losses) are named on stderr, one line each with the
+//! reason, and left out of the output, where `check.py` reports them missing (its `--case`
+//! option checks some cases alone).
 
 use serde_json::{json, Value};
 use std::process::ExitCode;

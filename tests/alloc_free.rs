@@ -4,17 +4,18 @@
 //! after its first epoch, padded token sequences included.
 
 use fusegraph::fit::{Control, DatasetOf, EpochLog, FitState, Hook, TerminateOnNan};
+use fusegraph::loss::IGNORE;
 use fusegraph::optim::{
     keras, torch, Config, Ema, NormClip, Optimizer, Rule, Schedule, WeightDecay,
 };
 use fusegraph::optim::{Full, Fused, Storage, UpdateMode};
 use fusegraph::prelude::{
-    model, AvgPool2d, BatchNorm, CausalSelfAttention, Conv1d, Conv2d, Dataset, Dense, Dropout,
-    EarlyStopping, Embedding, FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d,
+    model, AvgPool2d, BatchNorm, BiGru, CausalSelfAttention, Conv1d, Conv2d, Dataset, Dense,
+    Dropout, EarlyStopping, Embedding, FitOptions, Flatten, Gelu, Gru, LayerNorm, Lstm, MaxPool2d,
     MeanOverTime, Metric, Model, Monitor, PerPosition, PositionalEmbedding, Relu, Same, Seed,
     Sequence, SequenceCrossEntropy, SoftmaxCrossEntropy, TrainStep, Trainer, Valid, Verbose,
 };
-use fusegraph::train::{EmbeddedStep, Step};
+use fusegraph::train::{EmbeddedStep, Inputs, Padded, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -190,6 +191,39 @@ pub struct WideGru {
     fc: Dense<64, 10>,
 }
 
+/// A packed bidirectional GRU's every hidden state read by a packed LSTM and a classifier.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct PackedRecurrences {
+    gru: BiGru<8, 4, 16, 2, Sequence>,
+    lstm: Lstm<8, 32, 12>,
+    fc: Dense<12, 10>,
+}
+
+/// A bidirectional GRU whose recurrence is split across the pool at a batch of 32.
+#[model(loss = SoftmaxCrossEntropy)]
+pub struct WideBiGru {
+    gru: BiGru<32, 16, 64>,
+    fc: Dense<128, 10>,
+}
+
+/// Allocations in train steps, predictions and input gradients of a recurrent model on padded
+/// batches (lengths from 1 to `M::STEPS`), after the first step.
+fn allocations_during_padded_steps<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    const B: usize,
+>(
+    mut model: M,
+) -> usize {
+    let (x, y) = batch::<M, B>();
+    let lengths: Vec<u32> = (0..B).map(|b| 1 + (b * 5 % M::STEPS) as u32).collect();
+    let mut step = TrainStep::<M, keras::Adam, B>::new(&model, keras::Adam::default());
+    let padded = (
+        &Padded::new(&x, &lengths),
+        &Padded::new(&x[..M::IN], &lengths[..1]),
+    );
+    allocations_in_rounds(&mut step, &mut model, padded, &y)
+}
+
 /// A frozen convolutional backbone, a normalization whose scale is frozen and a layer whose
 /// biases alone train, under a trained head.
 #[model(loss = SoftmaxCrossEntropy)]
@@ -218,22 +252,43 @@ fn allocations_during_train_steps<
 >(
     mut model: M,
 ) -> usize {
-    let x: Vec<f32> = (0..B * M::IN)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect();
-    let y: Vec<u32> = (0..B as u32).map(|i| i % 10).collect();
+    let (x, y) = batch::<M, B>();
     let mut step = TrainStep::<M, keras::Adam, B>::with_config(
         &model,
         keras::Adam::default(),
         Config::default().clip_norm(NormClip::Global(1.0)),
     );
-    step.run(&mut model, &x, &y);
+    allocations_in_rounds(&mut step, &mut model, (x.as_slice(), &x[..M::IN]), &y)
+}
+
+/// A batch of `B` samples of `M` and their labels.
+fn batch<M: fusegraph::Model, const B: usize>() -> (Vec<f32>, Vec<u32>) {
+    let x: Vec<f32> = (0..B * M::IN)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    (x, (0..B as u32).map(|i| i % 10).collect())
+}
+
+/// Allocations in three rounds of train steps on the batch `x` and on the one sample `one`,
+/// input gradients and predictions, after a first step.
+fn allocations_in_rounds<M, const B: usize, X, One>(
+    step: &mut TrainStep<M, keras::Adam, B>,
+    model: &mut M,
+    (x, one): (&X, &One),
+    y: &[u32],
+) -> usize
+where
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    X: ?Sized + Inputs<f32>,
+    One: ?Sized + Inputs<f32>,
+{
+    step.run(model, x, y);
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     for _ in 0..3 {
-        step.run(&mut model, &x, &y);
-        step.run(&mut model, &x[..M::IN], &y[..1]);
-        std::hint::black_box(step.input_gradient(&model, &x));
-        std::hint::black_box(step.predict(&model, &x));
+        step.run(model, x, y);
+        step.run(model, one, &y[..1]);
+        std::hint::black_box(step.input_gradient(model, x));
+        std::hint::black_box(step.predict(model, x));
     }
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
@@ -274,9 +329,41 @@ fn allocations_during_token_steps() -> usize {
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
+/// Allocations in train steps, predictions and output gradients of a token model on padded
+/// batches (lengths from 1 to 6, the padded targets ignored), after the first step, on the
+/// threads of `pool`.
+fn allocations_during_padded_token_steps(pool: &rayon::ThreadPool) -> usize {
+    let mut model = TokenBlock::init(Seed(6));
+    let lengths: Vec<u32> = (0..8).map(|b| 1 + (b * 5 % 6) as u32).collect();
+    let real = |i: usize| i % 6 < lengths[i / 6] as usize;
+    let x: Vec<u32> = (0..8 * 6)
+        .map(|i| if real(i) { (i * 5 % 15 + 1) as u32 } else { 0 })
+        .collect();
+    let y: Vec<u32> = (0..8 * 6)
+        .map(|i| if real(i) { (i * 3 % 16) as u32 } else { IGNORE })
+        .collect();
+    let padded = fusegraph::train::Padded::new(&x, &lengths);
+    let mut step = TrainStep::<TokenBlock, keras::Adam, 8>::new(&model, keras::Adam::default());
+    pool.install(|| {
+        step.run(&mut model, &padded, &y);
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        for _ in 0..3 {
+            step.run(&mut model, &padded, &y);
+            std::hint::black_box(step.evaluate(&model, &padded, &y));
+            std::hint::black_box(step.output_gradients(&model, &padded));
+        }
+        ALLOCATIONS.load(Ordering::SeqCst) - before
+    })
+}
+
 fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     let tokens = allocations_during_token_steps();
     assert_eq!(tokens, 0, "{tokens} allocations in steps of a token model");
+    let padded = allocations_during_padded_token_steps(pool);
+    assert_eq!(
+        padded, 0,
+        "{padded} allocations in steps of a token model on padded batches"
+    );
     let serial = allocations_during_train_steps::<_, 8>(Everything::init(Seed(1)));
     assert_eq!(
         serial, 0,
@@ -306,6 +393,16 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         split, 0,
         "{split} allocations in parallel recurrent train steps"
+    );
+    let packed = allocations_during_padded_steps::<_, 8>(PackedRecurrences::init(Seed(7)));
+    assert_eq!(
+        packed, 0,
+        "{packed} allocations in recurrent train steps on padded batches"
+    );
+    let wide = pool.install(|| allocations_during_padded_steps::<_, 32>(WideBiGru::init(Seed(8))));
+    assert_eq!(
+        wide, 0,
+        "{wide} allocations in parallel bidirectional train steps on padded batches"
     );
 }
 

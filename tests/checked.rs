@@ -6,6 +6,7 @@
 mod common;
 
 use common::bits;
+use fusegraph::loss::IGNORE;
 use fusegraph::optim::keras::{Adam, Nadam};
 use fusegraph::optim::Ema;
 use fusegraph::prelude::*;
@@ -281,6 +282,39 @@ fn a_token_model_refuses_ids_outside_its_vocabulary_and_labels_outside_its_class
     }
     assert_eq!(everything(&model, &step), before);
     assert!(step.try_run(&mut model, &ids, &tags).unwrap().is_finite());
+}
+
+/// Ignored tags are accepted, scored nowhere and weigh nothing: an evaluation over six
+/// samples whose last five positions are ignored equals the loss over the rest, with the
+/// accuracy over the positions that count.
+#[test]
+fn ignored_labels_are_accepted_and_left_out_of_evaluation() {
+    let model = Tagger::init(Seed(2));
+    let mut step = TrainStep::<Tagger, Adam, B>::new(&model, Adam::default());
+    let (ids, tags) = tagged(6);
+    let mut masked = tags.clone();
+    masked[25..].fill(IGNORE);
+    masked[3] = IGNORE;
+    let got = step.try_evaluate(&model, &ids, &masked).unwrap();
+    // The mean over the 24 counted positions, from each position's own loss.
+    let out = step.predict(&model, &ids[..20]).to_vec();
+    let out = [out, step.predict(&model, &ids[20..]).to_vec()].concat();
+    let (mut sum, mut counted, mut right) = (0.0f64, 0, 0);
+    for (row, &tag) in out.chunks(4).zip(&masked) {
+        if tag == IGNORE {
+            continue;
+        }
+        let lse = row.iter().map(|&z| f64::from(z).exp()).sum::<f64>().ln();
+        sum += lse - f64::from(row[tag as usize]);
+        counted += 1;
+        let best = (0..4).fold(0, |b, j| if row[j] > row[b] { j } else { b });
+        right += usize::from(best == tag as usize);
+    }
+    assert_eq!(counted, 24);
+    assert!((f64::from(got.loss) - sum / 24.0).abs() < 1e-6, "{got:?}");
+    assert_eq!(got.accuracy, Some(right as f32 / 24.0));
+    let full = step.try_evaluate(&model, &ids, &tags).unwrap();
+    assert_ne!(full.loss, got.loss, "the ignored positions are left out");
 }
 
 #[test]

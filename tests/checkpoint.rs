@@ -1194,18 +1194,65 @@ const GRU_NET_GRU: [(&str, &[usize]); 8] = [
     ("gru.bias_hh_l1", &[12]),
 ];
 
+/// Two stacked bidirectional GRU layers, then a classifier.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct BiGruNet {
+    gru: BiGru<3, 2, 4, 2>,
+    fc: Dense<8, 4>,
+}
+
+/// `nn.GRU(2, 4, num_layers=2, bidirectional=True).state_dict()` of `BiGruNet`'s `gru`, in
+/// the model's order, untransposed: each layer's forward tensors, then its reverse ones; the
+/// second layer reads both directions.
+const BI_GRU_NET_GRU: [(&str, &[usize]); 16] = [
+    ("gru.weight_ih_l0", &[12, 2]),
+    ("gru.weight_hh_l0", &[12, 4]),
+    ("gru.bias_ih_l0", &[12]),
+    ("gru.bias_hh_l0", &[12]),
+    ("gru.weight_ih_l0_reverse", &[12, 2]),
+    ("gru.weight_hh_l0_reverse", &[12, 4]),
+    ("gru.bias_ih_l0_reverse", &[12]),
+    ("gru.bias_hh_l0_reverse", &[12]),
+    ("gru.weight_ih_l1", &[12, 8]),
+    ("gru.weight_hh_l1", &[12, 4]),
+    ("gru.bias_ih_l1", &[12]),
+    ("gru.bias_hh_l1", &[12]),
+    ("gru.weight_ih_l1_reverse", &[12, 8]),
+    ("gru.weight_hh_l1_reverse", &[12, 4]),
+    ("gru.bias_ih_l1_reverse", &[12]),
+    ("gru.bias_hh_l1_reverse", &[12]),
+];
+
 #[test]
 fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
-    let dir = scratch("gru");
+    recurrent_round_trip(
+        "gru",
+        GruNet::init(Seed(11)),
+        GruNet::init(Seed(12)),
+        &GRU_NET_GRU,
+    );
+    let (model, other) = (BiGruNet::init(Seed(13)), BiGruNet::init(Seed(14)));
+    recurrent_round_trip("bigru", model, other, &BI_GRU_NET_GRU);
+}
+
+/// `model`, trained one step, saves its recurrent layer's `tensors` with PyTorch's names,
+/// shapes and values (its classifier `fc` after them), and `other` loads the file and trains
+/// on to the same bits.
+fn recurrent_round_trip<M: Model<Input = f32, Loss = SoftmaxCrossEntropy>>(
+    name: &str,
+    mut model: M,
+    mut other: M,
+    tensors: &[(&str, &[usize])],
+) {
+    let dir = scratch(name);
     let file = dir.join("gru.safetensors");
-    let mut model = GruNet::init(Seed(11));
-    let mut step = TrainStep::<GruNet, torch::Adam, 4>::new(&model, torch::Adam::default());
-    let (x, y) = batch(4, 4, GruNet::IN);
+    let mut step = TrainStep::<M, torch::Adam, 4>::new(&model, torch::Adam::default());
+    let (x, y) = batch(4, 4, M::IN);
     step.run(&mut model, &x, &y);
     let f = Parsed::new(&checkpoint::to_bytes(&model, &step).unwrap());
     let params = model.params();
     let mut offset = 0;
-    for (name, shape) in GRU_NET_GRU {
+    for &(name, shape) in tensors {
         assert_eq!(f.shape(name), shape, "{name}");
         let len: usize = shape.iter().product();
         assert_eq!(
@@ -1216,10 +1263,9 @@ fn recurrent_tensors_keep_pytorch_names_and_layouts_and_round_trip() {
         assert_eq!(f.shape(&format!("optimizer.exp_avg.{name}")), shape);
         offset += len;
     }
-    assert_eq!(f.shape("fc.weight"), [4, 4]);
+    assert_eq!(f.shape("fc.weight")[0], 4);
     checkpoint::save(&file, &model, &step).unwrap();
-    let mut other = GruNet::init(Seed(12));
-    let mut resumed = TrainStep::<GruNet, torch::Adam, 4>::new(&other, torch::Adam::default());
+    let mut resumed = TrainStep::<M, torch::Adam, 4>::new(&other, torch::Adam::default());
     checkpoint::load(&file, &mut other, &mut resumed).unwrap();
     assert_eq!(bits(other.params()), bits(model.params()));
     let next = step.run(&mut model, &x, &y);

@@ -3,10 +3,7 @@
 //! Source: `tests/data/reference/` (copied unchanged from the shared reference set; TensorFlow
 //! 2.21.0 / Keras 3.15.1, PyTorch 2.15.0, float32 on CPU; schema and generation in its
 //! README.md). Tolerance: the reference's default, `|got - ref| <= 1e-6 + 1e-5 * |ref|` on
-//! every value (numpy.isclose, as `check.py` does), for every case, with no case skipped but
-//! the sequence cases of `models_torch_sequence2.json` (variable lengths, bidirectional
-//! recurrent layers), which the harness does not support: of that file, the cases with frozen
-//! tensors run.
+//! every value (numpy.isclose, as `check.py` does), for every case, with no case skipped.
 //!
 //! Model cases run twice: on the model the harness builds from the case's layers at run time,
 //! and on a `#[fusegraph::model]` type with the case's shapes trained by `TrainStep`; the two
@@ -404,39 +401,32 @@ fn typed_sequence_models_match_the_reference_and_the_dynamic_models_bit_for_bit(
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
-/// The cases of `models_torch_sequence2.json` the harness runs: those with frozen tensors
-/// (PyTorch's `requires_grad=False`). Its sequence cases (variable lengths, bidirectional
-/// recurrent layers) are skipped, each with its reason.
-const FROZEN_CASES: [&str; 2] = [
+/// The cases of `models_torch_sequence2.json` without a recurrent layer, in the file's order:
+/// the variable-length ones (a causal LM with a key padding mask and ignored targets, a bag
+/// of embeddings over the valid tokens) and those with frozen tensors (PyTorch's
+/// `requires_grad=False`). Its recurrent cases are [`RECURRENT_CASES`].
+const SEQUENCE2_CASES: [&str; 4] = [
+    "torch.seq2_lm_padmask.adamw",
+    "torch.seq2_embed_bag_len.adam",
     "torch.frozen_mlp_backbone.sgd_momentum_wd_clip",
     "torch.frozen_cnn_bitfit.adam",
 ];
 
 #[test]
-fn torch_frozen_models_match() {
+fn torch_sequence2_models_match() {
     let file = "models_torch_sequence2.json";
+    check_file(file);
     let doc = reference(file);
-    let Report { got, skipped } = run_file(&doc);
-    let ran: Vec<&str> = got["cases"]
+    let mut shipped: Vec<&str> = doc["cases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ran, FROZEN_CASES, "skipped: {skipped:#?}");
-    assert_eq!(
-        ran.len() + skipped.len(),
-        doc["cases"].as_array().unwrap().len()
-    );
-    assert!(skipped
-        .iter()
-        .all(|s| !s.reason.is_empty() && !s.reason.contains('\n')));
-    let results: Vec<CaseResult> = compare(&doc, &got, RTOL, ATOL)
-        .into_iter()
-        .filter(|r| FROZEN_CASES.contains(&r.id.as_str()))
-        .collect();
-    assert_eq!(results.len(), FROZEN_CASES.len());
-    check_results(file, &results);
+    let mut typed: Vec<&str> = SEQUENCE2_CASES.into_iter().chain(RECURRENT_CASES).collect();
+    shipped.sort_unstable();
+    typed.sort_unstable();
+    assert_eq!(typed, shipped, "every shipped case has its typed model");
 }
 
 /// `torch.frozen_mlp_backbone.sgd_momentum_wd_clip`: 6 -> Dense(10, tanh) -> Dense(8, relu)
@@ -466,7 +456,7 @@ pub struct FrozenCnnBitfit {
 #[test]
 fn typed_frozen_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
     let doc = reference("models_torch_sequence2.json");
-    let [mlp, cnn] = FROZEN_CASES;
+    let [_, _, mlp, cnn] = SEQUENCE2_CASES;
     let runs = [
         typed::<FrozenMlpBackbone, torch::SgdMomentum, 6>(
             &doc,
@@ -479,10 +469,52 @@ fn typed_frozen_models_match_the_reference_and_the_dynamic_models_bit_for_bit() 
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// `torch.seq2_lm_padmask.adamw`: the block of `TransformerLm` over tokens [7] of a vocabulary
+/// of 14, the attention masking each sample's padded keys (its lengths).
+#[fusegraph::model(loss = SequenceCrossEntropy<14>, input = u32, graph(
+    e = pos(tok(x)),
+    a = attn(ln1(e)) + e,
+    m = fc2(fc1(ln2(a))) + a,
+    logits = head(ln_f(m))
+))]
+pub struct PaddedLm {
+    tok: Embedding<14, 8, 7>,
+    pos: PositionalEmbedding<7, 8, 7>,
+    ln1: PerPosition<LayerNorm<8>, 7>,
+    attn: CausalSelfAttention<7, 8, 2, true, false, true, true>,
+    ln2: PerPosition<LayerNorm<8>, 7>,
+    fc1: PerPosition<Dense<8, 32, Gelu>, 7>,
+    fc2: PerPosition<Dense<32, 8>, 7>,
+    ln_f: PerPosition<LayerNorm<8>, 7>,
+    head: PerPosition<Dense<8, 14>, 7>,
+}
+
+/// `torch.seq2_embed_bag_len.adam`: tokens [7] -> Embedding(12, 6) -> the mean over each
+/// sample's valid tokens (EmbeddingBag(mode='mean')) -> Dense(6 -> 3).
+#[fusegraph::model(loss = SoftmaxCrossEntropy, input = u32)]
+pub struct EmbedBagOfLengths {
+    embed: Embedding<12, 6, 7>,
+    pool: MeanOverTime<7, 6>,
+    fc: Dense<6, 3>,
+}
+
+#[test]
+fn typed_padded_models_match_the_reference_and_the_dynamic_models_bit_for_bit() {
+    let doc = reference("models_torch_sequence2.json");
+    let [lm, bag, ..] = SEQUENCE2_CASES;
+    assert_eq!((PaddedLm::STEPS, EmbedBagOfLengths::STEPS), (7, 7));
+    let runs = [
+        typed::<PaddedLm, torch::AdamW, 3>(&doc, lm, PaddedLm::init(Seed(0))),
+        typed::<EmbedBagOfLengths, torch::Adam, 4>(&doc, bag, EmbedBagOfLengths::init(Seed(0))),
+    ];
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 #[test]
 fn a_typed_model_that_freezes_other_tensors_is_refused() {
     let doc = reference("models_torch_sequence2.json");
-    let mut case = case(&doc, FROZEN_CASES[1]).unwrap().clone();
+    let mut case = case(&doc, SEQUENCE2_CASES[3]).unwrap().clone();
     // The case trains the last kernel, which the model freezes.
     case["model"]["frozen_weights"] = json!(["conv_0.kernel", "conv_1.kernel"]);
     case["model"]["trainable_weights"] = json!([
@@ -597,4 +629,77 @@ fn comparison_fails_on_a_missing_value() {
         .iter()
         .filter(|r| r.id != "torch.adam.plain")
         .all(|r| r.passed));
+}
+
+/// `seq2_gru_packed_last`: x [7, 3] packed on its lengths -> GRU(3 -> 5), the state after each
+/// sample's last step -> Dense(5 -> 3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct GruPackedLast {
+    gru: Gru<7, 3, 5>,
+    fc: Dense<5, 3>,
+}
+
+/// `seq2_lstm_packed_last`: x [6, 4] packed -> LSTM(4 -> 5), last state -> Dense(5 -> 2).
+#[fusegraph::model(loss = Mse)]
+pub struct LstmPackedLast {
+    lstm: Lstm<6, 4, 5>,
+    fc: Dense<5, 2>,
+}
+
+/// `seq2_gru2_packed_tagger`: x [6, 3] packed -> GRU(3 -> 4, 2 layers), every step (0 at padded
+/// ones) -> Dense(4 -> 3) at every position; padded targets ignored.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct Gru2PackedTagger {
+    gru: Gru<6, 3, 4, 2, Sequence>,
+    fc: PerPosition<Dense<4, 3>, 6>,
+}
+
+/// `seq2_bigru_last`: x [6, 3] -> bidirectional GRU(3 -> 4), both last states -> Dense(8 -> 3).
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct BiGruLast {
+    gru: BiGru<6, 3, 4>,
+    fc: Dense<8, 3>,
+}
+
+/// `seq2_bilstm2_tagger`: x [5, 3] -> bidirectional LSTM(3 -> 3, 2 layers), every step [5, 6]
+/// -> Dense(6 -> 3) at every position.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+pub struct BiLstm2Tagger {
+    lstm: BiLstm<5, 3, 3, 2, Sequence>,
+    fc: PerPosition<Dense<6, 3>, 5>,
+}
+
+/// `seq2_bilstm_packed_last`: x [7, 3] packed -> bidirectional LSTM(3 -> 4), both last states
+/// -> Dense(8 -> 3) logits.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+pub struct BiLstmPackedLast {
+    lstm: BiLstm<7, 3, 4>,
+    fc: Dense<8, 3>,
+}
+
+/// The recurrent cases of `models_torch_sequence2.json`: packed on their lengths, in both
+/// directions, or both.
+const RECURRENT_CASES: [&str; 6] = [
+    "torch.seq2_gru_packed_last.adam",
+    "torch.seq2_lstm_packed_last.sgd_momentum",
+    "torch.seq2_gru2_packed_tagger.adam",
+    "torch.seq2_bigru_last.adam",
+    "torch.seq2_bilstm2_tagger.adam",
+    "torch.seq2_bilstm_packed_last.adam_clip",
+];
+
+#[test]
+fn typed_recurrent_models_with_lengths_and_both_directions_match_bit_for_bit() {
+    let doc = reference("models_torch_sequence2.json");
+    let [gru, lstm, tagger, bigru, bilstm2, bilstm] = RECURRENT_CASES;
+    let runs = [
+        typed::<GruPackedLast, torch::Adam, 5>(&doc, gru, GruPackedLast::init(Seed(0))),
+        typed::<LstmPackedLast, torch::SgdMomentum, 4>(&doc, lstm, LstmPackedLast::init(Seed(0))),
+        typed::<Gru2PackedTagger, torch::Adam, 4>(&doc, tagger, Gru2PackedTagger::init(Seed(0))),
+        typed::<BiGruLast, torch::Adam, 4>(&doc, bigru, BiGruLast::init(Seed(0))),
+        typed::<BiLstm2Tagger, torch::Adam, 3>(&doc, bilstm2, BiLstm2Tagger::init(Seed(0))),
+        typed::<BiLstmPackedLast, torch::Adam, 5>(&doc, bilstm, BiLstmPackedLast::init(Seed(0))),
+    ];
+    let failed: Vec<&String> = runs.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
 }

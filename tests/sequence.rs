@@ -1,11 +1,14 @@
 //! Token models: `input = u32`, `Embedding` (with a padding id) and `PositionalEmbedding` in a
-//! generated model, against hand computations in `f64` and finite differences.
+//! generated model, against hand computations in `f64` and finite differences; padded batches
+//! (`Padded`, ignored targets), whose padding changes nothing.
 
 mod common;
 
+use fusegraph::loss::IGNORE;
 use fusegraph::optim::keras::Adam;
 use fusegraph::optim::torch::Sgd;
 use fusegraph::prelude::*;
+use fusegraph::train::Padded;
 
 const VOCAB: usize = 12;
 const DIM: usize = 6;
@@ -252,4 +255,106 @@ fn a_transformer_trains_to_the_same_bits_on_one_and_two_threads() {
     );
     let losses: Vec<f32> = one.0.iter().map(|&b| f32::from_bits(b)).collect();
     assert!(losses[2] < losses[0], "the loss falls: {losses:?}");
+}
+
+/// The ids and targets of [`block_batch`] with lengths from 1 to 32: the padded steps hold
+/// `pad(i)` and their targets are ignored.
+fn padded_block_batch(pad: impl Fn(usize) -> u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let (mut x, mut y) = block_batch();
+    let lengths: Vec<u32> = (0..16)
+        .map(|b| [32, 1, 17, 9][b % 4] + b as u32 % 3)
+        .collect();
+    let lengths: Vec<u32> = lengths.into_iter().map(|l| l.min(32)).collect();
+    for i in 0..x.len() {
+        if i % 32 >= lengths[i / 32] as usize {
+            x[i] = pad(i);
+            y[i] = IGNORE;
+        }
+    }
+    (x, y, lengths)
+}
+
+/// With lengths, a transformer trains to the same bits on one thread and two, and what the
+/// padded steps hold (their targets ignored) changes no bit of the losses or the parameters.
+#[test]
+fn a_padded_transformer_trains_to_the_same_bits_whatever_the_padding_and_the_threads() {
+    let run = |threads: usize, pad: &dyn Fn(usize) -> u32| {
+        let (x, y, lengths) = padded_block_batch(pad);
+        common::on_threads(threads, || {
+            let mut model = Block::init(Seed(2));
+            let mut step = TrainStep::<Block, Adam, 16>::new(&model, Adam::default());
+            let x = Padded::new(&x, &lengths);
+            let losses: Vec<u32> = (0..3)
+                .map(|_| step.run(&mut model, &x, &y).to_bits())
+                .collect();
+            let table = common::bits(step.output_gradients(&model, &x));
+            (losses, common::bits(model.params()), table)
+        })
+    };
+    let zeros = run(1, &|_| 0);
+    let two = run(2, &|_| 0);
+    assert_eq!(zeros, two, "one thread and two differ");
+    let other = run(1, &|i| (i * 7 % 31) as u32 + 1);
+    assert_eq!(zeros.0, other.0, "losses");
+    assert!(zeros.1 == other.1, "the padding changed the parameters");
+    let losses: Vec<f32> = zeros.0.iter().map(|&b| f32::from_bits(b)).collect();
+    assert!(losses[2] < losses[0], "the loss falls: {losses:?}");
+}
+
+/// Features at every step, averaged over each sample's real steps.
+#[fusegraph::model(loss = SoftmaxCrossEntropy)]
+struct Pooled {
+    proj: PerPosition<Dense<3, 5, Tanh>, 6>,
+    pool: MeanOverTime<6, 5>,
+    fc: Dense<5, 3>,
+}
+
+/// What the padded steps of `f32` features hold changes no bit of the loss, of the
+/// parameters' gradients or of the input gradient at the real steps, and the padded steps'
+/// input gradient is exactly 0; the loss is the mean of each sample's own, computed from the
+/// mean of its real steps alone.
+#[test]
+fn padded_features_change_nothing() {
+    let lengths = [6, 1, 3, 2];
+    let mut rng = common::Rng::new(3);
+    let x = rng.vec(4 * 18, 1.0);
+    let is_real = |i: usize| i / 3 % 6 < lengths[i / 18] as usize;
+    let mut other = x.clone();
+    for (i, v) in other.iter_mut().enumerate() {
+        if !is_real(i) {
+            *v = 1e3 * (i as f32).sin();
+        }
+    }
+    let y = [2, 0, 1, 1];
+    let run = |x: &[f32]| {
+        let mut model = Pooled::init(Seed(4));
+        let mut step = TrainStep::<Pooled, Sgd, 4>::new(&model, Sgd::default());
+        let x = Padded::new(x, &lengths);
+        let loss = step.gradients(&mut model, &x, &y);
+        let grads = step.grads().to_vec();
+        (loss, grads, step.input_gradient(&model, &x).to_vec())
+    };
+    let (a, b) = (run(&x), run(&other));
+    assert_eq!(a.0.to_bits(), b.0.to_bits(), "loss");
+    assert_eq!(a.1, b.1, "parameter gradients");
+    for i in 0..x.len() {
+        if is_real(i) {
+            assert_eq!(a.2[i].to_bits(), b.2[i].to_bits(), "dx[{i}]");
+        } else {
+            assert_eq!((a.2[i], b.2[i]), (0.0, 0.0), "dx[{i}]");
+        }
+    }
+    // Each sample on its own: its real steps alone, repeated to fill the sequence (each
+    // length divides 6), have the same mean.
+    let model = Pooled::init(Seed(4));
+    let mut step = TrainStep::<Pooled, Sgd, 4>::new(&model, Sgd::default());
+    let mut losses = Vec::new();
+    for (b, &len) in lengths.iter().enumerate() {
+        let real = &x[b * 18..b * 18 + len as usize * 3];
+        let tiled: Vec<f32> = real.iter().copied().cycle().take(18).collect();
+        losses.push(f64::from(step.evaluate(&model, &tiled, &y[b..=b]).loss));
+    }
+    let whole = f64::from(step.evaluate(&model, &Padded::new(&x, &lengths), &y).loss);
+    let mean = losses.iter().sum::<f64>() / 4.0;
+    assert!((whole - mean).abs() <= 1e-6 * mean, "{whole} vs {mean}");
 }

@@ -14,8 +14,8 @@ use fusegraph::layers::{
     embedding_forward, layer_norm_backward, layer_norm_forward, mean_over_time_backward,
     mean_over_time_forward, positional_backward, positional_forward, rnn_backward, rnn_forward,
     rnn_gemm_len, rnn_scratch_len, AttentionDims, Backward, CellKind, ConvDims, Ctx, DenseDims,
-    Elu, EmbeddingDims, Forward, Gelu, Identity, PositionalDims, Relu, RnnDims, Sigmoid, Softmax,
-    Swish, Tanh,
+    Elu, EmbeddingDims, Forward, Gelu, Identity, Lengths, PositionalDims, Relu, RnnDims, Sigmoid,
+    Softmax, Swish, Tanh,
 };
 use serde_json::Value;
 use std::ops::Range;
@@ -122,8 +122,9 @@ pub(crate) enum Op {
     },
     /// Flattening an image into a vector: a copy (NHWC is already `(h, w, c)` order).
     Flatten,
-    /// A stack of GRU or LSTM layers.
-    Rnn(RnnDims),
+    /// A stack of GRU or LSTM layers, and whether it is packed on the batch's lengths
+    /// (PyTorch's `pack_padded_sequence`; else it runs over every step).
+    Rnn(RnnDims, bool),
     /// Token ids to rows of a table.
     Embedding(EmbeddingDims),
     /// A learned row added at every position.
@@ -160,7 +161,7 @@ impl Node {
             Op::Dense(dims, act, positions) => positions * with_act!(act, |A| dims.saved::<A>()),
             Op::Conv(dims, act) => with_act!(act, |A| dims.saved::<A>()),
             Op::MeanOverTime { .. } | Op::Flatten => 0,
-            Op::Rnn(dims) => dims.saved(),
+            Op::Rnn(dims, _) => dims.saved(),
             Op::Embedding(_) | Op::Positional(_) => 0,
             Op::LayerNorm { rows, .. } => 2 * rows,
             Op::Attention(dims) => dims.saved(),
@@ -178,7 +179,7 @@ impl Node {
     pub fn scratch_len(&self, batch: usize) -> usize {
         match self.op {
             Op::Conv(dims, _) => conv_scratch_len(dims, batch),
-            Op::Rnn(dims) => rnn_scratch_len(dims, batch),
+            Op::Rnn(dims, _) => rnn_scratch_len(dims, batch),
             Op::Attention(dims) => dims.scratch() * batch,
             Op::Dense(..)
             | Op::MeanOverTime { .. }
@@ -199,7 +200,7 @@ impl Node {
             | Op::Embedding(_)
             | Op::Positional(_)
             | Op::LayerNorm { .. } => 0,
-            Op::Rnn(dims) => rnn_gemm_len(dims, batch),
+            Op::Rnn(dims, _) => rnn_gemm_len(dims, batch),
             Op::Attention(dims) => {
                 products_workspace_len(&attention_products(dims), batch, pool_threads())
             }
@@ -210,7 +211,9 @@ impl Node {
     pub fn forward(&self, ctx: &mut Ctx<'_>, io: Forward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_forward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_forward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_forward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.y.copy_from_slice(io.x),
             Op::Dense(dims, act, positions) => {
                 let io = Forward {
@@ -219,7 +222,7 @@ impl Node {
                 };
                 with_act!(act, |A| dense_forward::<A>(ctx, dims, io))
             }
-            Op::Rnn(dims) => rnn_forward(ctx, dims, io),
+            Op::Rnn(dims, packed) => rnn_forward(&mut packing(ctx, packed), dims, io),
             Op::Embedding(_) => unreachable!("Net::parse sends an Embedding token ids alone"),
             Op::Positional(dims) => positional_forward(dims, io),
             Op::LayerNorm { features, .. } => layer_norm_forward(features, io),
@@ -249,7 +252,9 @@ impl Node {
     pub fn backward(&self, ctx: &mut Ctx<'_>, io: Backward<'_>) {
         match self.op {
             Op::Conv(dims, act) => with_act!(act, |A| conv_backward::<A>(ctx, dims, io)),
-            Op::MeanOverTime { time, channels } => mean_over_time_backward(time, channels, io),
+            Op::MeanOverTime { time, channels } => {
+                mean_over_time_backward(time, channels, ctx.lengths, io)
+            }
             Op::Flatten => io.dx.give(io.dy),
             Op::Dense(dims, act, positions) => {
                 let io = Backward {
@@ -258,7 +263,7 @@ impl Node {
                 };
                 with_act!(act, |A| dense_backward::<A>(ctx, dims, io))
             }
-            Op::Rnn(dims) => rnn_backward(ctx, dims, io),
+            Op::Rnn(dims, packed) => rnn_backward(&mut packing(ctx, packed), dims, io),
             Op::Embedding(_) => unreachable!("Net::parse sends an Embedding token ids alone"),
             Op::Positional(dims) => positional_backward(dims, io),
             Op::LayerNorm { features, .. } => layer_norm_backward(features, io),
@@ -452,13 +457,17 @@ impl Net {
             }
             "GRU" | "LSTM" => self.recurrent(&layer, &name, kind, &shape)?,
             "Embedding" => self.embedding(&layer, &name, &shape)?,
+            "EmbeddingBag" => self.embedding_bag(&layer, &name, &shape)?,
             "PositionalEmbedding" => self.positional(&layer, &name, &shape)?,
             "LayerNorm" => self.layer_norm(&layer, &name, &shape)?,
             "CausalSelfAttention" => self.attention(&layer, &name, &shape)?,
             other => return Err(format!("unsupported layer type `{other}` (`{name}`)")),
         };
+        let name_of_bag = name.clone();
         if let Some(v) = spec.get("output_shape").filter(|v| !v.is_null()) {
-            layer.expect_shape(v, &out_shape, "output_shape")?;
+            if kind != "EmbeddingBag" {
+                layer.expect_shape(v, &out_shape, "output_shape")?;
+            }
         }
         if self.tokens && self.nodes.is_empty() && !matches!(op, Op::Embedding(_)) {
             return Err(format!(
@@ -472,6 +481,9 @@ impl Net {
         self.names.push(name);
         self.shapes.push(out_shape.clone());
         self.output_shape = out_shape;
+        if kind == "EmbeddingBag" {
+            self.push_bag_mean(&layer, &name_of_bag)?;
+        }
         Ok(())
     }
 
@@ -554,9 +566,10 @@ impl Net {
 
 impl Net {
     /// A `GRU` or `LSTM` descriptor (PyTorch's options: batch first, zero initial states, no
-    /// dropout, one direction) over a `[seq, features]` input; appends its tensors,
-    /// `{name}.weight_ih_l{l}`, `{name}.weight_hh_l{l}`, `{name}.bias_ih_l{l}` and
-    /// `{name}.bias_hh_l{l}` per layer, in PyTorch's layout.
+    /// dropout, one direction or both, packed on the batch's lengths or not) over a
+    /// `[seq, features]` input; appends its tensors, `{name}.weight_ih_l{l}`,
+    /// `{name}.weight_hh_l{l}`, `{name}.bias_ih_l{l}` and `{name}.bias_hh_l{l}` per layer and
+    /// direction (the reverse one's suffixed `_reverse`), in PyTorch's layout.
     fn recurrent(
         &mut self,
         layer: &Spec<'_>,
@@ -591,8 +604,6 @@ impl Net {
         layer.expect_size("input_size", inputs)?;
         layer.expect_value("bias", &Value::Bool(true))?;
         layer.expect_value("batch_first", &Value::Bool(true))?;
-        layer.expect_value("bidirectional", &Value::Bool(false))?;
-        layer.expect_value("packed", &Value::Bool(false))?;
         layer.expect_value("initial_state", &Value::from("zeros"))?;
         layer.expect_value("gate_order", &Value::from(gates))?;
         if layer.spec["dropout"].as_f64().is_some_and(|d| d != 0.0) {
@@ -618,23 +629,41 @@ impl Net {
             hidden: layer.positive("hidden_size")?,
             layers: layer.positive("num_layers")?,
             sequence,
+            bidirectional: layer.flag("bidirectional", false)?,
         };
         let g = dims.gate_rows();
         for l in 0..dims.layers {
-            let (n, h) = (dims.layer_inputs(l), dims.hidden);
-            self.layout
-                .push(format!("{name}.weight_ih_l{l}"), vec![g, n]);
-            self.layout
-                .push(format!("{name}.weight_hh_l{l}"), vec![g, h]);
-            self.layout.push(format!("{name}.bias_ih_l{l}"), vec![g]);
-            self.layout.push(format!("{name}.bias_hh_l{l}"), vec![g]);
+            for suffix in ["", "_reverse"].iter().take(dims.directions()) {
+                let (n, h) = (dims.layer_inputs(l), dims.hidden);
+                self.layout
+                    .push(format!("{name}.weight_ih_l{l}{suffix}"), vec![g, n]);
+                self.layout
+                    .push(format!("{name}.weight_hh_l{l}{suffix}"), vec![g, h]);
+                self.layout
+                    .push(format!("{name}.bias_ih_l{l}{suffix}"), vec![g]);
+                self.layout
+                    .push(format!("{name}.bias_hh_l{l}{suffix}"), vec![g]);
+            }
         }
         let out = if sequence {
-            vec![steps, dims.hidden]
+            vec![steps, dims.layer_outputs()]
         } else {
-            vec![dims.hidden]
+            vec![dims.layer_outputs()]
         };
-        Ok((Op::Rnn(dims), out))
+        Ok((Op::Rnn(dims, layer.flag("packed", false)?), out))
+    }
+}
+
+/// `ctx` for a recurrent layer: with the batch's lengths when it is `packed`, else with every
+/// step real (an unpacked PyTorch RNN runs over the padding too).
+fn packing<'a>(ctx: &'a mut Ctx<'_>, packed: bool) -> Ctx<'a> {
+    Ctx {
+        gemm: ctx.gemm,
+        scratch: ctx.scratch,
+        rng: ctx.rng,
+        first_sample: ctx.first_sample,
+        mode: ctx.mode,
+        lengths: if packed { ctx.lengths } else { Lengths::FULL },
     }
 }
 
@@ -993,7 +1022,9 @@ mod tests {
         assert_eq!(net.layout.shapes[0], [16, 3]);
         assert_eq!(net.layout.shapes[4], [16, 4]);
         assert_eq!(net.output_shape, [5, 2]);
-        assert!(matches!(net.nodes[0].op, Op::Rnn(d) if d.cell == CellKind::Lstm && d.sequence));
+        assert!(
+            matches!(net.nodes[0].op, Op::Rnn(d, false) if d.cell == CellKind::Lstm && d.sequence)
+        );
         assert!(matches!(net.nodes[1].op, Op::Dense(_, _, 5)));
         // Per position: no saved values for a linear Dense; the LSTM's per step and layer.
         assert_eq!((net.nodes[0].saved, net.nodes[1].saved), (2 * 5 * 28, 0));
@@ -1005,7 +1036,17 @@ mod tests {
                 .extend(options.as_object().unwrap().clone());
             Net::parse(&json!({"input_shape": [4, 2], "layers": [spec]})).unwrap_err()
         };
-        assert!(err(json!({"bidirectional": true})).contains("`bidirectional`"));
+        assert!(err(json!({"bidirectional": "yes"})).contains("`bidirectional`"));
+        // Both directions: the reverse tensors after each layer's forward ones, `[T, 2H]` out.
+        let bi = json!({"input_shape": [4, 2], "layers": [
+            {"name": "g", "type": "GRU", "hidden_size": 3, "num_layers": 2,
+             "bidirectional": true, "packed": true, "returns": "sequence"}]});
+        let net = Net::parse(&bi).unwrap();
+        assert_eq!(net.layout.names[4], "g.weight_ih_l0_reverse");
+        assert_eq!(net.layout.names[8], "g.weight_ih_l1");
+        assert_eq!(net.layout.shapes[8], [9, 6]);
+        assert_eq!(net.output_shape, [4, 6]);
+        assert!(matches!(net.nodes[0].op, Op::Rnn(d, true) if d.bidirectional));
         assert!(err(json!({"gate_order": ["z", "r", "n"]})).contains("`gate_order`"));
         assert!(err(json!({"dropout": 0.5})).contains("dropout"));
         assert!(err(json!({"returns": "both"})).contains("`returns`"));

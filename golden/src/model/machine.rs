@@ -7,7 +7,7 @@
 
 use super::layers::Net;
 use super::{ModelInput, Targets};
-use fusegraph::layers::{Backward, Ctx, Forward, Grad, Mode};
+use fusegraph::layers::{Backward, Ctx, Forward, Grad, Lengths, Mode};
 use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
 use fusegraph::{Rng, Seed};
 
@@ -79,8 +79,14 @@ impl<'n> Machine<'n> {
         batch
     }
 
-    /// The forward pass over the samples of `x`; returns their number.
-    fn forward(&mut self, params: &[f32], x: &ModelInput, mode: Mode) -> usize {
+    /// The forward pass over the samples of `x` of `lengths`; returns their number.
+    fn forward(
+        &mut self,
+        params: &[f32],
+        x: &ModelInput,
+        lengths: Lengths<'_>,
+        mode: Mode,
+    ) -> usize {
         let batch = self.batch_of(x.len());
         let mut ctx = Ctx {
             gemm: &mut self.gemm,
@@ -88,7 +94,7 @@ impl<'n> Machine<'n> {
             rng: &mut self.rng,
             first_sample: 0,
             mode,
-            lengths: fusegraph::layers::Lengths::FULL,
+            lengths,
         };
         let mut rest = &mut self.acts[..];
         // The input of every node so far: `x` (nothing for ids, which only the first node
@@ -147,12 +153,12 @@ impl<'n> Machine<'n> {
         (a..a + n, g..g + n)
     }
 
-    /// The backward pass from the output gradient already in place; writes the parameter
-    /// gradients and, if `with_dx`, d / d x.
+    /// The backward pass from the output gradient already in place, over the `batch`
+    /// samples of `x` of `lengths`; writes the parameter gradients and, if `with_dx`, d / d x.
     fn backward(
         &mut self,
         params: &[f32],
-        x: &ModelInput,
+        (x, lengths): (&ModelInput, Lengths<'_>),
         batch: usize,
         with_dx: bool,
         mode: Mode,
@@ -174,7 +180,7 @@ impl<'n> Machine<'n> {
             rng,
             first_sample: 0,
             mode,
-            lengths: fusegraph::layers::Lengths::FULL,
+            lengths,
         };
         // Each node's output as the next node reads it, and as the node wrote it.
         let (mut ys, mut owns, mut saved) = (Vec::new(), Vec::new(), Vec::new());
@@ -239,10 +245,16 @@ impl<'n> Machine<'n> {
         }
     }
 
-    /// Forward in training mode, the loss of a batch and backward into the gradients; returns
-    /// the loss.
-    pub fn loss_and_backward(&mut self, params: &[f32], x: &ModelInput, y: &Targets) -> f32 {
-        let batch = self.forward(params, x, Mode::Train);
+    /// Forward in training mode, the loss of a batch of samples of `lengths` and backward
+    /// into the gradients; returns the loss.
+    pub fn loss_and_backward(
+        &mut self,
+        params: &[f32],
+        x: &ModelInput,
+        lengths: Lengths<'_>,
+        y: &Targets,
+    ) -> f32 {
+        let batch = self.forward(params, x, lengths, Mode::Train);
         let (out, grad) = self.output_ranges(batch);
         let n = self.net.outputs();
         let (pred, dpred) = (&self.acts[out], &mut self.node_grads[grad]);
@@ -256,35 +268,56 @@ impl<'n> Machine<'n> {
                 SoftmaxCrossEntropy::loss_and_grad(pred, labels, dpred, *classes)
             }
         };
-        self.backward(params, x, batch, false, Mode::Train);
+        self.backward(params, (x, lengths), batch, false, Mode::Train);
         loss
     }
 
-    /// The model's output for a batch (inference mode).
-    pub fn predict(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
-        let batch = self.forward(params, x, Mode::Eval);
+    /// The model's output for a batch of samples of `lengths` (inference mode).
+    pub fn predict(&mut self, params: &[f32], x: &ModelInput, lengths: Lengths<'_>) -> &[f32] {
+        let batch = self.forward(params, x, lengths, Mode::Eval);
         let (out, _) = self.output_ranges(batch);
         &self.acts[out]
     }
 
-    /// d sum(output) / d params for a batch (inference mode), laid out as the parameters.
-    pub fn output_gradients(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
-        let batch = self.forward(params, x, Mode::Eval);
-        let (_, grad) = self.output_ranges(batch);
-        self.node_grads[grad].fill(1.0);
-        self.backward(params, x, batch, false, Mode::Eval);
+    /// d sum(output) / d params for a batch of samples of `lengths` (inference mode), laid
+    /// out as the parameters.
+    pub fn output_gradients(
+        &mut self,
+        params: &[f32],
+        x: &ModelInput,
+        lengths: Lengths<'_>,
+    ) -> &[f32] {
+        self.backward_from_sum(params, (x, lengths), false);
         &self.grads
     }
 
-    /// d sum(output) / d x for a batch (inference mode); zeros for token ids, which have no
-    /// gradient.
-    pub fn input_gradient(&mut self, params: &[f32], x: &ModelInput) -> &[f32] {
-        let batch = self.forward(params, x, Mode::Eval);
+    /// d sum(output) / d x for a batch of samples of `lengths` (inference mode); zeros for
+    /// token ids, which have no gradient.
+    pub fn input_gradient(
+        &mut self,
+        params: &[f32],
+        x: &ModelInput,
+        lengths: Lengths<'_>,
+    ) -> &[f32] {
+        self.dx.fill(0.0);
+        let batch = self.backward_from_sum(params, (x, lengths), true);
+        &self.dx[..self.net.inputs() * batch]
+    }
+
+    /// Forward (inference mode) over the samples of `x` of `lengths` and backward from the
+    /// gradient of the sum of the outputs (and, if `with_dx`, into d / d x); returns the
+    /// samples.
+    fn backward_from_sum(
+        &mut self,
+        params: &[f32],
+        (x, lengths): (&ModelInput, Lengths<'_>),
+        with_dx: bool,
+    ) -> usize {
+        let batch = self.forward(params, x, lengths, Mode::Eval);
         let (_, grad) = self.output_ranges(batch);
         self.node_grads[grad].fill(1.0);
-        self.dx.fill(0.0);
-        self.backward(params, x, batch, true, Mode::Eval);
-        &self.dx[..self.net.inputs() * batch]
+        self.backward(params, (x, lengths), batch, with_dx, Mode::Eval);
+        batch
     }
 }
 
@@ -357,10 +390,14 @@ mod tests {
         let mut m = Machine::new(net, batch);
         let params = values(net.layout.len(), 4.0);
         let targets = values(net.outputs() * batch, 5.0);
-        m.loss_and_backward(&params, x, &Targets::Mse(targets.clone()));
+        m.loss_and_backward(&params, x, Lengths::FULL, &Targets::Mse(targets.clone()));
         let grads = m.grads().to_vec();
         check("params", &params, &grads, |p| {
-            f64::from(Mse::loss(m.predict(p, x), &targets, net.outputs()))
+            f64::from(Mse::loss(
+                m.predict(p, x, Lengths::FULL),
+                &targets,
+                net.outputs(),
+            ))
         });
     }
 
@@ -411,20 +448,23 @@ mod tests {
         let x = ModelInput::Values(values(net.inputs() * batch, 2.0));
         let targets = values(net.outputs() * batch, 3.0);
         let y = Targets::Mse(targets.clone());
-        let loss = m.loss_and_backward(&params, &x, &y);
+        let loss = m.loss_and_backward(&params, &x, Lengths::FULL, &y);
         let grads = m.grads().to_vec();
-        let out = m.predict(&params, &x).to_vec();
+        let out = m.predict(&params, &x, Lengths::FULL).to_vec();
         assert_eq!(loss, Mse::loss(&out, &targets, 2));
         check("params", &params, &grads, |p| {
-            f64::from(Mse::loss(m.predict(p, &x), &targets, 2))
+            f64::from(Mse::loss(m.predict(p, &x, Lengths::FULL), &targets, 2))
         });
-        let dx = m.input_gradient(&params, &x).to_vec();
+        let dx = m.input_gradient(&params, &x, Lengths::FULL).to_vec();
         let ModelInput::Values(x) = x else {
             unreachable!("the input is features")
         };
         check("x", &x, &dx, |x| {
             let x = ModelInput::Values(x.to_vec());
-            m.predict(&params, &x).iter().map(|&v| f64::from(v)).sum()
+            m.predict(&params, &x, Lengths::FULL)
+                .iter()
+                .map(|&v| f64::from(v))
+                .sum()
         });
     }
 }

@@ -16,7 +16,8 @@ mod trainable;
 use crate::plan::{map_optimizer, WithRule};
 use crate::state::Conventions;
 use crate::tensor::{tensor_of, Tensor};
-use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy};
+use fusegraph::layers::Lengths;
+use fusegraph::loss::{Loss, Mse, SoftmaxCrossEntropy, IGNORE};
 use fusegraph::optim::{Config, Rule};
 use fusegraph::{Model, TrainStep};
 use layers::Net;
@@ -56,7 +57,7 @@ impl Targets {
 
     /// Whether `L` is this loss, for a model of `outputs` values per sample. A sequence loss
     /// is recognized by what it reads (its number of classes is a type parameter): one class
-    /// index per position, scored per position, as `SequenceCrossEntropy` does.
+    /// index per position of `classes` classes, as `SequenceCrossEntropy` reads them.
     fn is<L: Loss + 'static>(&self, outputs: usize) -> bool {
         match self {
             Targets::SoftmaxCrossEntropy(_) => {
@@ -67,7 +68,7 @@ impl Targets {
                 let positions = outputs / classes;
                 TypeId::of::<L::Target>() == TypeId::of::<u32>()
                     && L::targets_per_sample(outputs) == positions
-                    && L::scored_per_sample(outputs) == positions
+                    && L::classes(outputs) == Some(*classes)
             }
         }
     }
@@ -118,6 +119,20 @@ pub(crate) struct Batch {
     pub y: Targets,
     /// Samples.
     pub size: usize,
+    /// The real steps of each sample, in a variable-length case.
+    pub lengths: Option<Vec<u32>>,
+}
+
+impl Batch {
+    /// The batch's lengths as the layers see them.
+    pub(crate) fn lengths(&self) -> Lengths<'_> {
+        lengths_of(&self.lengths)
+    }
+}
+
+/// `lengths` as the layers see them: every step real without them.
+fn lengths_of(lengths: &Option<Vec<u32>>) -> Lengths<'_> {
+    lengths.as_deref().map_or(Lengths::FULL, Lengths::new)
 }
 
 /// A parsed model case.
@@ -134,17 +149,14 @@ pub(crate) struct ModelCase {
     pub probe: ModelInput,
     /// Its shape, `[samples] + input_shape`.
     pub probe_shape: Vec<usize>,
+    /// The real steps of each probe sample, in a variable-length case.
+    pub probe_lengths: Option<Vec<u32>>,
 }
 
 impl ModelCase {
     /// Reads a case's `model` and `inputs`.
     pub fn parse(case: &Value) -> Result<ModelCase, String> {
         let model = &case["model"];
-        if model["variable_length"] == true {
-            return Err(
-                "variable-length sequences (per-sample `lengths`) are not supported".into(),
-            );
-        }
         let net = Net::parse(model)?;
         let order: Vec<&str> = model["weight_order"]
             .as_array()
@@ -181,13 +193,14 @@ impl ModelCase {
             Value::String(s) => s.as_str(),
             other => other["name"].as_str().ok_or("model.loss has no name")?,
         };
+        let padding = Padding::parse(model, inputs)?;
         let batches = inputs["batches"]
             .as_array()
             .filter(|b| !b.is_empty())
             .ok_or("inputs.batches is missing or empty")?
             .iter()
             .enumerate()
-            .map(|(i, b)| batch(&net, loss, b, &format!("inputs.batches[{i}]")))
+            .map(|(i, b)| batch(&net, loss, padding, b, &format!("inputs.batches[{i}]")))
             .collect::<Result<Vec<Batch>, String>>()?;
         if let Some(n) = inputs["num_steps"].as_u64() {
             if usize::try_from(n) != Ok(batches.len()) {
@@ -198,6 +211,12 @@ impl ModelCase {
             }
         }
         let (probe, probe_samples) = ModelInput::parse(&net, &inputs["probe_x"], "inputs.probe_x")?;
+        let probe_lengths = padding.lengths(
+            &net,
+            (&probe, probe_samples),
+            &inputs["probe_lengths"],
+            "inputs.probe_lengths",
+        )?;
         let probe_shape = [probe_samples]
             .iter()
             .chain(&net.input_shape)
@@ -210,7 +229,13 @@ impl ModelCase {
             batches,
             probe,
             probe_shape,
+            probe_lengths,
         })
+    }
+
+    /// The probe's lengths as the layers see them.
+    pub(crate) fn probe_lengths(&self) -> Lengths<'_> {
+        lengths_of(&self.probe_lengths)
     }
 
     /// The most samples in one batch (the probe's included).
@@ -231,9 +256,78 @@ fn samples(net: &Net, x: &Tensor, what: &str) -> Result<usize, String> {
     }
 }
 
+/// Whether a case's samples have lengths (`model.variable_length`), and the token id at
+/// their padded steps (`inputs.pad_id`, for token ids).
+#[derive(Clone, Copy)]
+struct Padding {
+    /// The case has lengths.
+    variable: bool,
+    /// The id at padded steps, if stated.
+    pad_id: Option<u32>,
+}
+
+impl Padding {
+    /// Reads `model.variable_length` and `inputs.pad_id`.
+    fn parse(model: &Value, inputs: &Value) -> Result<Padding, String> {
+        let pad_id = match &inputs["pad_id"] {
+            Value::Null => None,
+            v => Some(
+                v.as_u64()
+                    .and_then(|id| u32::try_from(id).ok())
+                    .ok_or_else(|| format!("inputs.pad_id = {v} is not a token id"))?,
+            ),
+        };
+        Ok(Padding {
+            variable: model["variable_length"] == true,
+            pad_id,
+        })
+    }
+
+    /// The lengths `v` (named `what`) of the `samples` samples of `x`, in a variable-length
+    /// case (`None` in another): one each, from 1 to the sequence length, with the padding
+    /// id at the padded steps of token ids.
+    fn lengths(
+        self,
+        net: &Net,
+        (x, samples): (&ModelInput, usize),
+        v: &Value,
+        what: &str,
+    ) -> Result<Option<Vec<u32>>, String> {
+        if !self.variable {
+            return Ok(None);
+        }
+        let steps = net.input_shape.first().copied().unwrap_or(0);
+        let t = Tensor::parse(v, what)?;
+        let lengths = t
+            .data
+            .iter()
+            .map(|&l| (l >= 1.0 && l.fract() == 0.0 && l as usize <= steps).then_some(l as u32))
+            .collect::<Option<Vec<u32>>>()
+            .filter(|l| l.len() == samples)
+            .ok_or_else(|| {
+                format!("{what} is not {samples} lengths from 1 to the {steps} steps")
+            })?;
+        if let (ModelInput::Ids(ids), Some(pad)) = (x, self.pad_id) {
+            let padded = |(i, &id): (usize, &u32)| {
+                let real = i % steps < lengths[i / steps] as usize;
+                !real && id != pad
+            };
+            if let Some((i, id)) = ids.iter().enumerate().find(|&p| padded(p)) {
+                return Err(format!(
+                    "{what}: sample {} holds id {id} at padded step {}, not the pad_id {pad}",
+                    i / steps,
+                    i % steps
+                ));
+            }
+        }
+        Ok(Some(lengths))
+    }
+}
+
 /// One entry of `inputs.batches`, for the loss named `loss`.
-fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> {
+fn batch(net: &Net, loss: &str, padding: Padding, b: &Value, what: &str) -> Result<Batch, String> {
     let (x, size) = ModelInput::parse(net, &b["x"], &format!("{what}.x"))?;
+    let lengths = padding.lengths(net, (&x, size), &b["lengths"], &format!("{what}.lengths"))?;
     let y = Tensor::parse(&b["y"], &format!("{what}.y"))?;
     let y = match loss {
         "softmax_cross_entropy" => {
@@ -256,7 +350,9 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
                 format!("{what}.y holds something other than classes below {classes}")
             })?)
         }
-        "sequence_cross_entropy" => sequence_labels(net, &y, size, what)?,
+        "sequence_cross_entropy" | "masked_sequence_cross_entropy" => {
+            sequence_labels(net, &y, size, what)?
+        }
         "mse" => {
             if y.shape.first() != Some(&size) || y.data.len() != size * net.outputs() {
                 return Err(format!(
@@ -268,11 +364,20 @@ fn batch(net: &Net, loss: &str, b: &Value, what: &str) -> Result<Batch, String> 
         }
         other => return Err(format!("unsupported loss `{other}`")),
     };
-    Ok(Batch { x, y, size })
+    Ok(Batch {
+        x,
+        y,
+        size,
+        lengths,
+    })
 }
 
+/// PyTorch's `ignore_index`: a target of -100 is left out of the loss.
+const IGNORE_INDEX: f32 = -100.0;
+
 /// The `[batch, seq]` class indices of a `sequence_cross_entropy` batch, for a model whose
-/// output is `[seq, classes]`.
+/// output is `[seq, classes]`; -100 ([`IGNORE_INDEX`], the target of a padded step) is
+/// [`IGNORE`].
 fn sequence_labels(net: &Net, y: &Tensor, size: usize, what: &str) -> Result<Targets, String> {
     let &[seq, classes] = &net.output_shape[..] else {
         return Err(format!(
@@ -286,8 +391,11 @@ fn sequence_labels(net: &Net, y: &Tensor, size: usize, what: &str) -> Result<Tar
             y.shape
         ));
     }
-    let class =
-        |v: f32| (v >= 0.0 && v.fract() == 0.0 && (v as usize) < classes).then_some(v as u32);
+    let class = |v: f32| {
+        let ignored = v == IGNORE_INDEX;
+        let class = v >= 0.0 && v.fract() == 0.0 && (v as usize) < classes;
+        (ignored || class).then_some(if ignored { IGNORE } else { v as u32 })
+    };
     let labels = y
         .data
         .iter()
@@ -533,5 +641,30 @@ mod tests {
         assert!(y.is::<fusegraph::loss::SequenceCrossEntropy<2>>(4));
         assert!(!y.is::<SoftmaxCrossEntropy>(4));
         assert!(!y.is::<Mse>(4));
+    }
+
+    #[test]
+    fn a_target_of_minus_100_is_ignored_and_lengths_are_checked() {
+        let mut case = tagger(json!({"shape": [1, 2], "data": [0.0, -100.0]}));
+        let got = run(&case).unwrap();
+        // The logits (0.5, 0) of position 0, class 0, alone.
+        let expected = (1.0 + (-0.5f64).exp()).ln();
+        let loss = got["loss_step0"].as_f64().unwrap();
+        assert!((loss - expected).abs() < 1e-6, "{loss} vs {expected}");
+        let parsed = ModelCase::parse(&case).unwrap();
+        let Targets::SequenceCrossEntropy { labels, .. } = &parsed.batches[0].y else {
+            unreachable!("a sequence loss")
+        };
+        assert_eq!(labels, &[0, IGNORE]);
+        assert!(parsed.batches[0].lengths().is_full());
+        case["model"]["variable_length"] = json!(true);
+        case["inputs"]["probe_lengths"] = json!({"shape": [1], "data": [1]});
+        for (lengths, fine) in [(json!([2]), true), (json!([3]), false), (json!([0]), false)] {
+            case["inputs"]["batches"][0]["lengths"] = json!({"shape": [1], "data": lengths});
+            match ModelCase::parse(&case) {
+                Ok(c) => assert!(fine && c.batches[0].lengths().of(0, 2) == 2),
+                Err(e) => assert!(!fine && e.contains("from 1 to the 2 steps"), "{e}"),
+            }
+        }
     }
 }

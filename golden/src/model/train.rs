@@ -6,9 +6,10 @@ use super::machine::Machine;
 use super::{Batch, ModelCase, ModelInput};
 use crate::state::Conventions;
 use crate::tensor::to_json;
+use fusegraph::layers::Lengths;
 use fusegraph::loss::Loss;
 use fusegraph::optim::{Optimizer, Rule};
-use fusegraph::train::InputValue;
+use fusegraph::train::{InputValue, Inputs};
 use fusegraph::{Model, TrainStep};
 use serde_json::{json, Value};
 
@@ -25,13 +26,13 @@ pub(crate) trait Trainee {
     fn step(&mut self, batch: &Batch) -> f32;
     /// The parameters, frozen ones included.
     fn params(&self) -> &[f32];
-    /// The model's output for a batch.
-    fn predict(&mut self, x: &ModelInput) -> &[f32];
+    /// The model's output for a batch of samples of `lengths`.
+    fn predict(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> &[f32];
     /// d sum(output) / d x for a batch; `None` for token ids, which have none.
-    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]>;
+    fn input_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]>;
     /// d sum(output) / d (the first tensor, a token model's embedding table) for a batch;
     /// `None` when that tensor is frozen and the trainee computes no gradient for it.
-    fn embedding_gradient(&mut self, x: &ModelInput) -> Option<&[f32]>;
+    fn embedding_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]>;
     /// The optimizer, over the trainable tensors.
     fn optimizer(&self) -> &Optimizer<Self::Rule>;
 }
@@ -41,7 +42,8 @@ pub(crate) trait Trainee {
 /// weights after it (every tensor, frozen ones included), and the probe outputs and input
 /// gradients (also before the first step; for token ids, the gradient of the embedding table
 /// on the probe before the first step instead), and the final optimizer state (of the
-/// trainable tensors) written by `conventions`.
+/// trainable tensors) written by `conventions`. The probe is measured with its lengths, each
+/// batch trained with its own.
 pub(crate) fn record<T: Trainee>(
     t: &mut T,
     case: &ModelCase,
@@ -49,6 +51,7 @@ pub(crate) fn record<T: Trainee>(
 ) -> Result<Value, String> {
     let (layout, trainable) = (&case.net.layout, &case.trainable.layout);
     let (probe, probe_shape) = (&case.probe, &case.probe_shape);
+    let probe_lengths = case.probe_lengths();
     let out_shape: Vec<usize> = probe_shape[..1]
         .iter()
         .chain(&case.net.output_shape)
@@ -56,7 +59,7 @@ pub(crate) fn record<T: Trainee>(
         .collect();
     let embedding_grad = if case.net.tokens {
         let g = t
-            .embedding_gradient(probe)
+            .embedding_gradient(probe, probe_lengths)
             .ok_or("the embedding table is frozen: the model has no gradient for it")?;
         Some(to_json(&layout.shapes[0], g))
     } else {
@@ -64,8 +67,8 @@ pub(crate) fn record<T: Trainee>(
     };
     let (mut probe_outputs, mut input_grads) = (Vec::new(), Vec::new());
     let mut measure = |t: &mut T| {
-        probe_outputs.push(to_json(&out_shape, t.predict(probe)));
-        if let Some(dx) = t.input_gradient(probe) {
+        probe_outputs.push(to_json(&out_shape, t.predict(probe, probe_lengths)));
+        if let Some(dx) = t.input_gradient(probe, probe_lengths) {
             input_grads.push(to_json(probe_shape, dx));
         }
     };
@@ -141,9 +144,8 @@ impl<R: Rule> Trainee for Dynamic<'_, R> {
     type Rule = R;
 
     fn gradients(&mut self, batch: &Batch) -> f32 {
-        let loss = self
-            .machine
-            .loss_and_backward(&self.params, &batch.x, &batch.y);
+        let loss =
+            (self.machine).loss_and_backward(&self.params, &batch.x, batch.lengths(), &batch.y);
         let all = &self.case.net.layout;
         (self.case.trainable).gather(all, self.machine.grads(), &mut self.grads);
         loss
@@ -163,18 +165,18 @@ impl<R: Rule> Trainee for Dynamic<'_, R> {
         &self.params
     }
 
-    fn predict(&mut self, x: &ModelInput) -> &[f32] {
-        self.machine.predict(&self.params, x)
+    fn predict(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> &[f32] {
+        self.machine.predict(&self.params, x, lengths)
     }
 
-    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+    fn input_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
         let features = matches!(x, ModelInput::Values(_));
-        features.then(|| self.machine.input_gradient(&self.params, x))
+        features.then(|| self.machine.input_gradient(&self.params, x, lengths))
     }
 
-    fn embedding_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+    fn embedding_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
         let table = self.case.net.layout.ranges[0].clone();
-        Some(&self.machine.output_gradients(&self.params, x)[table])
+        Some(&self.machine.output_gradients(&self.params, x, lengths)[table])
     }
 
     fn optimizer(&self) -> &Optimizer<R> {
@@ -190,7 +192,7 @@ pub trait CaseInput: InputValue {
     fn input_gradient<'s, M: Model<Input = Self>, R: Rule, const B: usize>(
         step: &'s mut TrainStep<M, R, B>,
         model: &M,
-        x: &[Self],
+        x: &dyn Inputs<Self>,
     ) -> Option<&'s [f32]>;
 }
 
@@ -204,7 +206,7 @@ impl CaseInput for f32 {
     fn input_gradient<'s, M: Model<Input = f32>, R: Rule, const B: usize>(
         step: &'s mut TrainStep<M, R, B>,
         model: &M,
-        x: &[f32],
+        x: &dyn Inputs<f32>,
     ) -> Option<&'s [f32]> {
         Some(step.input_gradient(model, x))
     }
@@ -220,7 +222,7 @@ impl CaseInput for u32 {
     fn input_gradient<'s, M: Model<Input = u32>, R: Rule, const B: usize>(
         _step: &'s mut TrainStep<M, R, B>,
         _model: &M,
-        _x: &[u32],
+        _x: &dyn Inputs<u32>,
     ) -> Option<&'s [f32]> {
         None
     }
@@ -248,9 +250,31 @@ impl<M: Model, R: Rule, const B: usize> Typed<M, R, B>
 where
     M::Input: CaseInput,
 {
-    /// The inputs `x` as the model reads them.
-    fn inputs(x: &ModelInput) -> &[M::Input] {
-        M::Input::of_case(x).expect("run_typed checked that the case's inputs are the model's")
+    /// The inputs `x` of samples of `lengths` as the model reads them.
+    fn inputs<'a>(x: &'a ModelInput, lengths: Lengths<'a>) -> CaseBatch<'a, M::Input> {
+        CaseBatch {
+            values: M::Input::of_case(x)
+                .expect("run_typed checked that the case's inputs are the model's"),
+            lengths,
+        }
+    }
+}
+
+/// The inputs of a case's batch and the lengths of its samples, as a train step's methods
+/// take them (the values alone give [`Lengths::FULL`], `Padded` the lengths it holds).
+struct CaseBatch<'a, V> {
+    /// The values (or ids), sample after sample.
+    values: &'a [V],
+    /// The real steps of each sample.
+    lengths: Lengths<'a>,
+}
+
+impl<V> Inputs<V> for CaseBatch<'_, V> {
+    fn values(&self) -> &[V] {
+        self.values
+    }
+    fn lengths(&self) -> Lengths<'_> {
+        self.lengths
     }
 }
 
@@ -261,9 +285,11 @@ where
     type Rule = R;
 
     fn gradients(&mut self, batch: &Batch) -> f32 {
-        let y = Self::targets(batch);
-        self.step
-            .gradients(&mut self.model, Self::inputs(&batch.x), y)
+        let (y, x) = (
+            Self::targets(batch),
+            Self::inputs(&batch.x, batch.lengths()),
+        );
+        self.step.gradients(&mut self.model, &x, y)
     }
 
     fn grads(&self) -> &[f32] {
@@ -271,27 +297,31 @@ where
     }
 
     fn step(&mut self, batch: &Batch) -> f32 {
-        let y = Self::targets(batch);
-        self.step.run(&mut self.model, Self::inputs(&batch.x), y)
+        let (y, x) = (
+            Self::targets(batch),
+            Self::inputs(&batch.x, batch.lengths()),
+        );
+        self.step.run(&mut self.model, &x, y)
     }
 
     fn params(&self) -> &[f32] {
         self.model.params()
     }
 
-    fn predict(&mut self, x: &ModelInput) -> &[f32] {
-        self.step.predict(&self.model, Self::inputs(x))
+    fn predict(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> &[f32] {
+        self.step.predict(&self.model, &Self::inputs(x, lengths))
     }
 
-    fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
-        M::Input::input_gradient(&mut self.step, &self.model, Self::inputs(x))
+    fn input_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
+        M::Input::input_gradient(&mut self.step, &self.model, &Self::inputs(x, lengths))
     }
 
-    fn embedding_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
+    fn embedding_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
         // The step's gradients are laid out as the trainable tensors: the table is first
         // there when it trains.
         let table = M::TENSORS.first()?.trainable_ranges()?.1;
-        Some(&self.step.output_gradients(&self.model, Self::inputs(x))[table])
+        let x = Self::inputs(x, lengths);
+        Some(&self.step.output_gradients(&self.model, &x)[table])
     }
 
     fn optimizer(&self) -> &Optimizer<R> {
@@ -361,14 +391,14 @@ mod tests {
         fn params(&self) -> &[f32] {
             self.inner.params()
         }
-        fn predict(&mut self, x: &ModelInput) -> &[f32] {
-            self.inner.predict(x)
+        fn predict(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> &[f32] {
+            self.inner.predict(x, lengths)
         }
-        fn input_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
-            self.inner.input_gradient(x)
+        fn input_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
+            self.inner.input_gradient(x, lengths)
         }
-        fn embedding_gradient(&mut self, x: &ModelInput) -> Option<&[f32]> {
-            self.inner.embedding_gradient(x)
+        fn embedding_gradient(&mut self, x: &ModelInput, lengths: Lengths<'_>) -> Option<&[f32]> {
+            self.inner.embedding_gradient(x, lengths)
         }
         fn optimizer(&self) -> &Optimizer<R> {
             self.inner.optimizer()

@@ -1,6 +1,6 @@
 //! Metrics reported during training and evaluation: loss, accuracy, MAE, MSE.
 
-use crate::loss::{Loss, TargetValue};
+use crate::loss::{batch_weight, Loss, TargetValue};
 
 /// A metric to report beside the loss, as Keras' `compile(metrics=[...])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,8 @@ impl Metric {
 /// Loss and metrics over a set of samples; a metric that was not asked for is `None`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Metrics {
-    /// Mean loss per sample.
+    /// Mean loss per sample (per counted target, where a loss ignores some:
+    /// [`IGNORE`](crate::loss::IGNORE)).
     pub loss: f32,
     /// Fraction of samples predicted right.
     pub accuracy: Option<f32>,
@@ -81,8 +82,11 @@ pub(crate) struct Accumulator {
     has_accuracy: bool,
     abs: f64,
     sq: f64,
-    samples: usize,
-    /// What accuracy divides by: the samples, or the positions of a sequence loss.
+    /// What the batches' losses weigh ([`batch_weight`]): the samples, when no target is
+    /// ignored.
+    weight: f64,
+    /// What accuracy divides by: what the loss scores ([`Loss::scored`]: the samples, or the
+    /// positions of a sequence loss, less the ignored targets).
     scored: usize,
     values: usize,
     /// Batches skipped, which the metrics leave out.
@@ -101,10 +105,11 @@ impl Accumulator {
     /// Adds a batch: its mean loss, the model's outputs (`width` per sample) and targets.
     pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize) {
         let batch = out.len() / width.max(1);
-        self.loss += f64::from(loss) * batch as f64;
-        self.samples += batch;
+        let weight = batch_weight(y, batch);
+        self.loss += f64::from(loss) * weight;
+        self.weight += weight;
         if self.set.accuracy {
-            self.scored += batch * L::scored_per_sample(width);
+            self.scored += L::scored(y, width);
             match L::correct(out, y, width) {
                 Some(c) => self.correct += c,
                 None => self.has_accuracy = false,
@@ -132,10 +137,9 @@ impl Accumulator {
 
     /// The metrics of the batches added so far: NaN before the first (nothing measured).
     pub(crate) fn metrics(&self) -> Metrics {
-        let per_sample = |s: f64| (s / self.samples as f64) as f32;
         let per_value = |s: f64| (s / self.values as f64) as f32;
         Metrics {
-            loss: per_sample(self.loss),
+            loss: (self.loss / self.weight) as f32,
             accuracy: (self.set.accuracy && self.has_accuracy)
                 .then(|| (self.correct as f64 / self.scored as f64) as f32),
             mae: self.set.mae.then(|| per_value(self.abs)),
@@ -180,5 +184,19 @@ mod tests {
         let m = acc.metrics();
         assert_eq!(m.accuracy, Some(2.0 / 3.0));
         assert_eq!(m.loss, 1.0, "the loss is per sample");
+    }
+
+    #[test]
+    fn ignored_targets_are_neither_scored_nor_weighed() {
+        use crate::loss::{SequenceCrossEntropy, IGNORE};
+        let mut acc = Accumulator::new(MetricSet::new(&[Metric::Accuracy]));
+        let out = [0.1, 0.9, 0.8, 0.2, 0.3, 0.7];
+        // Positions 0 and 2 count, both right; a mean loss of 1 over them sums to 2.
+        acc.add::<SequenceCrossEntropy<2>>(1.0, &out, &[1, IGNORE, 1], 6);
+        // All three count, position 1 alone right; a mean of 4 sums to 12.
+        acc.add::<SequenceCrossEntropy<2>>(4.0, &out, &[0, 0, 0], 6);
+        let m = acc.metrics();
+        assert_eq!(m.accuracy, Some(3.0 / 5.0));
+        assert!((m.loss - 14.0 / 5.0).abs() < 1e-6, "{}", m.loss);
     }
 }

@@ -418,9 +418,10 @@ pub struct Softmax;
 impl Softmax {
     /// The softmax of every `row` values of `y`, in place and in one dispatch, on the lanes
     /// that [`lane::dispatch`] picks; the sums in `f32x8` lane order ([`EightSums`]), so that
-    /// every lane type gives the same bits. With `causal`, row `i` is the softmax of its first `i + 1` values, and 0 after
-    /// them (a causal attention's weights).
-    pub(crate) fn rows(y: &mut [f32], row: usize, causal: bool) {
+    /// every lane type gives the same bits. With `causal = Some(keys)`, row `i` is the
+    /// softmax of its first `min(i + 1, keys)` values, and 0 after them (a causal attention's
+    /// weights over `keys` real keys, the rest padding).
+    pub(crate) fn rows(y: &mut [f32], row: usize, causal: Option<usize>) {
         if !y.is_empty() {
             lane::dispatch(SoftmaxRows { y, row, causal });
         }
@@ -469,7 +470,7 @@ fn map_lanes<L: Lane>(y: &mut [f32], f: impl Fn(L) -> L) {
 struct SoftmaxRows<'a> {
     y: &'a mut [f32],
     row: usize,
-    causal: bool,
+    causal: Option<usize>,
 }
 
 impl OnLanes for SoftmaxRows<'_> {
@@ -477,7 +478,10 @@ impl OnLanes for SoftmaxRows<'_> {
     #[inline(always)]
     fn run<L: Lane>(self) {
         for (i, row) in self.y.chunks_exact_mut(self.row).enumerate() {
-            let seen = if self.causal { i + 1 } else { row.len() };
+            let seen = match self.causal {
+                Some(keys) => (i + 1).min(keys),
+                None => row.len(),
+            };
             let (seen, masked) = row.split_at_mut(seen);
             softmax_row::<L>(seen);
             masked.fill(0.0);
@@ -504,13 +508,13 @@ impl Activation for Softmax {
     fn forward(z: &[f32], y: &mut [f32], row: usize) {
         check_bias(y, &[], z, row, true);
         y.copy_from_slice(z);
-        Self::rows(y, row, false);
+        Self::rows(y, row, None);
     }
 
     fn forward_bias(y: &mut [f32], bias: &[f32], z: &mut [f32], row: usize) {
         check_bias(y, bias, z, row, false);
         add_bias(y, bias);
-        Self::rows(y, row, false);
+        Self::rows(y, row, None);
     }
 
     fn backward(_z: &[f32], y: &[f32], dy: &mut [f32], row: usize) {
@@ -903,21 +907,24 @@ mod tests {
         let scores: Vec<f32> = (0..seq * seq)
             .map(|i| ((i * 53 % 31) as f32 - 15.0) * 0.61)
             .collect();
-        let mut want = scores.clone();
-        for (i, row) in want.chunks_exact_mut(seq).enumerate() {
-            let (seen, masked) = row.split_at_mut(i + 1);
-            softmax_in_f32x8(seen);
-            masked.fill(0.0);
-        }
-        for lanes in lane::Tested::every() {
-            let mut got = scores.clone();
-            let rows = SoftmaxRows {
-                y: &mut got,
-                row: seq,
-                causal: true,
-            };
-            lanes.run(rows);
-            assert_eq!(bits(&got), bits(&want), "{lanes:?}");
+        // Every key real, and the keys from 20 on padding.
+        for keys in [seq, 20] {
+            let mut want = scores.clone();
+            for (i, row) in want.chunks_exact_mut(seq).enumerate() {
+                let (seen, masked) = row.split_at_mut((i + 1).min(keys));
+                softmax_in_f32x8(seen);
+                masked.fill(0.0);
+            }
+            for lanes in lane::Tested::every() {
+                let mut got = scores.clone();
+                let rows = SoftmaxRows {
+                    y: &mut got,
+                    row: seq,
+                    causal: Some(keys),
+                };
+                lanes.run(rows);
+                assert_eq!(bits(&got), bits(&want), "{lanes:?}, {keys} keys");
+            }
         }
     }
 
@@ -928,7 +935,7 @@ mod tests {
                 .map(|i| ((i * 37 % 29) as f32 - 14.0) * 0.77 + if i == 3 { -1e30 } else { 0.0 })
                 .collect();
             let (mut got, mut want) = (row.clone(), row);
-            Softmax::rows(&mut got, len, false);
+            Softmax::rows(&mut got, len, None);
             softmax_in_f32x8(&mut want);
             assert_eq!(
                 bits(&got),

@@ -8,6 +8,11 @@
 //! over `j <= i` (0 past `i`: position `i` attends to `0..=i`), `c_h[i] = Σ_j p[i][j] v_h[j]`;
 //! the heads side by side form `c`, and `y = c·Wo + bo`. The projections are GEMMs over every
 //! position of the batch at once; scores and mixing are GEMMs per sample and head.
+//!
+//! With lengths ([`Ctx::lengths`]), sample `b`'s keys from `lengths[b]` on are padding and
+//! masked (PyTorch's `key_padding_mask`): query `i` attends to the keys `j <= i` with
+//! `j < lengths[b]`. The padded queries are computed as the others (right padding leaves them
+//! the real keys), not zeroed; the padded keys' and values' gradients are 0.
 
 use super::dense::{dense_backward, dense_forward, DenseDims};
 use super::{
@@ -220,13 +225,25 @@ fn weights(p: &[f32], seq: usize, rows: Range<usize>, cols: Range<usize>) -> Mat
     )
 }
 
-/// The weights of the queries of block `b` for the keys they see, `0..b.end`.
-fn seen<'p>(p: &'p [f32], seq: usize, b: &Range<usize>) -> MatRef<'p> {
-    weights(p, seq, b.clone(), 0..b.end)
+/// The keys the queries of block `b` see in a sample of `keys` real keys: `0..b.end`, the
+/// padded keys from `keys` on left out.
+fn seen_keys(b: &Range<usize>, keys: usize) -> Range<usize> {
+    0..b.end.min(keys)
 }
 
-/// The weights of the keys of block `b` from the queries that see them, `b.start..seq`,
-/// transposed: one row per key.
+/// The real keys of block `b` in a sample of `keys` real keys (none when the block is
+/// padding).
+fn real_keys(b: &Range<usize>, keys: usize) -> Range<usize> {
+    b.start..b.end.min(keys).max(b.start)
+}
+
+/// The weights of the queries of block `b` for the keys they see ([`seen_keys`]).
+fn seen<'p>(p: &'p [f32], seq: usize, b: &Range<usize>, keys: usize) -> MatRef<'p> {
+    weights(p, seq, b.clone(), seen_keys(b, keys))
+}
+
+/// The weights of the keys `b` from the queries that see them, `b.start..seq`, transposed:
+/// one row per key.
 fn seen_by<'p>(p: &'p [f32], seq: usize, b: &Range<usize>) -> MatRef<'p> {
     weights(p, seq, b.start..seq, b.clone()).t()
 }
@@ -243,41 +260,43 @@ fn weights_mut(p: &mut [f32], seq: usize, rows: Range<usize>, cols: Range<usize>
 }
 
 /// `dp` becomes the gradient of the scores: `p * (dp - Σ_j p[j] dp[j])` over each row's first
-/// `i + 1` values, 0 where masked.
-fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize) {
+/// `min(i + 1, keys)` values, 0 where masked.
+fn causal_softmax_backward(p: &[f32], dp: &mut [f32], seq: usize, keys: usize) {
     for (i, (p, dp)) in p
         .chunks_exact(seq)
         .zip(dp.chunks_exact_mut(seq))
         .enumerate()
     {
-        let (seen, masked) = dp.split_at_mut(i + 1);
-        Softmax::row_backward(&p[..=i], seen);
+        let (seen, masked) = dp.split_at_mut((i + 1).min(keys));
+        Softmax::row_backward(&p[..seen.len()], seen);
         masked.fill(0.0);
     }
 }
 
-/// `p = causal softmax(q_h·k_hᵀ * scale)` and `c_h = p·v_h` for every head of one sample,
-/// with `ws` as GEMM workspace; each block of queries multiplies the keys and values it sees
-/// ([`CAUSAL_BLOCK`]).
-fn attend(d: AttentionDims, qkv: [&[f32]; 3], p: &mut [f32], c: &mut [f32], ws: &mut [f32]) {
+/// `p = causal softmax(q_h·k_hᵀ * scale)` and `c_h = p·v_h` for every head of one sample of
+/// `keys` real keys (query `i` attends to keys `j <= i` with `j < keys`: the padded keys are
+/// masked, the padded queries computed as the others), with `ws` as GEMM workspace; each block
+/// of queries multiplies the keys and values it sees ([`CAUSAL_BLOCK`], [`seen_keys`]).
+fn attend(
+    d: AttentionDims,
+    qkv: [&[f32]; 3],
+    keys: usize,
+    p: &mut [f32],
+    c: &mut [f32],
+    ws: &mut [f32],
+) {
     let [q, k, v] = qkv;
     let (s, scale) = (d.seq, d.scale());
     for (h, p) in p.chunks_exact_mut(s * s).enumerate() {
         for b in causal_blocks(s) {
-            let (q, k) = (head(d, q, h, b.clone()), head(d, k, h, 0..b.end));
-            gemm(
-                scale,
-                q,
-                k.t(),
-                0.0,
-                weights_mut(p, s, b.clone(), 0..b.end),
-                ws,
-            );
+            let seen = seen_keys(&b, keys);
+            let (q, k) = (head(d, q, h, b.clone()), head(d, k, h, seen.clone()));
+            gemm(scale, q, k.t(), 0.0, weights_mut(p, s, b, seen), ws);
         }
-        Softmax::rows(p, s, true);
+        Softmax::rows(p, s, Some(keys));
         for b in causal_blocks(s) {
-            let v = head(d, v, h, 0..b.end);
-            gemm(1.0, seen(p, s, &b), v, 0.0, head_mut(d, c, h, b), ws);
+            let v = head(d, v, h, seen_keys(&b, keys));
+            gemm(1.0, seen(p, s, &b, keys), v, 0.0, head_mut(d, c, h, b), ws);
         }
     }
 }
@@ -355,6 +374,7 @@ pub fn attention_forward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Forward<'_>) {
     }
     let (q, k, v) = (&*q, &*k, &*v);
     let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
+    let lengths = ctx.lengths;
     enough_scratch(name, ctx.scratch, batch * d.head_scratch());
     let heads = &mut ctx.scratch[..batch * d.head_scratch()];
     let out = (
@@ -373,7 +393,8 @@ pub fn attention_forward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Forward<'_>) {
     each_sample(d, batch, out, |b, (p, (c, hs))| {
         let at = b * per..(b + 1) * per;
         let qkv = [&q[at.clone()], &k[at.clone()], &v[at]];
-        attend(d, qkv, p.data, c.data, &mut hs.data[d.seq * d.seq..]);
+        let keys = lengths.of(b, d.seq);
+        attend(d, qkv, keys, p.data, c.data, &mut hs.data[d.seq * d.seq..]);
     });
     project(ctx, d, params, 3, c, y);
 }
@@ -392,51 +413,52 @@ struct HeadGrads<'a> {
     ws: &'a mut [f32],
 }
 
-/// The backward pass of [`attend`] for one sample (`saved`: its `q`, `k`, `v` and attention
-/// weights; `dc`: d loss / d the mixed heads), head by head: `dv_h = pᵀ·dc_h`, the gradient of
-/// the weights `dc_h·v_hᵀ` through the softmax into `ds`, then `dq_h = ds·k_h * scale` and
-/// `dk_h = dsᵀ·q_h * scale`; each block multiplies only what its weights do not mask
-/// ([`CAUSAL_BLOCK`]): queries `i0..i1` the keys `0..i1`, keys `j0..j1` the queries `j0..`.
-fn attend_backward(d: AttentionDims, saved: [&[f32]; 4], dc: &[f32], g: HeadGrads<'_>) {
+/// The backward pass of [`attend`] for one sample of `keys` real keys (`saved`: its `q`, `k`,
+/// `v` and attention weights; `dc`: d loss / d the mixed heads), head by head: `dv_h =
+/// pᵀ·dc_h`, the gradient of the weights `dc_h·v_hᵀ` through the softmax into `ds`, then
+/// `dq_h = ds·k_h * scale` and `dk_h = dsᵀ·q_h * scale`; each block multiplies only what its
+/// weights do not mask ([`CAUSAL_BLOCK`]): queries `i0..i1` the keys `0..i1` below `keys`,
+/// keys `j0..j1` below `keys` the queries `j0..`. The padded keys' `dk` and `dv` are 0.
+fn attend_backward(
+    d: AttentionDims,
+    saved: [&[f32]; 4],
+    keys: usize,
+    dc: &[f32],
+    g: HeadGrads<'_>,
+) {
     let [q, k, v, p] = saved;
     let (s, scale) = (d.seq, d.scale());
     for (h, p) in p.chunks_exact(s * s).enumerate() {
         for b in causal_blocks(s) {
-            let dc_seen = head(d, dc, h, b.start..s);
-            gemm(
-                1.0,
-                seen_by(p, s, &b),
-                dc_seen,
-                0.0,
-                head_mut(d, g.dv, h, b.clone()),
-                g.ws,
-            );
-            let (dc, v) = (head(d, dc, h, b.clone()), head(d, v, h, 0..b.end));
-            let dp = weights_mut(g.ds, s, b.clone(), 0..b.end);
+            let real = real_keys(&b, keys);
+            if !real.is_empty() {
+                let dc_seen = head(d, dc, h, real.start..s);
+                let dv = head_mut(d, g.dv, h, real.clone());
+                gemm(1.0, seen_by(p, s, &real), dc_seen, 0.0, dv, g.ws);
+            }
+            let seen = seen_keys(&b, keys);
+            let (dc, v) = (head(d, dc, h, b.clone()), head(d, v, h, seen.clone()));
+            let dp = weights_mut(g.ds, s, b, seen);
             gemm(1.0, dc, v.t(), 0.0, dp, g.ws);
         }
-        causal_softmax_backward(p, g.ds, s);
+        causal_softmax_backward(p, g.ds, s, keys);
         let ds = &*g.ds;
         for b in causal_blocks(s) {
-            let (k, q) = (head(d, k, h, 0..b.end), head(d, q, h, b.start..s));
-            gemm(
-                scale,
-                seen(ds, s, &b),
-                k,
-                0.0,
-                head_mut(d, g.dq, h, b.clone()),
-                g.ws,
-            );
-            gemm(
-                scale,
-                seen_by(ds, s, &b),
-                q,
-                0.0,
-                head_mut(d, g.dk, h, b),
-                g.ws,
-            );
+            let k = head(d, k, h, seen_keys(&b, keys));
+            let dq = head_mut(d, g.dq, h, b.clone());
+            gemm(scale, seen(ds, s, &b, keys), k, 0.0, dq, g.ws);
+            let real = real_keys(&b, keys);
+            if !real.is_empty() {
+                let (q, dk) = (
+                    head(d, q, h, real.start..s),
+                    head_mut(d, g.dk, h, real.clone()),
+                );
+                gemm(scale, seen_by(ds, s, &real), q, 0.0, dk, g.ws);
+            }
         }
     }
+    g.dk[keys * d.dim..].fill(0.0);
+    g.dv[keys * d.dim..].fill(0.0);
 }
 
 /// The buffers of a projection's backward pass over every position of the batch.
@@ -527,7 +549,7 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
         return;
     }
     let (per, weights) = (d.seq * d.dim, d.heads * d.seq * d.seq);
-    let dc = &*dc;
+    let (dc, lengths) = (&*dc, ctx.lengths);
     let out = (
         (
             PerSample {
@@ -564,6 +586,7 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
         attend_backward(
             d,
             [&q[at.clone()], &k[at.clone()], &v[at.clone()], p],
+            lengths.of(b, d.seq),
             &dc[at],
             g,
         );
@@ -603,6 +626,9 @@ pub fn attention_backward(ctx: &mut Ctx<'_>, d: AttentionDims, io: Backward<'_>)
 ///
 /// Forward saves `q`, `k`, `v`, the mixed heads and the attention weights
 /// ([`AttentionDims::saved`] per sample); backward needs [`AttentionDims::scratch`] per sample.
+///
+/// The layer honours lengths ([`Layer::STEPS`] is `SEQ`): a padded key is masked, so a real
+/// position's output does not depend on the padding (the module comment).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CausalSelfAttention<
     const SEQ: usize,
@@ -794,6 +820,7 @@ impl<
     const SCRATCH_PER_SAMPLE: usize = Self::DIMS.scratch();
     const PRODUCTS: &'static [Product] = &attention_products(Self::DIMS);
     const FREEZABLE: bool = true;
+    const STEPS: usize = SEQ;
 
     fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
@@ -810,8 +837,10 @@ impl<
 mod tests {
     extern crate std;
     use super::*;
-    use crate::layers::gradcheck::{bits, Check};
-    use crate::layers::Mode;
+    use crate::layers::gradcheck::{
+        assert_same_bits, bits, forward_backward_padded, Check, Passes,
+    };
+    use crate::layers::{Lengths, Mode};
     use crate::rng::{Rng, Seed};
     use std::vec;
     use std::vec::Vec;
@@ -841,6 +870,15 @@ mod tests {
 
     /// The layer in `f64`, written from the formulas.
     fn reference(d: AttentionDims) -> impl Fn(&[f64], &[f64], usize) -> Vec<f64> {
+        padded_reference(d, Vec::new())
+    }
+
+    /// The layer in `f64` over samples of `lengths` (every step real where none is given):
+    /// query `i` of sample `b` attends to the keys `0..=min(i, lengths[b] - 1)`.
+    fn padded_reference(
+        d: AttentionDims,
+        lengths: Vec<u32>,
+    ) -> impl Fn(&[f64], &[f64], usize) -> Vec<f64> {
         move |params, x, _| {
             let (s, m, hd) = (d.seq, d.dim, d.head_dim());
             let (q, at) = project64(x, params, 0, m, d.bias[0]);
@@ -849,20 +887,22 @@ mod tests {
             let mut c = vec![0.0; x.len()];
             for b in 0..x.len() / (s * m) {
                 let row = |t: usize, i: usize| (b * s + i) * m + t;
+                let keys = lengths.get(b).map_or(s, |&l| l as usize);
                 for h in 0..d.heads {
                     for i in 0..s {
+                        let last = i.min(keys - 1);
                         let score = |j: usize| {
                             let dot: f64 = (0..hd)
                                 .map(|t| q[row(h * hd + t, i)] * k[row(h * hd + t, j)])
                                 .sum();
                             dot / (hd as f64).sqrt()
                         };
-                        let top = (0..=i).map(score).fold(f64::MIN, f64::max);
-                        let e: Vec<f64> = (0..=i).map(|j| (score(j) - top).exp()).collect();
+                        let top = (0..=last).map(score).fold(f64::MIN, f64::max);
+                        let e: Vec<f64> = (0..=last).map(|j| (score(j) - top).exp()).collect();
                         let sum: f64 = e.iter().sum();
                         for t in 0..hd {
                             c[row(h * hd + t, i)] =
-                                (0..=i).map(|j| e[j] / sum * v[row(h * hd + t, j)]).sum();
+                                (0..=last).map(|j| e[j] / sum * v[row(h * hd + t, j)]).sum();
                         }
                     }
                 }
@@ -878,6 +918,133 @@ mod tests {
             CausalSelfAttention<S, M, H, QB, KB, true, QB>;
         let d = A::<S, M, H, QB, KB>::DIMS;
         Check::new(batch).run::<A<S, M, H, QB, KB>>(&reference(d));
+    }
+
+    /// Lengths in both causal blocks of 37 positions, the second block wholly padding in a
+    /// sample of 5, and samples of one step.
+    #[test]
+    fn padded_attention_matches_finite_differences() {
+        fn padded<const S: usize>(lengths: &[u32]) {
+            let reference = padded_reference(Heads2::<S>::DIMS, lengths.to_vec());
+            let check = Check {
+                lengths: Some(lengths.to_vec()),
+                ..Check::new(lengths.len())
+            };
+            check.run::<Heads2<S>>(&reference);
+        }
+        padded::<5>(&[5, 2, 1]);
+        padded::<1>(&[1, 1]);
+        padded::<37>(&[37, 33, 5, 1]);
+    }
+
+    /// Two heads over 4 features, no key bias, over `S` positions.
+    type Heads2<const S: usize> = CausalSelfAttention<S, 4, 2, true, false>;
+
+    /// Parameters of [`Heads2`], and an output gradient over `x` (samples of `seq` steps)
+    /// that is 0 at the padded steps, as a loss that ignores them gives it.
+    fn params_and_real_gradient(seq: usize, x: &[f32], lengths: &[u32]) -> (Vec<f32>, Vec<f32>) {
+        let mut rng = Rng::new(Seed(3));
+        let params = (0..Heads2::<1>::PARAMS)
+            .map(|_| rng.uniform(-1.0, 1.0))
+            .collect();
+        let dy = (0..x.len())
+            .map(|i| {
+                let (b, t) = (i / (seq * 4), i / 4 % seq);
+                let real = t < lengths[b] as usize;
+                if real {
+                    rng.uniform(-1.0, 1.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        (params, dy)
+    }
+
+    /// Forward and backward of [`Heads2`] over `x` with `lengths`, from `params` and the
+    /// output gradient `dy`.
+    fn passes<const S: usize>(
+        x: &[f32],
+        lengths: Lengths<'_>,
+        params: &[f32],
+        dy: &[f32],
+    ) -> Passes {
+        let batch = x.len() / (S * 4);
+        forward_backward_padded::<Heads2<S>>(Mode::Train, 0, params, &[], (x, lengths), dy, batch)
+    }
+
+    /// What a padded step holds changes no bit of a real position's output, no value of the
+    /// parameters' gradients, and gets an input gradient of exactly 0 when the loss ignores
+    /// it (the padded queries' outputs have no gradient); with lengths on one thread or two.
+    #[test]
+    fn the_padding_changes_no_real_position() {
+        const S: usize = 40;
+        let lengths = [40, 7, 33, 1];
+        let mut rng = Rng::new(Seed(9));
+        let x: Vec<f32> = (0..4 * S * 4).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let is_real = |i: usize| i / 4 % S < lengths[i / (S * 4)] as usize;
+        let mut other = x.clone();
+        for (i, v) in other.iter_mut().enumerate() {
+            if !is_real(i) {
+                *v = rng.uniform(-50.0, 50.0);
+            }
+        }
+        let (params, dy) = params_and_real_gradient(S, &x, &lengths);
+        let run = |x: &[f32]| passes::<S>(x, Lengths::new(&lengths), &params, &dy);
+        let (a, b) = (run(&x), run(&other));
+        for i in 0..x.len() {
+            if is_real(i) {
+                assert_eq!(a.y[i].to_bits(), b.y[i].to_bits(), "y[{i}]");
+            } else {
+                // A padded query weighs the real keys by its own step (the one key of a
+                // sample of length 1 weighs 1 whatever the query).
+                if lengths[i / (S * 4)] > 1 {
+                    assert_ne!(a.y[i], b.y[i], "the padded query {i} reads its own step");
+                }
+                assert_eq!((a.dx[i], b.dx[i]), (0.0, 0.0), "dx[{i}]");
+            }
+        }
+        assert_eq!(a.dx, b.dx);
+        assert_eq!(a.dparams, b.dparams);
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+        };
+        let one = pool(1).install(|| run(&x));
+        let two = pool(2).install(|| run(&x));
+        assert_same_bits(&one, &two);
+        assert_same_bits(&one, &a);
+    }
+
+    /// A sample of `L` steps padded to 37 gives, at its real steps, the values of the same
+    /// steps run as a sequence of `L` (the padded keys physically removed).
+    fn masked_keys_are_keys_removed<const L: usize>() {
+        const S: usize = 37;
+        let mut rng = Rng::new(Seed(12));
+        let x: Vec<f32> = (0..S * 4).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let (params, dy) = params_and_real_gradient(S, &x, &[L as u32]);
+        let padded = passes::<S>(&x, Lengths::new(&[L as u32]), &params, &dy);
+        let real = ..L * 4;
+        let short = passes::<L>(&x[real], Lengths::FULL, &params, &dy[real]);
+        assert_eq!(bits(&short.y), bits(&padded.y[real]), "y, length {L}");
+        assert_eq!(bits(&short.dx), bits(&padded.dx[real]), "dx, length {L}");
+        for (g, w) in short.dparams.iter().zip(&padded.dparams) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{g} vs {w}, length {L}"
+            );
+        }
+    }
+
+    #[test]
+    fn masked_keys_are_keys_removed_in_either_block() {
+        masked_keys_are_keys_removed::<1>();
+        masked_keys_are_keys_removed::<6>();
+        masked_keys_are_keys_removed::<32>();
+        masked_keys_are_keys_removed::<33>();
+        masked_keys_are_keys_removed::<36>();
     }
 
     #[test]
@@ -911,7 +1078,7 @@ mod tests {
                 scores,
                 ws,
             );
-            Softmax::rows(p, s, true);
+            Softmax::rows(p, s, Some(s));
             let pm = MatRef::row_major(p, s, s);
             gemm(
                 1.0,
@@ -925,7 +1092,7 @@ mod tests {
             gemm(1.0, pm.t(), dcm, 0.0, head_mut(d, &mut dv, h, all()), ws);
             let dp = MatMut::row_major(&mut ds, s, s);
             gemm(1.0, dcm, head(d, v, h, all()).t(), 0.0, dp, ws);
-            causal_softmax_backward(p, &mut ds, s);
+            causal_softmax_backward(p, &mut ds, s, s);
             let dsm = MatRef::row_major(&ds, s, s);
             let (kh, qh) = (head(d, k, h, all()), head(d, q, h, all()));
             gemm(scale, dsm, kh, 0.0, head_mut(d, &mut dq, h, all()), ws);
@@ -951,7 +1118,7 @@ mod tests {
             let ws = &mut vec![0.0; d.head_scratch()];
             let mut p = vec![f32::NAN; heads * seq * seq];
             let mut c = vec![f32::NAN; seq * dim];
-            attend(d, [&q, &k, &v], &mut p, &mut c, ws);
+            attend(d, [&q, &k, &v], seq, &mut p, &mut c, ws);
             let [mut dq, mut dk, mut dv] = [c.clone(), c.clone(), c.clone()];
             let mut ds = vec![f32::NAN; seq * seq];
             let g = HeadGrads {
@@ -961,7 +1128,7 @@ mod tests {
                 ds: &mut ds,
                 ws,
             };
-            attend_backward(d, [&q, &k, &v, &p], &dc, g);
+            attend_backward(d, [&q, &k, &v, &p], seq, &dc, g);
             let got = [p, c, dq, dk, dv];
             for (name, (g, w)) in ["p", "c", "dq", "dk", "dv"]
                 .iter()

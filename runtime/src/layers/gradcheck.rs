@@ -3,7 +3,7 @@
 
 extern crate std;
 
-use super::{Backward, Ctx, Forward, Frozen, Grad, Layer, Mode};
+use super::{Backward, Ctx, Forward, Frozen, Grad, Layer, Lengths, Mode};
 use crate::rng::{Rng, Seed};
 use std::vec;
 use std::vec::Vec;
@@ -30,6 +30,9 @@ pub(crate) struct Check {
     pub params: Option<Vec<f32>>,
     /// State before forward; `Layer::init_state` when `None`.
     pub state: Option<Vec<f32>>,
+    /// The lengths of the samples (the reference must honour the same); every step real
+    /// when `None`.
+    pub lengths: Option<Vec<u32>>,
 }
 
 /// `|a - b| <= rtol * |b| + atol`, with a message naming `what` and the index.
@@ -86,6 +89,7 @@ impl Check {
             x: None,
             params: None,
             state: None,
+            lengths: None,
         }
     }
 
@@ -106,13 +110,14 @@ impl Check {
         let mut scratch = vec![f32::NAN; L::scratch_len(batch)];
         let mut step_rng = Rng::new(Seed(self.seed + 1));
         let mode = self.mode;
+        let lengths = self.lengths;
         let mut ctx = Ctx {
             gemm: &mut gemm,
             scratch: &mut scratch,
             rng: &mut step_rng,
             first_sample: 0,
             mode,
-            lengths: crate::layers::Lengths::FULL,
+            lengths: lengths.as_deref().map_or(Lengths::FULL, Lengths::new),
         };
 
         let mut state = state0.clone();
@@ -323,6 +328,20 @@ pub(crate) fn forward_backward<L: Layer>(
     dy: &[f32],
     batch: usize,
 ) -> Passes {
+    let x = (x, Lengths::FULL);
+    forward_backward_padded::<L>(mode, first_sample, params, state, x, dy, batch)
+}
+
+/// [`forward_backward`] of `x` padded to the `lengths` it comes with.
+pub(crate) fn forward_backward_padded<L: Layer>(
+    mode: Mode,
+    first_sample: usize,
+    params: &[f32],
+    state: &[f32],
+    (x, lengths): (&[f32], Lengths<'_>),
+    dy: &[f32],
+    batch: usize,
+) -> Passes {
     let mut gemm = vec![0.0; L::gemm_len(batch)];
     let mut scratch = vec![0.0; L::scratch_len(batch)];
     let mut rng = Rng::new(Seed(4));
@@ -332,7 +351,7 @@ pub(crate) fn forward_backward<L: Layer>(
         rng: &mut rng,
         first_sample,
         mode,
-        lengths: crate::layers::Lengths::FULL,
+        lengths,
     };
     let (mut y, mut state) = (vec![0.0; L::OUT * batch], state.to_vec());
     let mut saved = vec![0.0; L::SAVED * batch];

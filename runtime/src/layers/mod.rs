@@ -542,7 +542,8 @@ pub use pool::{
 };
 pub use reshape::Flatten;
 pub use rnn::{
-    rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, CellKind, Gru, GruCell, Last, Lstm,
-    LstmCell, Recurrent, RecurrentCell, RnnDims, RnnOutput, Sequence,
+    rnn_backward, rnn_forward, rnn_gemm_len, rnn_scratch_len, BiGru, BiLstm, Bidirectional,
+    CellKind, Gru, GruCell, Last, Lstm, LstmCell, Recurrent, RecurrentCell, RnnDims, RnnOutput,
+    Sequence,
 };
 pub use token::TokenLayer;

@@ -1,7 +1,7 @@
 //! Max and average pooling over NHWC images, with valid padding; the mean over the positions
 //! of a channels-last sequence.
 
-use super::{buffers, Backward, Ctx, Forward, Layer, Tensor};
+use super::{buffers, Backward, Ctx, Forward, Layer, Lengths, Tensor};
 use crate::kernels::parallel::{for_sample_runs, PerSample};
 use crate::lane::{self, Lane, OnLanes, MAX_LANES};
 use crate::lane::{add_rows, add_to_each_row, copy};
@@ -305,39 +305,55 @@ impl<const H: usize, const W: usize, const C: usize, const POOL: usize, const ST
     }
 }
 
-/// The mean over the `time` positions of channels-last sequences, `[time, channels]` to
+/// The mean over the real positions of channels-last sequences, `[time, channels]` to
 /// `[channels]` per sample, for `io.batch` samples: each output is the sum of its channel over
-/// the positions in order, in `f32`, divided by `time`. The layer has no parameters, state or
-/// saved values. [`MeanOverTime`] passes its constants; a model whose shapes are known only at
-/// run time passes its own.
+/// the sample's first `lengths.of(b, time)` positions in order, in `f32`, divided by their
+/// number (all `time` of them with [`Lengths::FULL`]; the padding after them is not read).
+/// The layer has no parameters, state or saved values. [`MeanOverTime`] passes its constants
+/// and its call's lengths; a model whose shapes are known only at run time passes its own.
 ///
 /// # Panics
-/// If `time` is 0, or a buffer's length does not follow from the sizes and `io.batch`.
-pub fn mean_over_time_forward(time: usize, channels: usize, io: Forward<'_>) {
+/// If `time` is 0, a buffer's length does not follow from the sizes and `io.batch`, or a
+/// sample's length is 0.
+pub fn mean_over_time_forward(time: usize, channels: usize, lengths: Lengths<'_>, io: Forward<'_>) {
     let Forward { x, y, batch, .. } = io;
     let name = "mean_over_time_forward";
     assert!(time > 0, "{name}: a sequence of no positions has no mean");
     buffers::expect(name, "x", x.len(), batch * time * channels);
     buffers::expect(name, "y", y.len(), batch * channels);
-    let scale = time as f32;
-    for (x, y) in x
+    let samples = x
         .chunks_exact(time * channels)
-        .zip(y.chunks_exact_mut(channels))
-    {
+        .zip(y.chunks_exact_mut(channels));
+    for (b, (x, y)) in samples.enumerate() {
+        let real = real_steps(name, lengths, b, time);
         y.fill(0.0);
-        add_rows(y, x);
+        add_rows(y, &x[..real * channels]);
+        let scale = real as f32;
         for v in y.iter_mut() {
             *v /= scale;
         }
     }
 }
 
-/// The backward pass of [`mean_over_time_forward`]: `io.dy` (d loss / d y) divided by `time`
-/// (in place) goes to each of the `time` positions of its sample in `io.dx`.
+/// The real positions of sample `b` of a sequence of `time` (at least 1).
+fn real_steps(name: &str, lengths: Lengths<'_>, b: usize, time: usize) -> usize {
+    let real = lengths.of(b, time);
+    assert!(real > 0, "{name}: sample {b} has no real position");
+    real
+}
+
+/// The backward pass of [`mean_over_time_forward`]: `io.dy` (d loss / d y) divided by the
+/// sample's real positions (in place) goes to each of them in `io.dx`; its padded positions
+/// get 0.
 ///
 /// # Panics
 /// As [`mean_over_time_forward`], for `dy` and `dx`.
-pub fn mean_over_time_backward(time: usize, channels: usize, io: Backward<'_>) {
+pub fn mean_over_time_backward(
+    time: usize,
+    channels: usize,
+    lengths: Lengths<'_>,
+    io: Backward<'_>,
+) {
     let Backward { dy, dx, batch, .. } = io;
     let name = "mean_over_time_backward";
     assert!(time > 0, "{name}: a sequence of no positions has no mean");
@@ -346,20 +362,23 @@ pub fn mean_over_time_backward(time: usize, channels: usize, io: Backward<'_>) {
         return;
     };
     buffers::expect(name, "dx", dx.len(), batch * time * channels);
-    let scale = time as f32;
-    for v in dy.iter_mut() {
-        *v /= scale;
-    }
-    for (dx, dy) in dx
+    let samples = dx
         .chunks_exact_mut(time * channels)
-        .zip(dy.chunks_exact(channels))
-    {
+        .zip(dy.chunks_exact_mut(channels));
+    for (b, (dx, dy)) in samples.enumerate() {
+        let real = real_steps(name, lengths, b, time);
+        let scale = real as f32;
+        for v in dy.iter_mut() {
+            *v /= scale;
+        }
+        let (real, padded) = dx.split_at_mut(real * channels);
         if add {
-            add_to_each_row(dx, dy);
+            add_to_each_row(real, dy);
         } else {
-            for position in dx.chunks_exact_mut(channels) {
+            for position in real.chunks_exact_mut(channels) {
                 copy(position, dy);
             }
+            padded.fill(0.0);
         }
     }
 }
@@ -369,6 +388,10 @@ pub fn mean_over_time_backward(time: usize, channels: usize, io: Backward<'_>) {
 /// PyTorch's `x.mean(dim=1)` on `[batch, T, C]` (or `AdaptiveAvgPool1d(1)` on channels-first
 /// data), the mean over the positions of a bag of embeddings. Backward gives each position
 /// `dy / T`. No parameters; `T` must be at least 1.
+///
+/// With lengths ([`Ctx::lengths`]) the mean is over each sample's real positions,
+/// `Σ_{t < len} x[t, c] / len` (PyTorch's `EmbeddingBag(mode='mean')` over the valid tokens):
+/// the padding is not read, and its gradient is 0.
 ///
 /// Forward and backward are [`mean_over_time_forward`] and [`mean_over_time_backward`] with
 /// `T` and `C`.
@@ -400,15 +423,16 @@ impl<const T: usize, const C: usize> Layer for MeanOverTime<T, C> {
     const SAVED: usize = 0;
     const TENSORS: &'static [Tensor] = &[];
     const FREEZABLE: bool = true;
+    const STEPS: usize = T;
 
-    fn forward(_ctx: &mut Ctx<'_>, io: Forward<'_>) {
+    fn forward(ctx: &mut Ctx<'_>, io: Forward<'_>) {
         buffers::forward::<Self>(&io);
-        mean_over_time_forward(T, C, io);
+        mean_over_time_forward(T, C, ctx.lengths, io);
     }
 
-    fn backward(_ctx: &mut Ctx<'_>, io: Backward<'_>) {
+    fn backward(ctx: &mut Ctx<'_>, io: Backward<'_>) {
         buffers::backward::<Self>(&io);
-        mean_over_time_backward(T, C, io);
+        mean_over_time_backward(T, C, ctx.lengths, io);
     }
 }
 
@@ -416,7 +440,9 @@ impl<const T: usize, const C: usize> Layer for MeanOverTime<T, C> {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::layers::gradcheck::{bits, Check};
+    use crate::layers::gradcheck::{
+        assert_same_bits, bits, forward_backward_padded, Check, Passes,
+    };
     use crate::layers::{Grad, Mode};
     use crate::rng::{Rng, Seed};
     use std::vec;
@@ -475,12 +501,117 @@ mod tests {
 
     /// The mean over positions in `f64`.
     fn mean_over_time<const T: usize, const C: usize>(x: &[f64], batch: usize) -> Vec<f64> {
+        mean_over_steps::<T, C>(x, batch, &[T as u32; 64][..batch])
+    }
+
+    /// The mean of each sample's first `lengths[n]` steps, in `f64`.
+    fn mean_over_steps<const T: usize, const C: usize>(
+        x: &[f64],
+        batch: usize,
+        lengths: &[u32],
+    ) -> Vec<f64> {
         (0..batch * C)
             .map(|o| {
                 let (n, c) = (o / C, o % C);
-                (0..T).map(|t| x[(n * T + t) * C + c]).sum::<f64>() / T as f64
+                let len = lengths[n] as usize;
+                (0..len).map(|t| x[(n * T + t) * C + c]).sum::<f64>() / len as f64
             })
             .collect()
+    }
+
+    #[test]
+    fn mean_over_valid_steps_matches_reference_and_finite_differences() {
+        fn check<const T: usize, const C: usize>(lengths: &[u32]) {
+            let check = Check {
+                lengths: Some(lengths.to_vec()),
+                ..Check::new(lengths.len())
+            };
+            let reference = |_: &[f64], x: &[f64], b| mean_over_steps::<T, C>(x, b, lengths);
+            check.run::<MeanOverTime<T, C>>(&reference);
+        }
+        check::<8, 4>(&[8, 3, 1, 5]);
+        check::<7, 11>(&[2, 7]);
+        check::<1, 3>(&[1, 1]);
+    }
+
+    /// A sample's real steps give the bits of a mean over that many steps (the padding
+    /// removed), its padded steps a gradient of 0 (set, or nothing added); what the padding
+    /// holds changes nothing; one thread or two give the same bits.
+    #[test]
+    fn the_padding_of_a_mean_is_not_read() {
+        const T: usize = 6;
+        const C: usize = 3;
+        let lengths = [6, 2, 1, 4];
+        let mut rng = Rng::new(Seed(5));
+        let x: Vec<f32> = (0..4 * T * C).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let dy: Vec<f32> = (0..4 * C).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let padded = |x: &[f32]| {
+            let x = (x, Lengths::new(&lengths));
+            forward_backward_padded::<MeanOverTime<T, C>>(Mode::Train, 0, &[], &[], x, &dy, 4)
+        };
+        let got = padded(&x);
+        for (b, &len) in lengths.iter().enumerate() {
+            let len = len as usize;
+            let sample = &x[b * T * C..][..len * C];
+            let (y, dy) = (&got.y[b * C..][..C], &dy[b * C..][..C]);
+            let short = one_sample_passes(sample, dy, len);
+            assert_eq!(bits(&short.y), bits(y), "sample {b}");
+            let dx = &got.dx[b * T * C..][..T * C];
+            assert_eq!(bits(&short.dx), bits(&dx[..len * C]), "sample {b}");
+            assert!(dx[len * C..].iter().all(|&g| g == 0.0), "sample {b}");
+        }
+        let mut other = x.clone();
+        for (i, v) in other.iter_mut().enumerate() {
+            if i / C % T >= lengths[i / (T * C)] as usize {
+                *v = f32::NAN;
+            }
+        }
+        assert_same_bits(&padded(&other), &got);
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+        };
+        assert_same_bits(
+            &pool(2).install(|| padded(&x)),
+            &pool(1).install(|| padded(&x)),
+        );
+    }
+
+    /// Forward and backward of the mean over `time` steps of one sample `x`, with the output
+    /// gradient `dy` (its channels).
+    fn one_sample_passes(x: &[f32], dy: &[f32], time: usize) -> Passes {
+        let (batch, channels) = (1, dy.len());
+        let mut y = vec![0.0; dy.len()];
+        let io = Forward {
+            params: &[],
+            state: &mut [],
+            x,
+            y: &mut y,
+            saved: &mut [],
+            batch,
+        };
+        mean_over_time_forward(time, channels, Lengths::FULL, io);
+        let (mut dy, mut dx) = (dy.to_vec(), vec![f32::NAN; x.len()]);
+        let io = Backward {
+            params: &[],
+            x,
+            y: &y,
+            saved: &[],
+            dy: &mut dy,
+            dx: Grad::Set(&mut dx),
+            frozen: crate::layers::Frozen::NONE,
+            dparams: &mut [],
+            batch,
+        };
+        mean_over_time_backward(time, channels, Lengths::FULL, io);
+        Passes {
+            y,
+            state: vec![],
+            dx,
+            dparams: vec![],
+        }
     }
 
     #[test]

@@ -68,14 +68,15 @@ pub trait Loss {
     fn loss(pred: &[f32], target: &[Self::Target], n: usize) -> f32;
     /// How many samples are predicted right (arg-max equals the class; for binary targets,
     /// the sign of the logit), for accuracy; `None` where accuracy has no meaning. A loss over
-    /// positions counts positions ([`scored_per_sample`](Self::scored_per_sample)).
+    /// positions counts positions, and a label equal to [`IGNORE`] is never counted
+    /// ([`scored`](Self::scored)).
     fn correct(pred: &[f32], target: &[Self::Target], n: usize) -> Option<usize>;
-    /// How many predictions of a sample of `n` outputs [`correct`](Self::correct) counts, the
-    /// denominator of accuracy: 1, the sample, by default;
-    /// [`SequenceCrossEntropy`] counts every position.
-    fn scored_per_sample(n: usize) -> usize {
-        let _ = n;
-        1
+    /// How many predictions [`correct`](Self::correct) scores for `target` (samples of `n`
+    /// outputs), the denominator of accuracy: by default the samples; the losses of class
+    /// labels count their labels that are not [`IGNORE`] (one per sample for
+    /// [`SoftmaxCrossEntropy`], one per position for [`SequenceCrossEntropy`]).
+    fn scored(target: &[Self::Target], n: usize) -> usize {
+        target.len() / Self::targets_per_sample(n).max(1)
     }
     /// The classes a target names for a sample of `n` outputs (its labels are `0..classes`),
     /// or `None` for a loss of real-valued targets, the default. A train step's checked
@@ -87,6 +88,40 @@ pub trait Loss {
 }
 
 use crate::math;
+
+/// The class label that a loss of class labels ([`SoftmaxCrossEntropy`],
+/// [`SequenceCrossEntropy`]) leaves out: PyTorch's `ignore_index=-100`, the target of a padded
+/// position. An ignored target gets no loss and a gradient of exactly 0, the mean is over the
+/// targets that are not ignored (over the whole batch: PyTorch's
+/// `F.cross_entropy(..., ignore_index=-100)`), a batch with nothing to count has a loss of 0
+/// (not NaN), and accuracy leaves it out ([`Loss::scored`]).
+///
+/// ```
+/// use fusegraph_runtime::loss::{Loss, SequenceCrossEntropy, IGNORE};
+/// type Tagger = SequenceCrossEntropy<2>;
+/// // One sample of three positions, the last one padding.
+/// let logits = [2.0, 0.0, 0.0, 1.0, 9.0, -9.0];
+/// let labels = [0, 1, IGNORE];
+/// let mut grad = [f32::NAN; 6];
+/// let loss = Tagger::loss_and_grad(&logits, &labels, &mut grad, 6);
+/// let nll = |margin: f64| (1.0 + (-margin).exp()).ln();
+/// assert!((f64::from(loss) - (nll(2.0) + nll(1.0)) / 2.0).abs() < 1e-6);
+/// assert_eq!(grad[4..], [0.0, 0.0]);
+/// assert_eq!((Tagger::correct(&logits, &labels, 6), Tagger::scored(&labels, 6)), (Some(2), 2));
+/// ```
+pub const IGNORE: u32 = u32::MAX;
+
+/// What a batch of `samples` samples with `target` weighs in a mean of batches' mean losses:
+/// `samples` times the share of its targets that are not [`IGNORE`]d, so that the mean is
+/// over the counted targets of all the batches; `samples` itself (exactly) when nothing is
+/// ignored.
+pub(crate) fn batch_weight<T: TargetValue>(target: &[T], samples: usize) -> f64 {
+    let ignored = target.iter().filter(|t| t.class() == Some(IGNORE)).count();
+    if ignored == 0 {
+        return samples as f64;
+    }
+    samples as f64 * (target.len() - ignored) as f64 / target.len() as f64
+}
 
 /// Checks that an element-wise loss has one target per prediction and whole samples of `n`.
 fn check_lengths(pred: &[f32], target: &[f32], n: usize) {
@@ -268,7 +303,9 @@ fn bce(z: Wide, y: Wide) -> Wide {
 /// `SparseCategoricalCrossentropy(from_logits=True)`, PyTorch's `CrossEntropyLoss`): the mean
 /// over the batch of `logsumexp(z) - z[class]`, computed with the row's maximum subtracted so
 /// any finite logits give a finite loss. The gradient is `(softmax(z) - onehot) / batch`;
-/// a sample is [correct](Loss::correct) when the first largest logit is its class.
+/// a sample is [correct](Loss::correct) when the first largest logit is its class. A sample
+/// labelled [`IGNORE`] is left out (gradient 0), and `batch` counts the others
+/// (`ignore_index=-100`).
 ///
 /// Each `e^(z - max)` is computed in `f32` on the dispatched lanes (the same bits on every lane
 /// type), and summed, logged and divided in [`Wide`]. A row's loss is `(max + ln Σ) - z[class]`,
@@ -277,17 +314,17 @@ fn bce(z: Wide, y: Wide) -> Wide {
 /// (the gradient does not depend on it).
 ///
 /// # Panics
-/// If a class index is not below `n`.
+/// If a class index is neither below `n` nor [`IGNORE`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SoftmaxCrossEntropy;
 
 impl SoftmaxCrossEntropy {
-    /// The rows of `pred` with their classes, checked.
+    /// The rows of `pred` with their classes, checked; `None` for an [`IGNORE`]d row.
     fn rows<'a>(
         pred: &'a [f32],
         target: &'a [u32],
         n: usize,
-    ) -> impl Iterator<Item = (&'a [f32], usize)> + 'a {
+    ) -> impl Iterator<Item = (&'a [f32], Option<usize>)> + 'a {
         assert!(
             n > 0 && pred.len() == target.len() * n,
             "loss: {} logits for {} samples of {n} classes",
@@ -295,10 +332,24 @@ impl SoftmaxCrossEntropy {
             target.len()
         );
         pred.chunks_exact(n).zip(target).map(move |(row, &class)| {
-            let class = class as usize;
-            assert!(class < n, "loss: class {class} of {n}");
+            let class = (class != IGNORE).then_some(class as usize);
+            if let Some(class) = class {
+                assert!(class < n, "loss: class {class} of {n}");
+            }
             (row, class)
         })
+    }
+
+    /// The targets that are not [`IGNORE`]d, which the mean divides by.
+    fn counted(target: &[u32]) -> usize {
+        target.iter().filter(|&&class| class != IGNORE).count()
+    }
+
+    /// `logsumexp(row) - row[class]`, the exponentials written to `exps` when given
+    /// ([`max_and_sum`](Self::max_and_sum)); also returns their sum.
+    fn row_loss(row: &[f32], class: usize, exps: Option<&mut [f32]>) -> (Wide, Wide) {
+        let (max, sum) = Self::max_and_sum(row, exps);
+        (max + math::ln(sum) - widen(row[class]), sum)
     }
 
     /// `(max, Σ e^(z - max))` of a row: the exponentials in `f32` on the dispatched lanes
@@ -381,21 +432,25 @@ impl Loss for SoftmaxCrossEntropy {
     }
     fn loss_and_grad(pred: &[f32], target: &[u32], grad: &mut [f32], n: usize) -> f32 {
         assert_eq!(grad.len(), pred.len(), "loss: grad and pred lengths differ");
-        let inv = inv_count(target.len());
+        let inv = inv_count(Self::counted(target));
         let mut total = Accumulator::ZERO;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
-            let (max, sum) = Self::max_and_sum(row, Some(&mut *g));
-            total.add(max + math::ln(sum) - widen(row[class]));
+            let Some(class) = class else {
+                g.fill(0.0);
+                continue;
+            };
+            let (loss, sum) = Self::row_loss(row, class, Some(&mut *g));
+            total.add(loss);
             Self::gradient_row(g, sum, class, inv);
         }
         narrow(total.total() * inv)
     }
     fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
-        let total = sum_in_order(Self::rows(pred, target, n).map(|(row, class)| {
-            let (max, sum) = Self::max_and_sum(row, None);
-            max + math::ln(sum) - widen(row[class])
-        }));
-        narrow(total * inv_count(target.len()))
+        let total = sum_in_order(
+            Self::rows(pred, target, n)
+                .filter_map(|(row, class)| Some(Self::row_loss(row, class?, None).0)),
+        );
+        narrow(total * inv_count(Self::counted(target)))
     }
     fn correct(pred: &[f32], target: &[u32], n: usize) -> Option<usize> {
         let right = Self::rows(pred, target, n)
@@ -406,10 +461,13 @@ impl Loss for SoftmaxCrossEntropy {
                         best = j;
                     }
                 }
-                best == *class
+                *class == Some(best)
             })
             .count();
         Some(right)
+    }
+    fn scored(target: &[u32], _n: usize) -> usize {
+        Self::counted(target)
     }
 }
 
@@ -418,12 +476,14 @@ impl Loss for SoftmaxCrossEntropy {
 /// of logits), its targets `[T]`; the loss is the mean over the batch **and** the positions of
 /// `logsumexp(z) - z[class]`, PyTorch's
 /// `F.cross_entropy(logits.reshape(-1, C), y.reshape(-1))` for a language model or a sequence
-/// tagger. Every position counts (no masking).
+/// tagger. A position whose target is [`IGNORE`] (a padded one) is left out: the mean is over
+/// the counted positions of the whole batch (`ignore_index=-100`).
 ///
 /// Each position is a sample of [`SoftmaxCrossEntropy`] over `C` classes, with its bits: the
 /// gradient is `(softmax(z) - onehot) / (batch * T)`; [`correct`](Loss::correct) counts the
 /// positions whose first largest logit is their class, and
-/// [`scored_per_sample`](Loss::scored_per_sample) is `T`, so accuracy is per position.
+/// [`scored`](Loss::scored) counts the positions that are not ignored, so accuracy is per
+/// position.
 ///
 /// ```
 /// use fusegraph_runtime::loss::{Loss, SequenceCrossEntropy};
@@ -443,7 +503,7 @@ impl Loss for SoftmaxCrossEntropy {
 /// ```
 ///
 /// # Panics
-/// If `n` is not a multiple of `C`, or a class index is not below `C`.
+/// If `n` is not a multiple of `C`, or a class index is neither below `C` nor [`IGNORE`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SequenceCrossEntropy<const C: usize>;
 
@@ -478,8 +538,9 @@ impl<const C: usize> Loss for SequenceCrossEntropy<C> {
         Self::positions(n);
         SoftmaxCrossEntropy::correct(pred, target, C)
     }
-    fn scored_per_sample(n: usize) -> usize {
-        Self::positions(n)
+    fn scored(target: &[u32], n: usize) -> usize {
+        Self::positions(n);
+        SoftmaxCrossEntropy::counted(target)
     }
     fn classes(_n: usize) -> Option<usize> {
         Some(C)
@@ -807,9 +868,73 @@ mod tests {
         // Every position is right but the first (0.3 > -1.7, labelled 1).
         assert_eq!(Seq::correct(&logits, &labels, 6), Some(5));
         assert_eq!(Seq::targets_per_sample(6), 3);
-        assert_eq!(Seq::scored_per_sample(6), 3);
-        assert_eq!(SoftmaxCrossEntropy::scored_per_sample(6), 1);
+        assert_eq!(Seq::scored(&labels, 6), 6);
+        assert_eq!(SoftmaxCrossEntropy::scored(&labels, 2), 6);
+        assert_eq!(Mse::scored(&[0.0; 6], 3), 2, "value losses score samples");
         assert_eq!(Seq::loss(&[], &[], 6), 0.0);
+    }
+
+    /// Logits of four positions of three classes, two of them ignored.
+    const MASKED_LOGITS: [f32; 12] = [
+        0.3, -1.7, 2.5, 0.0, 4.0, -0.2, -0.5, 0.5, 1.25, 1.0, -3.0, 0.75,
+    ];
+    const MASKED_LABELS: [u32; 4] = [2, IGNORE, 0, IGNORE];
+
+    /// The loss of [`MASKED_LOGITS`] by hand: rows 0 and 2 only, divided by 2.
+    fn masked_loss(z: &[f64]) -> f64 {
+        let nll = |r: &[f64], c: usize| r.iter().map(|v| v.exp()).sum::<f64>().ln() - r[c];
+        (nll(&z[0..3], 2) + nll(&z[6..9], 0)) / 2.0
+    }
+
+    #[test]
+    fn ignored_targets_are_left_out_of_the_mean() {
+        // Row 0: logsumexp(0.3, -1.7, 2.5) - 2.5; row 2: logsumexp(-0.5, 0.5, 1.25) + 0.5.
+        let row0 = (0.3f64.exp() + (-1.7f64).exp() + 2.5f64.exp()).ln() - 2.5;
+        let row2 = ((-0.5f64).exp() + 0.5f64.exp() + 1.25f64.exp()).ln() + 0.5;
+        let loss = SoftmaxCrossEntropy::loss(&MASKED_LOGITS, &MASKED_LABELS, 3);
+        assert!(
+            (f64::from(loss) - (row0 + row2) / 2.0).abs() < 1e-6,
+            "{loss}"
+        );
+        check_grad::<SoftmaxCrossEntropy>(&MASKED_LOGITS, &MASKED_LABELS, 3, masked_loss);
+        check_grad::<SequenceCrossEntropy<3>>(&MASKED_LOGITS, &MASKED_LABELS, 6, masked_loss);
+        let mut grad = [f32::NAN; 12];
+        SoftmaxCrossEntropy::loss_and_grad(&MASKED_LOGITS, &MASKED_LABELS, &mut grad, 3);
+        assert_eq!(grad[3..6], [0.0; 3], "an ignored row has no gradient");
+        assert_eq!(grad[9..], [0.0; 3]);
+        // Row 0 is right (2.5 is largest, class 2), row 2 is wrong (1.25 is class 2).
+        assert_eq!(
+            SoftmaxCrossEntropy::correct(&MASKED_LOGITS, &MASKED_LABELS, 3),
+            Some(1)
+        );
+        assert_eq!(SoftmaxCrossEntropy::scored(&MASKED_LABELS, 3), 2);
+        assert_eq!(SequenceCrossEntropy::<3>::scored(&MASKED_LABELS, 6), 2);
+    }
+
+    #[test]
+    fn nothing_counted_is_a_loss_of_zero() {
+        let labels = [IGNORE; 4];
+        let mut grad = [f32::NAN; 12];
+        let loss = SoftmaxCrossEntropy::loss_and_grad(&MASKED_LOGITS, &labels, &mut grad, 3);
+        assert_eq!((loss, grad), (0.0, [0.0; 12]));
+        assert_eq!(SoftmaxCrossEntropy::loss(&MASKED_LOGITS, &labels, 3), 0.0);
+        assert_eq!(
+            SoftmaxCrossEntropy::correct(&MASKED_LOGITS, &labels, 3),
+            Some(0)
+        );
+        assert_eq!(SoftmaxCrossEntropy::scored(&labels, 3), 0);
+    }
+
+    /// Ignoring a target is dropping its row: the same bits as the loss of the other rows.
+    #[test]
+    fn ignoring_a_row_gives_the_bits_of_leaving_it_out() {
+        let kept: Vec<f32> = [&MASKED_LOGITS[0..3], &MASKED_LOGITS[6..9]].concat();
+        let mut g_kept = [f32::NAN; 6];
+        let l_kept = SoftmaxCrossEntropy::loss_and_grad(&kept, &[2, 0], &mut g_kept, 3);
+        let mut g = [f32::NAN; 12];
+        let l = SoftmaxCrossEntropy::loss_and_grad(&MASKED_LOGITS, &MASKED_LABELS, &mut g, 3);
+        assert_eq!(l.to_bits(), l_kept.to_bits());
+        assert_eq!([&g[0..3], &g[6..9]].concat(), g_kept);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::model::Model;
 use super::step::Target;
 use crate::layers::token::OutsideVocabulary;
 use crate::layers::Lengths;
-use crate::loss::{Loss, TargetValue};
+use crate::loss::{Loss, TargetValue, IGNORE};
 use core::fmt;
 
 /// A batch that does not fit a model and its train step. A checked method that returns it
@@ -38,7 +38,8 @@ pub enum BatchError {
         /// The targets given.
         given: usize,
     },
-    /// A class label the loss has no class for ([`Loss::classes`]).
+    /// A class label the loss has no class for ([`Loss::classes`]) and that is not
+    /// [`IGNORE`](crate::loss::IGNORE).
     Label {
         /// The sample, counting from 0.
         sample: usize,
@@ -213,12 +214,13 @@ pub(crate) fn target_count<M: Model>(samples: usize, y: &[Target<M>]) -> Result<
     }
 }
 
-/// Checks that every class label in `y` names one of the classes of model `M`'s loss.
+/// Checks that every class label in `y` names one of the classes of model `M`'s loss or is
+/// [`IGNORE`], which the losses of class labels leave out.
 pub(crate) fn labels<M: Model>(y: &[Target<M>]) -> Result<(), BatchError> {
     let Some(classes) = <M::Loss as Loss>::classes(M::OUT) else {
         return Ok(());
     };
-    let past = |t: Target<M>| t.class().filter(|&c| c as usize >= classes);
+    let past = |t: Target<M>| t.class().filter(|&c| c != IGNORE && c as usize >= classes);
     match y.iter().enumerate().find_map(|(i, &t)| Some((i, past(t)?))) {
         None => Ok(()),
         Some((i, label)) => {

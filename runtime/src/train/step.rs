@@ -13,7 +13,7 @@ use super::tensors::trainable_runs;
 use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::kernels::parallel;
 use crate::layers::{Ctx, Grad, Lengths, Mode};
-use crate::loss::{Loss, Targets};
+use crate::loss::{batch_weight, Loss, Targets};
 use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
@@ -21,9 +21,10 @@ use core::marker::PhantomData;
 /// Loss and accuracy over a data set.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Evaluation {
-    /// Mean loss per sample.
+    /// Mean loss per sample (per counted target, where the loss ignores some:
+    /// [`IGNORE`](crate::loss::IGNORE)).
     pub loss: f32,
-    /// Fraction of samples predicted right, for losses that define it.
+    /// Fraction of samples (or positions) predicted right, for losses that define it.
     pub accuracy: Option<f32>,
 }
 
@@ -432,8 +433,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     }
 
     /// Mean loss and accuracy over any number of samples, `B` at a time (inference mode);
-    /// accuracy is over what the loss scores ([`Loss::scored_per_sample`]: samples, or the
-    /// positions of a sequence loss).
+    /// accuracy is over what the loss scores ([`Loss::scored`]: samples, or the positions of
+    /// a sequence loss, less the targets it ignores).
     ///
     /// # Panics
     /// As [`run`](Self::run), but for any number of samples, counted from the first of `x`;
@@ -457,23 +458,31 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         y: &Y,
     ) -> Result<Evaluation, BatchError> {
         let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
-        let samples = batch::labelled::<M>(x, lengths, y, usize::MAX)?;
+        batch::labelled::<M>(x, lengths, y, usize::MAX)?;
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let (mut loss, mut correct) = (Accumulator::ZERO, 0usize);
+        let (mut loss, mut weight) = (Accumulator::ZERO, Accumulator::ZERO);
+        let (mut correct, mut scored) = (0usize, 0usize);
         let mut has_accuracy = true;
         for (c, (xs, ys)) in x.chunks(B * M::IN).zip(y.chunks(B * per)).enumerate() {
             let batch = xs.len() / M::IN;
             let out = self.predict_of(model, xs, lengths.from(c * B), batch);
-            loss.add(widen(<M::Loss as Loss>::loss(out, ys, M::OUT)) * batch as Wide);
+            let w = batch_weight(ys, batch) as Wide;
+            loss.add(widen(<M::Loss as Loss>::loss(out, ys, M::OUT)) * w);
+            weight.add(w);
             match <M::Loss as Loss>::correct(out, ys, M::OUT) {
                 Some(c) => correct += c,
                 None => has_accuracy = false,
             }
+            scored += <M::Loss as Loss>::scored(ys, M::OUT);
         }
-        let seen_f = samples.max(1) as Wide;
-        let scored = (samples * <M::Loss as Loss>::scored_per_sample(M::OUT)).max(1) as Wide;
+        let weight = weight.total();
+        let scored = scored.max(1) as Wide;
         Ok(Evaluation {
-            loss: narrow(loss.total() / seen_f),
+            loss: if weight > 0.0 {
+                narrow(loss.total() / weight)
+            } else {
+                0.0
+            },
             accuracy: has_accuracy.then(|| narrow(correct as Wide / scored)),
         })
     }

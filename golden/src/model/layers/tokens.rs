@@ -18,6 +18,55 @@ impl Net {
         shape: &[usize],
     ) -> Result<(Op, Vec<usize>), String> {
         layer.check_keys(&["vocab", "dim", "padding_idx"])?;
+        self.embedding_table(layer, name, shape)
+    }
+
+    /// An `EmbeddingBag` (`mode` mean, no `padding_idx`) of the `[seq]` token ids: the
+    /// `Embedding` of its table `{name}.embeddings`, which [`push_bag_mean`](Self::push_bag_mean)
+    /// follows with the mean over each sample's real steps (a `MeanOverTime`, which honours
+    /// the batch's lengths): `out[b] = Σ_{s < len} E[x[b, s]] / len`.
+    pub(super) fn embedding_bag(
+        &mut self,
+        layer: &Spec<'_>,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(Op, Vec<usize>), String> {
+        layer.check_keys(&["vocab", "dim", "padding_idx", "mode"])?;
+        layer.expect_value("mode", &Value::from("mean"))?;
+        if !layer.spec["padding_idx"].is_null() {
+            return Err(format!(
+                "{}: an EmbeddingBag's `padding_idx` (left out of the mean's count) is not supported",
+                layer.what
+            ));
+        }
+        self.embedding_table(layer, name, shape)
+    }
+
+    /// After the `Embedding` node of an `EmbeddingBag` `name`, the mean over the real steps
+    /// of its `[seq, dim]` output, `[dim]` (the layer's `output_shape`).
+    pub(super) fn push_bag_mean(&mut self, layer: &Spec<'_>, name: &str) -> Result<(), String> {
+        let &[time, channels] = &self.output_shape[..] else {
+            unreachable!("an EmbeddingBag's table gives [seq, dim]")
+        };
+        if let Some(v) = layer.spec.get("output_shape").filter(|v| !v.is_null()) {
+            layer.expect_shape(v, &[channels], "output_shape")?;
+        }
+        let params = self.layout.len()..self.layout.len();
+        let op = Op::MeanOverTime { time, channels };
+        self.nodes.push(super::Node::new(op, channels, params));
+        self.names.push(format!("{name}.mean"));
+        self.output_shape = vec![channels];
+        self.shapes.push(self.output_shape.clone());
+        Ok(())
+    }
+
+    /// The table `{name}.embeddings` `[vocab, dim]` of an `Embedding` or `EmbeddingBag`.
+    fn embedding_table(
+        &mut self,
+        layer: &Spec<'_>,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<(Op, Vec<usize>), String> {
         let &[seq] = shape else {
             return Err(format!(
                 "{}: embeds [seq] token ids, not a {shape:?} input",
@@ -126,6 +175,7 @@ impl Net {
             "dropout",
             "mask",
             "scale",
+            "key_padding_mask",
         ])?;
         let &[seq, dim] = shape else {
             return Err(format!(

@@ -393,3 +393,46 @@ fn a_broadcast_sends_every_part_of_the_state() {
     assert_eq!(common::state_bits(&other, &other_step), sent);
     assert!(tape.floats.borrow().is_empty() && tape.words.borrow().is_empty());
 }
+
+/// A tagger over 4 positions of 3 features, 3 classes a position.
+#[fusegraph::model(loss = SequenceCrossEntropy<3>)]
+struct Tagger {
+    fc: PerPosition<Dense<3, 3>, 4>,
+}
+
+#[test]
+fn ignored_targets_weigh_each_shard_by_its_counted_labels() {
+    use fusegraph::loss::IGNORE;
+    use fusegraph::optim::torch::Sgd;
+    const N: usize = 6;
+    let x: Vec<f32> = (0..N * 12)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0)
+        .collect();
+    // The first shard's samples are mostly ignored, the second's not at all.
+    let y: Vec<u32> = (0..N * 4)
+        .map(|i| match (i / 4 < 3, i % 4) {
+            (true, 1..) => IGNORE,
+            _ => (i % 3) as u32,
+        })
+        .collect();
+    let mut whole = Tagger::init(Seed(2));
+    let mut step = TrainStep::<Tagger, Sgd, N>::new(&whole, Sgd::default().with_lr(1.0));
+    let want_loss = step.gradients(&mut whole, &x, &y);
+    let want = step.grads().to_vec();
+
+    // With a learning rate of 1, plain SGD moves each weight by minus its gradient.
+    let mut model = Tagger::init(Seed(2));
+    let before = model.params().to_vec();
+    let mut shard_step = TrainStep::<Tagger, Sgd, 3>::new(&model, Sgd::default().with_lr(1.0));
+    let mut dp = DataParallel::<Tagger, Sgd, 3, Solo>::new(Solo, Shards::new(2, 3)).unwrap();
+    let loss = dp.run(&mut model, &mut shard_step, &x, &y);
+    assert!(
+        (loss - want_loss).abs() <= 1e-6 * want_loss.abs(),
+        "{loss} {want_loss}"
+    );
+    for (i, g) in want.iter().enumerate() {
+        let got = before[i] - model.params()[i];
+        assert!((got - g).abs() <= 1e-6, "gradient {i}: {got} against {g}");
+    }
+    assert!(want.iter().any(|g| g.abs() > 1e-2));
+}

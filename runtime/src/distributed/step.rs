@@ -73,7 +73,8 @@ pub struct ShardOutcome<'a> {
 
 /// A data-parallel train step: each global batch is cut into [`Shards`]; every process
 /// computes the mean gradient of its own shards with a [`TrainStep`], the processes gather all
-/// of them, and each adds them in shard order, weighted by their samples
+/// of them, and each adds them in shard order, weighted by their share of what the loss
+/// averages (their samples, or their class labels that are not [`IGNORE`](crate::loss::IGNORE))
 /// ([`add_shard`](super::add_shard)), and runs the same fused update. So the parameters and
 /// the optimizer's state stay the same bits on every process, and the same bits for any
 /// number of processes that divides the shard count, threads included: a run on 4 ranks can
@@ -247,7 +248,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         expect(batch::lengths::<M>(x.lengths(), n));
         self.compute_own(model, step, x, y, n);
         self.comm.all_gather(&self.mine, &mut self.all);
-        self.combine(n)
+        self.combine(y, n)
     }
 
     /// What shard `s` of the last global batch gave, the same on every process.
@@ -289,15 +290,21 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     }
 
     /// Adds the gathered shards' gradients in shard order into the global gradient, each
-    /// weighted by its share of the `n` samples; returns the mean loss, summed the same way.
-    fn combine(&mut self, n: usize) -> f32 {
+    /// weighted by its share of what the loss of the global batch `y` of `n` samples averages
+    /// ([`Loss::scored`]: its samples, or its class labels that are not
+    /// [`IGNORE`](crate::loss::IGNORE)), so that the sum is the gradient of the mean over the
+    /// whole batch; returns the mean loss, summed the same way.
+    fn combine(&mut self, y: &[Target<M>], n: usize) -> f32 {
+        let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+        let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
         let (mut loss, mut first) = (0.0f32, true);
-        for r in self.all.chunks_exact(Self::RECORD) {
-            let samples = r[SAMPLES] as usize;
-            if samples == 0 {
+        for (s, r) in self.all.chunks_exact(Self::RECORD).enumerate() {
+            let at = self.shards.samples(s, n);
+            if at.is_empty() {
                 continue;
             }
-            let w = samples as f32 / n as f32;
+            let scored = <M::Loss as Loss>::scored(&y[at.start * per..at.end * per], M::OUT);
+            let w = scored as f32 / total as f32;
             add_shard(&mut self.sum, &r[OUTPUTS + B * M::OUT..], w, first);
             loss = if first {
                 w * r[LOSS]

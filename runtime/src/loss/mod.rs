@@ -319,12 +319,12 @@ fn bce(z: Wide, y: Wide) -> Wide {
 pub struct SoftmaxCrossEntropy;
 
 impl SoftmaxCrossEntropy {
-    /// The rows of `pred` with their classes, checked; `None` for an [`IGNORE`]d row.
+    /// The rows of `pred` with their classes, checked: below `n`, or [`IGNORE`].
     fn rows<'a>(
         pred: &'a [f32],
         target: &'a [u32],
         n: usize,
-    ) -> impl Iterator<Item = (&'a [f32], Option<usize>)> + 'a {
+    ) -> impl Iterator<Item = (&'a [f32], u32)> + 'a {
         assert!(
             n > 0 && pred.len() == target.len() * n,
             "loss: {} logits for {} samples of {n} classes",
@@ -332,10 +332,10 @@ impl SoftmaxCrossEntropy {
             target.len()
         );
         pred.chunks_exact(n).zip(target).map(move |(row, &class)| {
-            let class = (class != IGNORE).then_some(class as usize);
-            if let Some(class) = class {
-                assert!(class < n, "loss: class {class} of {n}");
-            }
+            assert!(
+                class == IGNORE || (class as usize) < n,
+                "loss: class {class} of {n}"
+            );
             (row, class)
         })
     }
@@ -343,13 +343,6 @@ impl SoftmaxCrossEntropy {
     /// The targets that are not [`IGNORE`]d, which the mean divides by.
     fn counted(target: &[u32]) -> usize {
         target.iter().filter(|&&class| class != IGNORE).count()
-    }
-
-    /// `logsumexp(row) - row[class]`, the exponentials written to `exps` when given
-    /// ([`max_and_sum`](Self::max_and_sum)); also returns their sum.
-    fn row_loss(row: &[f32], class: usize, exps: Option<&mut [f32]>) -> (Wide, Wide) {
-        let (max, sum) = Self::max_and_sum(row, exps);
-        (max + math::ln(sum) - widen(row[class]), sum)
     }
 
     /// `(max, Σ e^(z - max))` of a row: the exponentials in `f32` on the dispatched lanes
@@ -435,12 +428,13 @@ impl Loss for SoftmaxCrossEntropy {
         let inv = inv_count(Self::counted(target));
         let mut total = Accumulator::ZERO;
         for ((row, class), g) in Self::rows(pred, target, n).zip(grad.chunks_exact_mut(n)) {
-            let Some(class) = class else {
+            if class == IGNORE {
                 g.fill(0.0);
                 continue;
-            };
-            let (loss, sum) = Self::row_loss(row, class, Some(&mut *g));
-            total.add(loss);
+            }
+            let class = class as usize;
+            let (max, sum) = Self::max_and_sum(row, Some(&mut *g));
+            total.add(max + math::ln(sum) - widen(row[class]));
             Self::gradient_row(g, sum, class, inv);
         }
         narrow(total.total() * inv)
@@ -448,7 +442,11 @@ impl Loss for SoftmaxCrossEntropy {
     fn loss(pred: &[f32], target: &[u32], n: usize) -> f32 {
         let total = sum_in_order(
             Self::rows(pred, target, n)
-                .filter_map(|(row, class)| Some(Self::row_loss(row, class?, None).0)),
+                .filter(|&(_, class)| class != IGNORE)
+                .map(|(row, class)| {
+                    let (max, sum) = Self::max_and_sum(row, None);
+                    max + math::ln(sum) - widen(row[class as usize])
+                }),
         );
         narrow(total * inv_count(Self::counted(target)))
     }
@@ -461,7 +459,7 @@ impl Loss for SoftmaxCrossEntropy {
                         best = j;
                     }
                 }
-                *class == Some(best)
+                *class as usize == best
             })
             .count();
         Some(right)

@@ -1,30 +1,43 @@
 //! Data-parallel training of the MLP 784-128(ReLU)-10 (softmax cross-entropy, Adam) in global
-//! batches of 256 and 1024 cut into 2 shards: samples per second for 1 process x 1 thread and
-//! 1 process x 2 threads (interleaved, in this process), then, with the feature `mpi`, for 2
-//! processes x 1 thread (this program again, under `mpirun -np 2`); the bytes each process
-//! sends per step and the share of the step spent in the gather (waiting on the other process
-//! included). All of them compute the same bits.
+//! batches of 1024 cut into 8 shards of 128, on 1, 2, 4 and 8 processes: the bytes each process
+//! sends and receives per step against a ring all-reduce's, and the state after a few steps,
+//! which must be the same bits for every number of processes. Then a model of the step time
+//! on 10 and 100 Gbit/s links for up to 64 processes, from this run's compute times and bytes.
 //!
 //! ```text
 //! cargo run --release --features mpi --example bench_data_parallel
 //! ```
+//!
+//! Without the feature `mpi` it runs the one-process part (gradient accumulation over the 8
+//! shards) and the model. With it, it starts itself under `mpirun -np P` (oversubscribed where
+//! the machine has fewer cores: those runs measure bytes and bits, not speed). It exits with an
+//! error if a process sends or receives more than 2.1 times a ring's `2 (P - 1) / P` of the
+//! gradient's bytes per step, or if the states differ.
 
+#[path = "support/state.rs"]
+mod state;
 #[path = "support/timing.rs"]
 mod timing;
 
-use fusegraph::distributed::{Communicator, DataParallel, Shards, Solo};
+use fusegraph::distributed::{add_shard, Communicator, DataParallel, Shards, Solo};
 use fusegraph::optim::keras::Adam;
 use fusegraph::prelude::*;
+use state::state_hash;
 use std::cell::Cell;
-use std::time::Instant;
 use timing::{measure, stats, value, Variant};
 
-/// The most samples of a shard: half of the largest global batch.
-const B: usize = 512;
-const SHARDS: usize = 2;
-const GLOBALS: [usize; 2] = [256, 1024];
+/// The most samples of a shard.
+const B: usize = 128;
+/// Shards of a global batch of 1024 in the measured runs.
+const SHARDS: usize = 8;
+/// Steps of the measured runs.
+const STEPS: usize = 6;
+/// The processes of the measured runs.
+const PROCESSES: [usize; 4] = [1, 2, 4, 8];
 /// Synthetic samples the steps cycle through.
 const SAMPLES: usize = 4096;
+/// The most bytes a process may send or receive per step, in units of a ring all-reduce's.
+const MAX_OF_RING: f64 = 2.1;
 
 /// The MLP of the benchmark suite (`bench_train`).
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -33,13 +46,30 @@ struct Mnist {
     fc2: Dense<128, 10>,
 }
 
-/// A communicator that adds up the seconds spent in its gathers.
-struct Timed<C> {
+/// A communicator that counts the bytes this process hands it to send to the others and
+/// receives from them (a broadcast is not counted: the runs do not broadcast).
+struct Counted<C> {
     inner: C,
-    waited: Cell<f64>,
+    sent: Cell<usize>,
+    received: Cell<usize>,
 }
 
-impl<C: Communicator> Communicator for Timed<C> {
+impl<C: Communicator> Counted<C> {
+    fn new(inner: C) -> Self {
+        Counted {
+            inner,
+            sent: Cell::new(0),
+            received: Cell::new(0),
+        }
+    }
+
+    fn count(&self, sent: usize, received: usize) {
+        self.sent.set(self.sent.get() + sent);
+        self.received.set(self.received.get() + received);
+    }
+}
+
+impl<C: Communicator> Communicator for Counted<C> {
     fn rank(&self) -> usize {
         self.inner.rank()
     }
@@ -47,10 +77,20 @@ impl<C: Communicator> Communicator for Timed<C> {
         self.inner.size()
     }
     fn all_gather(&self, mine: &[f32], all: &mut [f32]) {
-        let t = Instant::now();
+        let others = self.size() - 1;
+        self.count(4 * mine.len() * others, 4 * (all.len() - mine.len()));
         self.inner.all_gather(mine, all);
-        self.waited
-            .set(self.waited.get() + t.elapsed().as_secs_f64());
+    }
+    fn all_gather_u64(&self, mine: &[u64], all: &mut [u64]) {
+        let others = self.size() - 1;
+        self.count(8 * mine.len() * others, 8 * (all.len() - mine.len()));
+        self.inner.all_gather_u64(mine, all);
+    }
+    fn all_to_all(&self, send: &[f32], recv: &mut [f32]) {
+        let block = send.len() / self.size();
+        let others = 4 * block * (self.size() - 1);
+        self.count(others, others);
+        self.inner.all_to_all(send, recv);
     }
     fn broadcast(&self, values: &mut [f32]) {
         self.inner.broadcast(values);
@@ -63,149 +103,91 @@ impl<C: Communicator> Communicator for Timed<C> {
     }
 }
 
-/// One configuration's model, step and data-parallel step at one global batch.
-struct Run<C: Communicator> {
-    model: Mnist,
-    step: TrainStep<Mnist, Adam, B>,
-    dp: DataParallel<Mnist, Adam, B, Timed<C>>,
-    global: usize,
-    next: usize,
-}
-
-impl<C: Communicator> Run<C> {
-    fn new(comm: C, global: usize) -> Self {
-        let model = Mnist::init(Seed(1));
-        let step = TrainStep::new(&model, Adam::default());
-        let timed = Timed {
-            inner: comm,
-            waited: Cell::new(0.0),
-        };
-        let dp = DataParallel::new(timed, Shards::new(SHARDS, global / SHARDS)).expect("shards");
-        Run {
-            model,
-            step,
-            dp,
-            global,
-            next: 0,
-        }
-    }
-
-    /// One step on the next global batch of the synthetic data.
-    fn step(&mut self, x: &[f32], y: &[u32]) {
-        let at = self.next * self.global % SAMPLES;
-        let (xs, ys) = (
-            &x[at * 784..(at + self.global) * 784],
-            &y[at..at + self.global],
-        );
-        self.dp.run(&mut self.model, &mut self.step, xs, ys);
-        self.next += 1;
-    }
-}
-
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a thread pool")
-}
-
 fn data() -> (Vec<f32>, Vec<u32>) {
     let x = (0..SAMPLES * 784).map(value).collect();
     let y = (0..SAMPLES).map(|i| (i * 7 % 10) as u32).collect();
     (x, y)
 }
 
-/// A table row; `sent` is the bytes a process sends per step and the share of the time spent
-/// in the gather, for a job of several processes.
-fn print_row(name: &str, global: usize, seconds: f64, sent: Option<(usize, f64)>) {
-    let (bytes, waited) = sent.map_or((String::from("-"), String::from("-")), |(b, w)| {
-        (b.to_string(), format!("{:.1}%", 100.0 * w))
-    });
-    println!(
-        "  {name:<24} {global:>6} {:>12.0} {:>10.2} {bytes:>12} {waited:>10}",
-        global as f64 / seconds,
-        seconds * 1e3,
-    );
+/// The global batch of `global` samples for step `i`.
+fn batch<'a>(x: &'a [f32], y: &'a [u32], i: usize, global: usize) -> (&'a [f32], &'a [u32]) {
+    let at = i * global % SAMPLES;
+    (&x[at * 784..(at + global) * 784], &y[at..at + global])
 }
 
-fn header() {
-    println!(
-        "  {:<24} {:>6} {:>12} {:>10} {:>12} {:>10}",
-        "processes x threads", "global", "samples/s", "ms/step", "bytes sent", "in gather"
-    );
+/// What one process of a measured run saw: bytes sent and received per step, the state.
+struct Measured {
+    sent: usize,
+    received: usize,
+    state: u64,
 }
 
-/// 1 process x 1 and 2 threads, interleaved.
-fn one_process() {
+/// `STEPS` steps of global batches of `SHARDS x B` on `comm`'s processes, counted.
+fn run<C: Communicator>(comm: C) -> Measured {
     let (x, y) = data();
-    let pools = [pool(1), pool(2)];
-    let mut runs: Vec<(usize, Run<Solo>)> = Vec::new();
-    for threads in [1, 2] {
-        for global in GLOBALS {
-            runs.push((threads, Run::new(Solo, global)));
-        }
+    let mut model = Mnist::init(Seed(1));
+    let mut step = TrainStep::<Mnist, Adam, B>::new(&model, Adam::default());
+    let shards = Shards::new(SHARDS, B);
+    let mut dp = DataParallel::new(Counted::new(comm), shards).expect("shards");
+    for i in 0..STEPS {
+        let (xs, ys) = batch(&x, &y, i, shards.global_batch());
+        dp.run(&mut model, &mut step, xs, ys);
     }
-    let globals: Vec<usize> = runs.iter().map(|(_, run)| run.global).collect();
-    let mut variants: Vec<Variant<'_>> = runs
+    let counted = dp.communicator();
+    Measured {
+        sent: counted.sent.get() / STEPS,
+        received: counted.received.get() / STEPS,
+        state: state_hash(&model, &step),
+    }
+}
+
+/// Compute times on one thread, in seconds: of a shard within a step (its gradients and its
+/// leaf of the shards' sum), of the rest of a step (the update), and of one leaf alone.
+struct Compute {
+    shard: f64,
+    rest: f64,
+    leaf: f64,
+}
+
+/// Times a step of one shard of `samples` and a step of `shards` of them (accumulated on one
+/// process), and one leaf of the sum, interleaved; prints their medians. The difference of the
+/// two steps is `shards - 1` shards.
+fn compute_times(samples: usize, shards: usize) -> Compute {
+    let (x, y) = data();
+    let (mut sum, gradient) = (vec![0.0; Mnist::TRAINABLE], vec![0.5; Mnist::TRAINABLE]);
+    let mut steps = [1, shards].map(|count| {
+        let model = Mnist::init(Seed(1));
+        let step = TrainStep::<Mnist, Adam, B>::new(&model, Adam::default());
+        let dp = DataParallel::new(Solo, Shards::new(count, samples)).expect("shards");
+        (count, model, step, dp, 0)
+    });
+    let mut variants: Vec<Variant<'_>> = steps
         .iter_mut()
-        .map(|(threads, run)| {
-            let (pool, x, y) = (&pools[*threads - 1], &x, &y);
-            let name = format!("1 x {threads}");
-            Variant::new(name, move || pool.install(|| run.step(x, y)))
+        .map(|(count, model, step, dp, i)| {
+            let (x, y) = (&x, &y);
+            let global = *count * samples;
+            Variant::new(format!("a step of {count} x {samples}"), move || {
+                let (xs, ys) = batch(x, y, *i, global);
+                dp.run(model, step, xs, ys);
+                *i += 1;
+            })
         })
         .collect();
-    measure(&mut variants, 4);
-    println!("\nMLP 784-128-10, Adam, {SHARDS} shards a global batch; medians of one run");
-    header();
-    for (v, global) in variants.iter().zip(globals) {
-        print_row(&v.name, global, stats(v).0, None);
+    variants.push(Variant::new("a leaf of the sum", || {
+        add_shard(&mut sum, &gradient, 0.25, false)
+    }));
+    measure(&mut variants, 2);
+    println!("\nOne process, one thread (medians):");
+    for v in &variants {
+        println!("  {:<24} {:>9.3} ms", v.name, stats(v).0 * 1e3);
     }
-}
-
-/// This process as one rank of an MPI job, one thread: rank 0 prints.
-#[cfg(feature = "mpi")]
-fn as_rank() {
-    let world = fusegraph::distributed::Mpi::init().expect("MPI");
-    let (x, y) = data();
-    // One thread, the main one: MPI's calls stay on the thread that initialized it.
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build_global()
-        .expect("the global pool");
-    let ranks = world.size();
-    for global in GLOBALS {
-        let mut run = Run::new(&world, global);
-        let mut v = [Variant::new(format!("{ranks} x 1"), || run.step(&x, &y))];
-        let start = Instant::now();
-        measure(&mut v, 4);
-        let total = start.elapsed().as_secs_f64();
-        let (median, name) = (stats(&v[0]).0, v[0].name.clone());
-        drop(v);
-        if world.rank() == 0 {
-            let waited = run.dp.communicator().waited.get() / total;
-            let sent = run.dp.bytes_sent_per_step();
-            print_row(&name, global, median, Some((sent, waited)));
-        }
+    let [one, all, leaf] = [0, 1, 2].map(|k| stats(&variants[k]).0);
+    let shard = (all - one) / (shards - 1) as f64;
+    Compute {
+        shard,
+        rest: (one - shard).max(0.0),
+        leaf,
     }
-}
-
-/// Runs this program under `mpirun -np 2` and relays its table.
-#[cfg(feature = "mpi")]
-fn two_processes() {
-    let exe = std::env::current_exe().expect("this program's path");
-    let out = std::process::Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(["--oversubscribe", "-np", "2"])
-        .arg(exe)
-        .output()
-        .expect("mpirun");
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Whether `mpirun` started this process (OpenMPI or MPICH).
@@ -215,19 +197,216 @@ fn under_mpirun() -> bool {
         .any(|v| std::env::var_os(v).is_some())
 }
 
-fn main() {
+/// This process as one rank of an MPI job, one thread: rank 0 prints one line,
+/// `processes P sent S received R state H` with the largest counts of any process.
+#[cfg(feature = "mpi")]
+fn as_rank() -> std::process::ExitCode {
+    let mpi = fusegraph::distributed::Mpi::init().expect("MPI");
+    // One thread, the main one: MPI's calls stay on the thread that initialized it.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("the global pool");
+    let world = mpi.world();
+    let measured = run(mpi.world());
+    let mine = [
+        measured.sent as u64,
+        measured.received as u64,
+        measured.state,
+    ];
+    let mut all = vec![0; 3 * world.size()];
+    world.all_gather_u64(&mine, &mut all);
+    let column = |c: usize| all.iter().skip(c).step_by(3);
+    let states: std::collections::BTreeSet<_> = column(2).collect();
+    let outcome = if states.len() == 1 {
+        if world.rank() == 0 {
+            println!(
+                "processes {} sent {} received {} state {:016x}",
+                world.size(),
+                column(0).max().unwrap(),
+                column(1).max().unwrap(),
+                measured.state
+            );
+        }
+        Ok(())
+    } else {
+        Err(format!(
+            "the processes end with different states: {states:x?}"
+        ))
+    };
+    mpi.finish(outcome)
+}
+
+/// Runs this program under `mpirun -np processes` and reads its line.
+#[cfg(feature = "mpi")]
+fn on_processes(processes: usize) -> Measured {
+    let exe = std::env::current_exe().expect("this program's path");
+    let out = std::process::Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &processes.to_string()])
+        .arg(exe)
+        .output()
+        .expect("mpirun");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mpirun -np {processes}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("processes "))
+        .expect("rank 0's line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    Measured {
+        sent: words[3].parse().expect("bytes"),
+        received: words[5].parse().expect("bytes"),
+        state: u64::from_str_radix(words[7], 16).expect("a hash"),
+    }
+}
+
+/// The measured runs: one process in this one, the others under `mpirun`.
+fn measured_runs() -> Vec<(usize, Measured)> {
+    let mut runs = vec![(1, run(Solo))];
+    runs.extend(
+        PROCESSES
+            .into_iter()
+            .skip(1)
+            .filter_map(on_processes_if_built),
+    );
+    runs
+}
+
+/// The run on `processes` processes, with the feature `mpi`.
+#[cfg(feature = "mpi")]
+fn on_processes_if_built(processes: usize) -> Option<(usize, Measured)> {
+    Some((processes, on_processes(processes)))
+}
+
+/// Without the feature `mpi`, no run on several processes.
+#[cfg(not(feature = "mpi"))]
+fn on_processes_if_built(processes: usize) -> Option<(usize, Measured)> {
+    println!("({processes} processes: build with --features mpi)");
+    None
+}
+
+/// Prints the bytes and states of the runs; an error if a run sends too much or ends in
+/// another state than the one-process run.
+fn report(runs: &[(usize, Measured)]) -> Result<(), String> {
+    let gradient = Mnist::TRAINABLE * 4;
+    println!(
+        "\nMLP 784-128-10, Adam, global batches of {} in {SHARDS} shards, {STEPS} steps; \
+         a gradient is {gradient} bytes",
+        SHARDS * B
+    );
+    println!(
+        "  {:>9} {:>12} {:>12} {:>14} {:>18}",
+        "processes", "bytes sent", "received", "/ ring's", "state"
+    );
+    let mut failures = Vec::new();
+    for (p, m) in runs {
+        let ring = 2.0 * (*p as f64 - 1.0) / *p as f64 * gradient as f64;
+        let of_ring = m.sent.max(m.received) as f64 / ring;
+        let shown = if *p > 1 {
+            format!("{of_ring:.3}")
+        } else {
+            String::from("-")
+        };
+        println!(
+            "  {p:>9} {:>12} {:>12} {shown:>14} {:>18}",
+            m.sent,
+            m.received,
+            format!("{:016x}", m.state)
+        );
+        if *p > 1 && of_ring > MAX_OF_RING {
+            failures.push(format!(
+                "{p} processes move {of_ring:.3} times a ring's bytes"
+            ));
+        }
+        if m.state != runs[0].1.state {
+            failures.push(format!("{p} processes end in another state"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+/// A link's bandwidth in bytes per second and the latency of one message.
+struct Link {
+    name: &'static str,
+    bytes_per_second: f64,
+    latency: f64,
+}
+
+const LINKS: [Link; 2] = [
+    Link {
+        name: "10 Gbit/s, 20 us",
+        bytes_per_second: 10e9 / 8.0,
+        latency: 20e-6,
+    },
+    Link {
+        name: "100 Gbit/s, 3 us",
+        bytes_per_second: 100e9 / 8.0,
+        latency: 3e-6,
+    },
+];
+
+/// The model: global batches of 1024 in 64 shards of 16 on P processes of one thread, one
+/// per machine. A process computes its 64 / P shards and folds them into its subtree's sum
+/// (`shard` each), sums the P subtrees' slices (`leaf` in all) and updates (`rest`); it sends
+/// and receives 2 (P - 1) / P of the gradient plus its shards' outcomes, in 2 (P - 1)
+/// messages of the all-to-all and the all-gather. Nothing is counted as overlapped: an upper
+/// bound, as the all-to-all's buckets leave during the last shard's backward pass.
+fn model(c: &Compute) {
+    const MODEL_SHARDS: usize = 64;
+    println!(
+        "\nModel: global batches of 1024 in {MODEL_SHARDS} shards of 16, one process of one \
+         thread per machine, from the times above"
+    );
+    print!("  {:>9} {:>12}", "processes", "compute ms");
+    for link in &LINKS {
+        print!(" {:>26}", format!("{}: ms, speed-up", link.name));
+    }
+    println!();
+    let gradient = (Mnist::TRAINABLE * 4) as f64;
+    let compute = |p: usize| {
+        let own = (MODEL_SHARDS / p) as f64;
+        own * c.shard + if p > 1 { c.leaf } else { 0.0 } + c.rest
+    };
+    let one = compute(1);
+    for p in [1usize, 2, 4, 8, 16, 32, 64] {
+        print!("  {p:>9} {:>12.3}", compute(p) * 1e3);
+        for link in &LINKS {
+            let others = (p - 1) as f64;
+            let outcomes = 40.0 * (MODEL_SHARDS / p) as f64 * others;
+            let bytes = 2.0 * others / p as f64 * gradient + outcomes;
+            let step = compute(p) + bytes / link.bytes_per_second + 2.0 * others * link.latency;
+            print!(" {:>26}", format!("{:.3}, {:.1}x", step * 1e3, one / step));
+        }
+        println!();
+    }
+}
+
+fn main() -> std::process::ExitCode {
     #[cfg(feature = "mpi")]
     if under_mpirun() {
-        as_rank();
-        return;
+        return as_rank();
     }
     assert!(
         !under_mpirun(),
         "build with --features mpi to run under mpirun"
     );
-    one_process();
-    #[cfg(feature = "mpi")]
-    two_processes();
-    #[cfg(not(feature = "mpi"))]
-    println!("(2 processes x 1 thread: build with --features mpi)");
+    let checked = report(&measured_runs());
+    model(&compute_times(16, 64));
+    match checked {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -19,14 +19,22 @@
 //! `--threads N` per process (1), `--save PATH` (a checkpoint after the fit, written by rank
 //! 0), `--resume PATH` (start from such a checkpoint: the run ends with the state of one that
 //! never stopped), `--fail-rank R` (rank `R` fails at the end of the first epoch: the job ends
-//! with an error on every process instead of hanging).
+//! with an error on every process instead of hanging), `--data PATH` (the CSV to train on:
+//! the shipped digits by default), `--seed N` (the fit's seed, 1). Processes that were given
+//! different data or options stop before the first step, with a message naming what differs;
+//! one that fails anywhere (its data file missing, say) ends the job with its message.
+
+#[path = "support/state.rs"]
+mod state;
 
 use fusegraph::data::{Csv, Standardize};
 use fusegraph::distributed::Communicator;
 use fusegraph::fit::{Control, EpochLog, FitState, Hook, TrainError};
 use fusegraph::optim::keras::Adam;
 use fusegraph::prelude::*;
+use state::state_hash;
 use std::error::Error;
+use std::process::ExitCode;
 
 /// 8x8 images in, ten class logits out, with dropout between the layers.
 #[fusegraph::model(loss = SoftmaxCrossEntropy)]
@@ -47,6 +55,8 @@ struct Options {
     save: Option<String>,
     resume: Option<String>,
     fail_rank: Option<usize>,
+    data: String,
+    seed: u64,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -58,6 +68,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
         save: None,
         resume: None,
         fail_rank: None,
+        data: concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv").to_string(),
+        seed: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -73,6 +85,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
             "--batch" => o.batch = number()?,
             "--threads" => o.threads = number()?,
             "--fail-rank" => o.fail_rank = Some(number()?),
+            "--seed" => o.seed = number()? as u64,
+            "--data" => o.data = value,
             "--save" => o.save = Some(value),
             "--resume" => o.resume = Some(value),
             _ => return Err(format!("unknown option {flag}").into()),
@@ -81,46 +95,40 @@ fn options() -> Result<Options, Box<dyn Error>> {
     Ok(o)
 }
 
-/// The processes: MPI's world with the `mpi` feature, else this process alone.
+/// With the feature `mpi`, this process's part of the job `mpirun` started: an error on any
+/// process ends every one of them, with its message.
 #[cfg(feature = "mpi")]
-fn world() -> Result<impl Communicator + Send + 'static, Box<dyn Error>> {
-    Ok(fusegraph::distributed::Mpi::init()?)
+fn main() -> ExitCode {
+    let mpi = match fusegraph::distributed::Mpi::init() {
+        Ok(mpi) => mpi,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = train(mpi.world());
+    mpi.finish(outcome)
 }
 
-/// The processes: MPI's world with the `mpi` feature, else this process alone.
+/// Without the feature `mpi`, this process alone, accumulating the shards' gradients.
 #[cfg(not(feature = "mpi"))]
-fn world() -> Result<impl Communicator + Send + 'static, Box<dyn Error>> {
-    Ok(fusegraph::distributed::Solo)
+fn main() -> ExitCode {
+    match train(fusegraph::distributed::Solo) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-/// FNV-1a over the bits of the parameters, Adam's slots and the step counter.
-fn state_hash(model: &Digits, step: &TrainStep<Digits, Adam, BATCH>) -> u64 {
-    let opt = step.optimizer();
-    let slots = Adam::SLOTS
-        .iter()
-        .flat_map(|s| opt.slot(s).unwrap_or_default());
-    let words = model
-        .params()
-        .iter()
-        .chain(slots)
-        .map(|v| u64::from(v.to_bits()))
-        .chain([opt.iterations()]);
-    words.fold(0xcbf2_9ce4_8422_2325, |h, w| {
-        w.to_le_bytes()
-            .iter()
-            .fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    })
-}
-
-fn main() -> Result<(), Box<dyn Error>> {
+fn train(comm: impl Communicator + Send + 'static) -> Result<(), Box<dyn Error>> {
     let o = options()?;
-    let comm = world()?;
     let (rank, ranks) = (comm.rank(), comm.size());
-    let csv = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv");
     let mut data = Csv::new()
         .label_column("label")
         .classes(10)
-        .read_classes(csv)?;
+        .read_classes(&o.data)?;
     Standardize::fit(&data).apply(&mut data);
 
     let model = Digits::init(Seed(7));
@@ -159,7 +167,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let options = FitOptions::new(o.epochs)
         .batch_size(o.batch)
         .initial_epoch(initial_epoch)
-        .seed(Seed(1));
+        .seed(Seed(o.seed));
     let history = trainer.fit(&data, &options, &mut [&mut fail])?;
     if let Some(path) = &o.save {
         trainer.save_checkpoint(path, o.epochs)?;

@@ -1,7 +1,7 @@
 //! A train step allocates nothing: a counting global allocator sees no allocation during
 //! optimizer steps and model train steps, whatever options are folded into the pass, with every
 //! layer kind, frozen tensors among them, serial or across rayon; nor does the Trainer's loop
-//! after its first epoch, padded token sequences included.
+//! after its first epoch, padded token sequences included, nor gradient accumulation.
 
 use fusegraph::fit::{Control, DatasetOf, EpochLog, FitState, Hook, TerminateOnNan};
 use fusegraph::loss::IGNORE;
@@ -99,6 +99,31 @@ fn steps_do_not_allocate() {
     train_steps_do_not_allocate(&pool);
     fit_loops_do_not_allocate_after_the_first_epoch();
     embedded_steps_do_not_allocate();
+    accumulated_steps_do_not_allocate();
+}
+
+/// Gradient accumulation (a data-parallel step on one process) over 4 shards of 2 and over 6
+/// of 2, the last batch partial (an empty shard), allocates nothing after its first step.
+fn accumulated_steps_do_not_allocate() {
+    use fusegraph::distributed::{DataParallel, Shards, Solo};
+    let (x, y) = batch::<WideMlp, 12>();
+    for (shards, samples) in [(4, 8), (6, 11)] {
+        let mut model = WideMlp::init(Seed(4));
+        let mut step = TrainStep::<WideMlp, keras::Adam, 2>::new(&model, keras::Adam::default());
+        let mut dp = DataParallel::new(Solo, Shards::new(shards, 2)).unwrap();
+        let (x, y) = (&x[..samples * WideMlp::IN], &y[..samples]);
+        dp.run(&mut model, &mut step, x, y);
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        for _ in 0..3 {
+            dp.run(&mut model, &mut step, x, y);
+            std::hint::black_box(dp.shard(0));
+        }
+        let counted = ALLOCATIONS.load(Ordering::SeqCst) - before;
+        assert_eq!(
+            counted, 0,
+            "{counted} allocations in accumulated steps of {shards} shards"
+        );
+    }
 }
 
 fn optimizer_steps_do_not_allocate(pool: &rayon::ThreadPool) {

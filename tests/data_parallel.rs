@@ -44,6 +44,7 @@ struct Shared {
     barrier: Barrier,
     floats: Mutex<Vec<Vec<f32>>>,
     words: Mutex<Vec<u64>>,
+    word_parts: Mutex<Vec<Vec<u64>>>,
 }
 
 impl ThreadRanks {
@@ -52,6 +53,7 @@ impl ThreadRanks {
             barrier: Barrier::new(size),
             floats: Mutex::new(vec![Vec::new(); size]),
             words: Mutex::new(Vec::new()),
+            word_parts: Mutex::new(vec![Vec::new(); size]),
         });
         (0..size)
             .map(|rank| ThreadRanks {
@@ -75,6 +77,24 @@ impl Communicator for ThreadRanks {
         self.shared.barrier.wait();
         for (r, part) in all.chunks_exact_mut(mine.len()).enumerate() {
             part.copy_from_slice(&self.shared.floats.lock().unwrap()[r]);
+        }
+        self.shared.barrier.wait();
+    }
+    fn all_gather_u64(&self, mine: &[u64], all: &mut [u64]) {
+        self.shared.word_parts.lock().unwrap()[self.rank] = mine.to_vec();
+        self.shared.barrier.wait();
+        for (r, part) in all.chunks_exact_mut(mine.len()).enumerate() {
+            part.copy_from_slice(&self.shared.word_parts.lock().unwrap()[r]);
+        }
+        self.shared.barrier.wait();
+    }
+    fn all_to_all(&self, send: &[f32], recv: &mut [f32]) {
+        self.shared.floats.lock().unwrap()[self.rank] = send.to_vec();
+        self.shared.barrier.wait();
+        let block = send.len() / self.size;
+        let at = self.rank * block..(self.rank + 1) * block;
+        for (r, part) in recv.chunks_exact_mut(block).enumerate() {
+            part.copy_from_slice(&self.shared.floats.lock().unwrap()[r][at.clone()]);
         }
         self.shared.barrier.wait();
     }
@@ -198,6 +218,15 @@ fn any_number_of_ranks_gives_the_bits_of_one_process_accumulating() {
             assert_eq!(got, &one, "rank {rank} of {ranks}");
         }
     }
+    // Every count that splits the shards' tree: the powers of two up to 8; 1, 2 and 6 of 6.
+    for (shards, counts) in [(8, &[2, 4, 8][..]), (6, &[2, 6][..])] {
+        let one = accumulated(shards, 1);
+        for ranks in counts {
+            for (rank, got) in on_ranks(*ranks, shards, 1).iter().enumerate() {
+                assert_eq!(got, &one, "rank {rank} of {ranks}, {shards} shards");
+            }
+        }
+    }
     // The shard count is part of the computation: two shards of 5 are other batches.
     assert_ne!(accumulated(2, 3).params, one.params);
 }
@@ -214,43 +243,75 @@ fn one_shard_on_one_process_is_the_plain_step() {
 }
 
 #[test]
-fn the_update_uses_the_weighted_sum_of_the_shards_in_shard_order() {
+fn the_update_uses_the_weighted_sum_of_the_shards_in_the_order_of_their_tree() {
     let data = blobs(13);
     let (x, y) = (data.x(), data.y());
     let mut model = Net::init(Seed(3));
     let mut step = TrainStep::<Net, Adam, B>::new(&model, Adam::default()).with_seed(Seed(5));
     let mut want_model = Net::init(Seed(3));
     let mut want_step = TrainStep::<Net, Adam, B>::new(&model, Adam::default());
-    let shards = Shards::new(3, 5);
+    // 6 shards of 3: the tree of 6 = 2 x 3 has two nodes of three shards each; the last
+    // shard of this batch of 13 is empty.
+    let shards = Shards::new(6, 3);
     let mut dp = DataParallel::<Net, Adam, B, Solo>::new(Solo, shards).unwrap();
     let loss = dp.run(&mut model, &mut step, x, y);
 
-    // By hand: each shard's mean gradient from the same weights; the shards 0..5, 5..10,
-    // 10..13 weighted 5/13, 5/13, 3/13 and added in order. Dropout draws each sample's mask
-    // from its global index, so the shards are run with their offsets.
-    let mut sum = vec![0.0; Net::PARAMS];
+    // By hand: each shard's mean gradient from the same weights, weighted by its share of the
+    // 13 samples (3/13 ... 1/13), each node's three added in order, then the two nodes.
+    // Dropout draws each sample's mask from its global index, so the shards are run with
+    // their offsets.
+    let mut nodes = vec![vec![0.0; Net::PARAMS]; 2];
     let mut want_loss = 0.0f32;
-    for s in 0..3 {
+    for s in 0..5 {
         let at = shards.samples(s, 13);
         let mut m = Net::init(Seed(3));
         let mut st = TrainStep::<Net, Adam, B>::new(&m, Adam::default()).with_seed(Seed(5));
         let (xs, ys) = (&x[at.start * 4..at.end * 4], &y[at.clone()]);
         let l = st.shard_gradients(&mut m, xs, ys, at.start);
         let w = at.len() as f32 / 13.0;
-        add_shard(&mut sum, st.grads(), w, s == 0);
+        add_shard(&mut nodes[s / 3], st.grads(), w, s % 3 == 0);
         want_loss = if s == 0 { w * l } else { want_loss + w * l };
     }
+    let (first, second) = nodes.split_at_mut(1);
+    add_shard(&mut first[0], &second[0], 1.0, false);
     want_step
         .optimizer_mut()
-        .step(want_model.params_mut(), &sum);
+        .step(want_model.params_mut(), &first[0]);
     assert_eq!(loss.to_bits(), want_loss.to_bits());
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(model.params()), bits(want_model.params()));
-    assert_eq!(dp.shard(2).samples, 3);
-    assert_eq!(dp.shard(1).outputs.len(), 5 * 3);
+    assert_eq!((dp.shard(4).samples, dp.shard(5).samples), (1, 0));
+    assert_eq!(dp.bytes_sent_per_step(), 0, "one process sends nothing");
+}
+
+#[test]
+fn two_processes_send_what_a_ring_sends() {
+    // 6 shards: 1, 2 or 6 processes. On 2, each sends the other half of its subtree's sum,
+    // then its summed half, and its 3 shards' outcomes (5 words each).
+    let bytes: Vec<usize> = ThreadRanks::group(2)
+        .into_iter()
+        .map(|comm| {
+            let dp = DataParallel::<Net, Adam, B, _>::new(comm, Shards::new(6, 3)).unwrap();
+            assert_eq!(dp.gradient_bytes(), Net::TRAINABLE * 4);
+            dp.bytes_sent_per_step()
+        })
+        .collect();
+    let half = Net::TRAINABLE.div_ceil(2) * 4;
+    assert_eq!(bytes, [2 * half + 3 * 5 * 8; 2]);
+    let three = ThreadRanks::group(3).into_iter().next().unwrap();
+    let refused = DataParallel::<Net, Adam, B, _>::new(three, Shards::new(6, 3)).err();
     assert_eq!(
-        dp.bytes_sent_per_step(),
-        3 * DataParallel::<Net, Adam, B, Solo>::RECORD * 4
+        refused,
+        Some(ShardError::Ranks {
+            ranks: 3,
+            shards: 6
+        })
+    );
+    assert_eq!(
+        refused.unwrap().to_string(),
+        "3 processes cannot sum the 6 shards of a global batch in the order that gives the \
+         same bits on any number of processes: run on 1, 2 or 6 processes, or change the shard \
+         count"
     );
 }
 
@@ -341,6 +402,12 @@ impl Communicator for Tape {
     }
     fn all_gather(&self, mine: &[f32], all: &mut [f32]) {
         all.copy_from_slice(mine);
+    }
+    fn all_gather_u64(&self, mine: &[u64], all: &mut [u64]) {
+        all.copy_from_slice(mine);
+    }
+    fn all_to_all(&self, send: &[f32], recv: &mut [f32]) {
+        recv.copy_from_slice(send);
     }
     fn broadcast(&self, values: &mut [f32]) {
         let mut tape = self.floats.borrow_mut();
@@ -435,4 +502,95 @@ fn ignored_targets_weigh_each_shard_by_its_counted_labels() {
         assert!((got - g).abs() <= 1e-6, "gradient {i}: {got} against {g}");
     }
     assert!(want.iter().any(|g| g.abs() > 1e-2));
+}
+
+/// Fits on two thread ranks that were given `data` and `seed` each, with a minute to end:
+/// what each rank's thread ended with (its panic's message when it aborted the job).
+fn fit_two_ranks(data: [Dataset<u32>; 2], seed: [u64; 2]) -> Vec<Result<(), String>> {
+    let (done, ended) = std::sync::mpsc::channel();
+    for ((comm, data), seed) in ThreadRanks::group(2).into_iter().zip(data).zip(seed) {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let fitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut t = trainer().data_parallel(comm, 4).unwrap();
+                let options = options(1).seed(Seed(seed));
+                t.fit(&data, &options, &mut []).map(|_| ())
+            }));
+            let ended = match fitted {
+                Ok(fitted) => fitted.map_err(|e| e.to_string()),
+                Err(panic) => Err(panic.downcast_ref::<String>().cloned().unwrap_or_default()),
+            };
+            done.send(ended).unwrap();
+        });
+    }
+    (0..2)
+        .map(|_| {
+            let wait = std::time::Duration::from_secs(60);
+            ended.recv_timeout(wait).expect("a rank hangs")
+        })
+        .collect()
+}
+
+#[test]
+fn processes_that_disagree_stop_before_the_first_step_instead_of_hanging() {
+    let data = blobs(SAMPLES);
+    let aborted = |ended: Vec<Result<(), String>>| {
+        let mut ended: Vec<String> = ended.into_iter().map(|e| e.unwrap_err()).collect();
+        ended.sort();
+        assert_eq!(
+            ended,
+            [
+                "rank 0 aborted the job with code 1",
+                "rank 1 aborted the job with code 1"
+            ]
+        );
+    };
+    // The same: both train.
+    let same = fit_two_ranks([data.clone(), data.clone()], [1, 1]);
+    assert_eq!(same, [Ok(()), Ok(())]);
+    // Fewer samples on one: a collective on a data set of another length would hang.
+    let (shorter, _) = data.split_tail(0.1);
+    aborted(fit_two_ranks([data.clone(), shorter], [1, 1]));
+    // One label changed, or another seed: both would train, on different batches.
+    let mut relabelled = data.clone();
+    let (x, mut y) = (relabelled.x().to_vec(), relabelled.y().to_vec());
+    y[7] = (y[7] + 1) % 3;
+    relabelled = Dataset::new(x, y, 4).unwrap();
+    aborted(fit_two_ranks([data.clone(), relabelled], [1, 1]));
+    aborted(fit_two_ranks([data.clone(), data], [1, 2]));
+}
+
+#[test]
+fn small_buckets_sent_during_the_backward_pass_give_the_same_bits() {
+    let data = blobs(SAMPLES);
+    let (x, y) = (&data.x()[..32 * 4], &data.y()[..32]);
+    let steps = |comm: Box<dyn Communicator + Send>, bucket: usize| {
+        let mut model = Net::init(Seed(3));
+        let mut step = TrainStep::<Net, Adam, B>::new(&model, Adam::default()).with_seed(Seed(5));
+        let mut dp = DataParallel::<Net, Adam, B, _>::new(comm, Shards::new(4, 8))
+            .unwrap()
+            .with_bucket(bucket);
+        let losses: Vec<u32> = (0..3)
+            .map(|_| dp.run(&mut model, &mut step, x, y).to_bits())
+            .collect();
+        let params: Vec<u32> = model.params().iter().map(|v| v.to_bits()).collect();
+        (losses, params)
+    };
+    let one = steps(Box::new(Solo), 7);
+    // Net's 131 gradient values in buckets of 7 (19 buckets, cut across its layers), of 64, and
+    // in one, on 2 and 4 processes.
+    for bucket in [7, 64, 1 << 16] {
+        for ranks in [2, 4] {
+            let got: Vec<_> = std::thread::scope(|s| {
+                let jobs: Vec<_> = ThreadRanks::group(ranks)
+                    .into_iter()
+                    .map(|comm| s.spawn(move || steps(Box::new(comm), bucket)))
+                    .collect();
+                jobs.into_iter().map(|j| j.join().unwrap()).collect()
+            });
+            for (rank, got) in got.iter().enumerate() {
+                assert_eq!(got, &one, "rank {rank} of {ranks}, buckets of {bucket}");
+            }
+        }
+    }
 }

@@ -45,6 +45,7 @@ pub mod distributed;
 pub mod fit;
 #[cfg(feature = "std")]
 pub mod fs;
+mod hash;
 pub mod kernels;
 pub mod layers;
 pub mod loss;

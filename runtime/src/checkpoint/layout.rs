@@ -5,7 +5,7 @@ use super::CheckpointError;
 use crate::layers::{torch_dim, torch_index};
 use crate::loss::Loss;
 use crate::optim::{OptimizerPart, Rule};
-use crate::train::{Describe, Model, NamedTensor, StatePart};
+use crate::train::{layout_hash, Describe, Model, NamedTensor, StatePart, BATCH_COUNTER};
 use safetensors::Dtype;
 use std::collections::BTreeSet;
 use std::format;
@@ -21,8 +21,6 @@ pub(crate) const TRAIN: &str = "train.";
 pub(crate) const STEP: &str = "train.step";
 /// The dropout seed's 64 bits, an `I64` scalar.
 pub(crate) const SEED: &str = "train.seed";
-/// PyTorch's counter of BatchNorm.
-const COUNTER: &str = "num_batches_tracked";
 
 /// Where the values of one tensor of the file come from (and go to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,11 +108,9 @@ fn entries<M: Model>(
             StatePart::Params => tensors(&mut out, "", M::TENSORS, part),
             StatePart::ModelState => {
                 tensors(&mut out, "", M::STATE_TENSORS, part);
-                out.extend(
-                    M::BATCH_COUNTERS.iter().map(|layer| {
-                        Entry::scalar(key(layer, COUNTER), Dtype::I64, Source::Counter)
-                    }),
-                );
+                out.extend(M::BATCH_COUNTERS.iter().map(|layer| {
+                    Entry::scalar(key(layer, BATCH_COUNTER), Dtype::I64, Source::Counter)
+                }));
             }
             StatePart::Optimizer(OptimizerPart::Slot(j)) => {
                 tensors(
@@ -181,25 +177,10 @@ pub(crate) fn check_unique(entries: &[Entry]) -> Result<(), CheckpointError> {
     Ok(())
 }
 
-/// The signature of a model's layout: 64-bit FNV-1a over the layer name, tensor name and
-/// shape of every parameter and state tensor and the layers with a batch counter, as 16 hex
-/// digits. The same model type always has the same one, on every platform.
+/// The signature of a model's layout ([`layout_hash`]) as 16 hex digits. The same model type
+/// always has the same one, on every platform.
 pub fn signature<M: Model>() -> String {
-    let mut h = Fnv::new();
-    for (kind, tensors) in [("param", M::TENSORS), ("state", M::STATE_TENSORS)] {
-        for t in tensors {
-            h.str(kind);
-            h.str(t.layer);
-            h.str(t.tensor.name);
-            h.u64(t.tensor.shape.len() as u64);
-            t.tensor.shape.iter().for_each(|&d| h.u64(d as u64));
-        }
-    }
-    for layer in M::BATCH_COUNTERS {
-        h.str(COUNTER);
-        h.str(layer);
-    }
-    format!("{:016x}", h.0)
+    format!("{:016x}", layout_hash::<M>())
 }
 
 /// The kind of every layer of a model, in declaration order, then the wiring of its graph (for
@@ -247,31 +228,6 @@ pub(crate) type LayerPair = (Option<(String, String)>, Option<(String, String)>)
 fn split_line(line: &str) -> (String, String) {
     let (name, kind) = line.split_once(": ").unwrap_or((line, ""));
     (name.to_string(), kind.to_string())
-}
-
-/// 64-bit FNV-1a, fed with length-prefixed strings and little-endian integers so that no two
-/// layouts feed the same bytes.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn bytes(&mut self, b: &[u8]) {
-        for &x in b {
-            self.0 = (self.0 ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn u64(&mut self, v: u64) {
-        self.bytes(&v.to_le_bytes());
-    }
-
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.bytes(s.as_bytes());
-    }
 }
 
 #[cfg(test)]

@@ -7,15 +7,23 @@
 //! a communicator over MPI's world.
 
 mod communicator;
+#[cfg(feature = "alloc")]
+mod exchange;
+#[cfg(feature = "alloc")]
+mod fingerprint;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod shards;
 #[cfg(feature = "alloc")]
 mod step;
+#[cfg(feature = "alloc")]
+mod tree;
 
 pub use communicator::{Communicator, Solo};
+#[cfg(feature = "alloc")]
+pub use fingerprint::{Entry, Fingerprint, Mismatch, Shown};
 #[cfg(feature = "mpi")]
-pub use mpi::{Mpi, MpiError};
+pub use mpi::{Mpi, MpiError, World};
 pub use shards::{add_shard, Shards};
 #[cfg(feature = "alloc")]
 pub use step::{DataParallel, ShardError, ShardOutcome};

@@ -1,22 +1,28 @@
 //! [`DataParallel`]: one train step over a global batch whose shards are computed by the
-//! processes of a [`Communicator`], combined in shard order on every process.
+//! processes of a [`Communicator`] and summed in the order of their [`Tree`], the same bits on
+//! every process and for every process count the tree allows.
 
 use super::communicator::Communicator;
-use super::shards::{add_shard, Shards};
-use crate::loss::{Loss, Targets};
+use super::exchange::{Exchange, BUCKET};
+use super::shards::Shards;
+use super::tree::{Leaf, Tree, TreeFold};
+use crate::loss::{Loss, TargetValue, Targets};
 use crate::optim::{PartMut, Rule};
 use crate::train::batch::{self, expect};
 use crate::train::step::{optimizer_step, update_or_skip};
 use crate::train::{Inputs, Model, Padded, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
 use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
+use core::ops::Range;
 
 /// Why a data-parallel step cannot be built for a model, step and job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShardError {
-    /// The number of processes does not divide the number of shards.
+    /// The number of processes cannot split the shards' [tree](DataParallel): it is not 1
+    /// or a product of the first prime factors of the shard count (in increasing order).
     Ranks {
         /// The processes of the job.
         ranks: usize,
@@ -39,11 +45,24 @@ pub enum ShardError {
 impl fmt::Display for ShardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            ShardError::Ranks { ranks, shards } => write!(
-                f,
-                "{ranks} processes do not divide the {shards} shards of a global batch: run \
-                 on a number of processes that divides {shards}"
-            ),
+            ShardError::Ranks { ranks, shards } => {
+                write!(
+                    f,
+                    "{ranks} processes cannot sum the {shards} shards of a global batch in the \
+                     order that gives the same bits on any number of processes: run on "
+                )?;
+                let tree = Tree::new(shards);
+                let last = tree.process_counts().count() - 1;
+                for (i, n) in tree.process_counts().enumerate() {
+                    let sep = match i {
+                        0 => "",
+                        _ if i == last => " or ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{n}")?;
+                }
+                f.write_str(" processes, or change the shard count")
+            }
             ShardError::ShardTooLarge { per_shard, max } => write!(
                 f,
                 "a shard of {per_shard} samples exceeds the train step's batch of {max}: use \
@@ -60,59 +79,121 @@ impl fmt::Display for ShardError {
 #[cfg(feature = "std")]
 impl std::error::Error for ShardError {}
 
-/// What one shard of the last global batch gave.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ShardOutcome<'a> {
+/// What one shard of the last global batch gave, the same on every process: what the
+/// loss and the metrics of a fit need of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShardOutcome {
     /// Its samples (0 for a shard past the end of a partial global batch).
     pub samples: usize,
     /// Its mean loss.
     pub loss: f32,
-    /// The model's outputs on its samples, before the update.
-    pub outputs: &'a [f32],
+    /// Its samples (or positions) predicted right ([`Loss::correct`]), if the loss says.
+    pub correct: Option<usize>,
+    /// The sum of `|output - target|` over its outputs (for real-valued targets).
+    pub absolute_error: f64,
+    /// The sum of `(output - target)^2` over its outputs (for real-valued targets).
+    pub squared_error: f64,
+}
+
+/// The words of a [`ShardOutcome`] as the processes exchange it.
+const OUTCOME_WORDS: usize = 5;
+
+impl ShardOutcome {
+    /// The outcome of a batch: its mean `loss` and the model's outputs `out` (`width` per
+    /// sample) against the targets `y`. The errors add, in `f64` and in order, each output
+    /// against the target beside it.
+    pub fn measure<L: Loss>(loss: f32, out: &[f32], y: &[L::Target], width: usize) -> Self {
+        let (mut absolute_error, mut squared_error) = (0.0, 0.0);
+        for (&o, t) in out.iter().zip(y) {
+            let d = f64::from(o) - f64::from(t.value().unwrap_or(0.0));
+            absolute_error += if d < 0.0 { -d } else { d };
+            squared_error += d * d;
+        }
+        ShardOutcome {
+            samples: out.len() / width.max(1),
+            loss,
+            correct: L::correct(out, y, width),
+            absolute_error,
+            squared_error,
+        }
+    }
+
+    /// As words: samples, loss bits, correct (`u64::MAX` for none), the errors' bits.
+    fn to_words(self) -> [u64; OUTCOME_WORDS] {
+        [
+            self.samples as u64,
+            u64::from(self.loss.to_bits()),
+            self.correct.map_or(u64::MAX, |c| c as u64),
+            self.absolute_error.to_bits(),
+            self.squared_error.to_bits(),
+        ]
+    }
+
+    /// From [`to_words`](Self::to_words).
+    fn from_words(w: &[u64]) -> Self {
+        ShardOutcome {
+            samples: w[0] as usize,
+            loss: f32::from_bits(w[1] as u32),
+            correct: (w[2] != u64::MAX).then_some(w[2] as usize),
+            absolute_error: f64::from_bits(w[3]),
+            squared_error: f64::from_bits(w[4]),
+        }
+    }
 }
 
 /// A data-parallel train step: each global batch is cut into [`Shards`]; every process
-/// computes the mean gradient of its own shards with a [`TrainStep`], the processes gather all
-/// of them, and each adds them in shard order, weighted by their share of what the loss
-/// averages (their samples, or their class labels that are not [`IGNORE`](crate::loss::IGNORE))
-/// ([`add_shard`](super::add_shard)), and runs the same fused update. So the parameters and
-/// the optimizer's state stay the same bits on every process, and the same bits for any
-/// number of processes that divides the shard count, threads included: a run on 4 ranks can
-/// be checked against a run on one. On [`Solo`](super::Solo) it is gradient accumulation:
-/// global batches `count` times larger than the step's.
+/// computes the mean gradients of its own shards with a [`TrainStep`] and sums them, weighted
+/// by their share of what the loss averages (their samples, or their class labels that are
+/// not [`IGNORE`](crate::loss::IGNORE)), in the order of the shards' tree; the processes then
+/// sum their subtrees in the tree's top levels, each process one piece of the gradient: an
+/// all-to-all exchange of pieces (a reduce-scatter), then an all-gather of the summed pieces,
+/// so that each process sends and receives `2 (P - 1) / P` of a gradient per step, as a ring
+/// all-reduce does. The exchange goes in buckets ([`with_bucket`](Self::with_bucket)), each
+/// leaving as soon as the backward pass of the process's last shard has it whole, while the
+/// layers below are still in theirs. Every process then runs the same fused update.
 ///
-/// Each shard travels as one record (its sample count, loss, outputs and gradient) in a single
-/// gather per step. The buffers are allocated once, in [`new`](Self::new).
+/// The tree is fixed by the shard count `S` alone: with `S`'s prime factors in increasing
+/// order, the root has as many children as the first, each of those as many as the second,
+/// and so on down to the shards; a node adds its children from the first to the last. A job
+/// of 1 process, or of a product of the first of those factors (for `S` a power of two, any
+/// power of two up to `S`; for 12 shards, 1, 2, 4 or 12 processes), gives each process the
+/// shards of one node, and then the parameters and the optimizer's state are the same bits on
+/// every process and for every such count, threads and bucket sizes included: a run on 4 ranks
+/// can be checked against a run on one. Other counts are refused ([`ShardError::Ranks`]). On
+/// [`Solo`](super::Solo) it is gradient accumulation: global batches `count` times larger than
+/// the step's.
+///
+/// The losses and metrics of the shards ([`ShardOutcome`]) travel in one small gather per step.
+/// The buffers are allocated once, in [`new`](Self::new).
 pub struct DataParallel<M: Model, R: Rule, const B: usize, C: Communicator> {
     comm: C,
     shards: Shards,
-    /// The records of this process's shards.
-    mine: Box<[f32]>,
-    /// The records of every shard, in shard order.
-    all: Box<[f32]>,
+    /// This process's subtree of the shards' tree, folded shard by shard.
+    own: TreeFold,
+    /// The processes' exchange of their subtree sums; `None` in a job of one process.
+    exchange: Option<Exchange>,
+    /// The radices of the tree's top levels (for a new exchange).
+    top: Vec<usize>,
     /// The global gradient.
     sum: Box<[f32]>,
+    /// The outcomes of this process's shards, as words.
+    mine: Box<[u64]>,
+    /// The outcomes of every shard, in shard order, as words.
+    all: Box<[u64]>,
     kinds: PhantomData<fn() -> (M, R)>,
 }
 
-/// Where a shard record's parts start: `[samples, loss, outputs (B * OUT), gradient]`.
-const SAMPLES: usize = 0;
-const LOSS: usize = 1;
-const OUTPUTS: usize = 2;
-
 impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C> {
-    /// The values of one shard's record.
-    pub const RECORD: usize = OUTPUTS + B * M::OUT + M::TRAINABLE;
-
     /// A data-parallel step over `comm`'s processes with global batches cut into `shards`.
     pub fn new(comm: C, shards: Shards) -> Result<Self, ShardError> {
         let ranks = comm.size();
-        if !shards.count().is_multiple_of(ranks) {
+        let tree = Tree::new(shards.count());
+        let Some((own, top)) = tree.split(ranks) else {
             return Err(ShardError::Ranks {
                 ranks,
                 shards: shards.count(),
             });
-        }
+        };
         if shards.per_shard() > B {
             return Err(ShardError::ShardTooLarge {
                 per_shard: shards.per_shard(),
@@ -122,15 +203,31 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         if M::STATE > 0 && shards.count() > 1 {
             return Err(ShardError::BatchStatistics);
         }
-        let own = shards.count() / ranks;
+        let own_shards = shards.count() / ranks;
         Ok(DataParallel {
+            exchange: (ranks > 1).then(|| Exchange::new(M::TRAINABLE, ranks, &top, BUCKET)),
             comm,
             shards,
-            mine: vec![0.0; own * Self::RECORD].into_boxed_slice(),
-            all: vec![0.0; shards.count() * Self::RECORD].into_boxed_slice(),
+            own: TreeFold::new(&own, M::TRAINABLE),
+            top,
             sum: vec![0.0; M::TRAINABLE].into_boxed_slice(),
+            mine: vec![0; own_shards * OUTCOME_WORDS].into_boxed_slice(),
+            all: vec![0; shards.count() * OUTCOME_WORDS].into_boxed_slice(),
             kinds: PhantomData,
         })
+    }
+
+    /// Exchanges the gradient in buckets of `values` values (256 KiB of them, 65,536, by
+    /// default; PyTorch DDP's `bucket_cap_mb`): a bucket leaves as soon as the backward pass
+    /// of the process's last shard has it whole, while the layers below are still in their
+    /// backward pass. Smaller buckets leave earlier, in more messages. The sums, and so the
+    /// bits, are the same for every bucket size.
+    pub fn with_bucket(mut self, values: usize) -> Self {
+        let ranks = self.comm.size();
+        if ranks > 1 {
+            self.exchange = Some(Exchange::new(M::TRAINABLE, ranks, &self.top, values));
+        }
+        self
     }
 
     /// The processes.
@@ -161,9 +258,19 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         Ok(())
     }
 
-    /// Bytes this process sends per step (its shards' records; it receives the others').
+    /// Bytes this process sends per step, and as many it receives: the pieces of its subtree
+    /// sum that other processes sum, its summed pieces to each of them, and its shards'
+    /// outcomes (what it hands MPI; how MPI's algorithms relay it is theirs).
     pub fn bytes_sent_per_step(&self) -> usize {
-        self.mine.len() * 4
+        let others = self.comm.size() - 1;
+        let exchanged = self.exchange.as_ref().map_or(0, Exchange::bytes_per_step);
+        exchanged + others * self.mine.len() * 8
+    }
+
+    /// Bytes of the gradient ([`Model::TRAINABLE`] values of 4 bytes): a ring all-reduce
+    /// sends and receives `2 (P - 1) / P` of them per process.
+    pub fn gradient_bytes(&self) -> usize {
+        M::TRAINABLE * 4
     }
 
     /// Gives every process rank 0's state: every part of [`Step::state_parts`] (parameters,
@@ -229,7 +336,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     }
 
     /// The global batch's mean loss and gradient (in `sum`), from this process's shards and
-    /// the gathered others', the same bits on every process.
+    /// the other processes' subtree sums, the same bits on every process.
     fn global_gradient(
         &mut self,
         model: &mut M,
@@ -247,22 +354,20 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         );
         expect(batch::lengths::<M>(x.lengths(), n));
         self.compute_own(model, step, x, y, n);
-        self.comm.all_gather(&self.mine, &mut self.all);
-        self.combine(y, n)
+        self.comm.all_gather_u64(&self.mine, &mut self.all);
+        self.sum_subtrees();
+        self.mean_loss(y, n)
     }
 
     /// What shard `s` of the last global batch gave, the same on every process.
-    pub fn shard(&self, s: usize) -> ShardOutcome<'_> {
-        let r = &self.all[s * Self::RECORD..(s + 1) * Self::RECORD];
-        let samples = r[SAMPLES] as usize;
-        ShardOutcome {
-            samples,
-            loss: r[LOSS],
-            outputs: &r[OUTPUTS..OUTPUTS + samples * M::OUT],
-        }
+    pub fn shard(&self, s: usize) -> ShardOutcome {
+        ShardOutcome::from_words(&self.all[s * OUTCOME_WORDS..(s + 1) * OUTCOME_WORDS])
     }
 
-    /// Computes this process's shards of a global batch of `n` samples into their records.
+    /// Computes this process's shards of a global batch of `n` samples, folds their weighted
+    /// gradients into its subtree sum, and writes their outcomes. With other processes, the
+    /// last shard's backward pass hands each layer's part of the subtree sum to the exchange
+    /// as soon as it is final.
     fn compute_own(
         &mut self,
         model: &mut M,
@@ -272,44 +377,82 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         n: usize,
     ) {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
+        let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
         let own = self.shards.of_rank(self.comm.rank(), self.comm.size());
-        for (record, s) in self.mine.chunks_exact_mut(Self::RECORD).zip(own) {
+        let Self {
+            comm,
+            own: fold,
+            exchange,
+            sum,
+            mine,
+            ..
+        } = self;
+        for (words, s) in mine.chunks_exact_mut(OUTCOME_WORDS).zip(own) {
             let at = self.shards.samples(s, n);
-            record[SAMPLES] = at.len() as f32;
-            record[LOSS] = 0.0;
             if at.is_empty() {
+                words.copy_from_slice(&ShardOutcome::default().to_words());
+                if let Some(root) = fold.push(Leaf::Empty) {
+                    match exchange {
+                        Some(e) => e.place(comm, 0..M::TRAINABLE, root),
+                        None => sum.copy_from_slice(root),
+                    }
+                }
                 continue;
             }
             let xs = x.samples(at.clone(), M::IN);
             let ys = &y[at.start * per..at.end * per];
-            record[LOSS] = step.shard_gradients(model, &xs, ys, at.start);
-            let outputs = at.len() * M::OUT;
-            record[OUTPUTS..OUTPUTS + outputs].copy_from_slice(step.output(at.len()));
-            record[OUTPUTS + B * M::OUT..].copy_from_slice(step.grads());
+            let scored = <M::Loss as Loss>::scored(ys, M::OUT);
+            let weight = scored as f32 / total as f32;
+            let loss = match exchange {
+                Some(e) if fold.at_last_leaf() => {
+                    let mut each = |range: Range<usize>, g: &[f32]| {
+                        let root = fold.push_last_part(Leaf::Weighted(g, weight), range.clone());
+                        e.place(comm, range, root);
+                    };
+                    let loss = step.shard_gradients_by_layer(model, &xs, ys, at.start, &mut each);
+                    fold.end_last_leaf();
+                    loss
+                }
+                _ => {
+                    let loss = step.shard_gradients(model, &xs, ys, at.start);
+                    if let Some(root) = fold.push(Leaf::Weighted(step.grads(), weight)) {
+                        sum.copy_from_slice(root);
+                    }
+                    loss
+                }
+            };
+            let out = step.output(at.len());
+            let outcome = ShardOutcome::measure::<M::Loss>(loss, out, ys, M::OUT);
+            words.copy_from_slice(&outcome.to_words());
         }
     }
 
-    /// Adds the gathered shards' gradients in shard order into the global gradient, each
-    /// weighted by its share of what the loss of the global batch `y` of `n` samples averages
-    /// ([`Loss::scored`]: its samples, or its class labels that are not
-    /// [`IGNORE`](crate::loss::IGNORE)), so that the sum is the gradient of the mean over the
-    /// whole batch; returns the mean loss, summed the same way.
-    fn combine(&mut self, y: &[Target<M>], n: usize) -> f32 {
+    /// With several processes, waits for the exchange of the subtree sums and sums them into
+    /// `sum`.
+    fn sum_subtrees(&mut self) {
+        if let Some(e) = &mut self.exchange {
+            e.finish(&self.comm, &mut self.sum);
+        }
+    }
+
+    /// The global batch's mean loss: the shards' losses weighted by their share of what the
+    /// loss averages over the global batch `y` of `n` samples, added in shard order.
+    fn mean_loss(&self, y: &[Target<M>], n: usize) -> f32 {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
         let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
         let (mut loss, mut first) = (0.0f32, true);
-        for (s, r) in self.all.chunks_exact(Self::RECORD).enumerate() {
+        for s in 0..self.shards.count() {
             let at = self.shards.samples(s, n);
             if at.is_empty() {
                 continue;
             }
             let scored = <M::Loss as Loss>::scored(&y[at.start * per..at.end * per], M::OUT);
             let w = scored as f32 / total as f32;
-            add_shard(&mut self.sum, &r[OUTPUTS + B * M::OUT..], w, first);
+            let shard_loss = self.shard(s).loss;
             loss = if first {
-                w * r[LOSS]
+                w * shard_loss
             } else {
-                loss + w * r[LOSS]
+                loss + w * shard_loss
             };
             first = false;
         }

@@ -3,14 +3,17 @@
 
 use super::error::TrainError;
 use super::metrics::Accumulator;
+use super::options::FitOptions;
 use super::trainer::{DatasetOf, Trainer};
-use crate::distributed::{Communicator, DataParallel, Shards, Solo};
+use crate::distributed::{Communicator, DataParallel, Entry, Fingerprint, Shards, Solo};
+use crate::hash::Fnv;
 use crate::layers::Lengths;
 use crate::loss::Loss;
 use crate::optim::Rule;
-use crate::train::{Model, Padded, StepOutcome};
+use crate::train::{layout_hash, Model, Padded, StepOutcome, Target};
 use core::ops::Range;
 use std::boxed::Box;
+use std::format;
 
 /// The trainer's data-parallel step, over any communicator.
 pub(super) type Parallel<M, R, const B: usize> =
@@ -121,8 +124,8 @@ where
         outcome.loss
     }
 
-    /// Adds the last batch (in `bx`, `by`) with its `loss` to `acc`: its outputs, or those of
-    /// each shard of a data-parallel step.
+    /// Adds the last batch (in `bx`, `by`) with its `loss` to `acc`: its outputs, or the
+    /// outcome of each shard of a data-parallel step.
     fn measure(&self, acc: &mut Accumulator, loss: f32) {
         let n = self.bx.len() / M::IN;
         let Some(p) = &self.parallel else {
@@ -135,9 +138,77 @@ where
             let at = p.shards().samples(s, n);
             if shard.samples > 0 {
                 let ys = &self.by[at.start * per..at.end * per];
-                acc.add::<M::Loss>(shard.loss, shard.outputs, ys, M::OUT);
+                acc.add_outcome::<M::Loss>(&shard, ys, M::OUT);
             }
         }
+    }
+
+    /// In a data-parallel fit, compares with every other process ([`Fingerprint`]) what must
+    /// be the same on all of them: the data, the fit's options, the shards, the model's
+    /// layout, the optimizer and the kernels. A difference is an error on every process,
+    /// naming it and the first rank that differs from rank 0.
+    pub(super) fn agree_on(
+        &self,
+        train: &DatasetOf<M>,
+        val: Option<&DatasetOf<M>>,
+        options: &FitOptions<'_, Target<M>, M::Input>,
+        batch: usize,
+    ) -> Result<(), TrainError> {
+        let Some(p) = &self.parallel else {
+            return Ok(());
+        };
+        let count = |n: usize| n as u64;
+        let print = Fingerprint::new()
+            .with(Entry::number(
+                "the training data's samples",
+                count(train.len()),
+            ))
+            .with(Entry::hash(
+                "the training data (its samples, targets and lengths)",
+                train.content_hash(),
+            ))
+            .with(Entry::number(
+                "the validation data's samples",
+                count(val.map_or(0, |v| v.len())),
+            ))
+            .with(Entry::hash(
+                "the validation data",
+                val.map_or(0, |v| v.content_hash()),
+            ))
+            .with(Entry::number("the fit's seed", options.seed.0))
+            .with(Entry::number("the batch size", count(batch)))
+            .with(Entry::number("the epochs", count(options.epochs)))
+            .with(Entry::number(
+                "the initial epoch",
+                count(options.initial_epoch),
+            ))
+            .with(Entry::number(
+                "the shards of a global batch",
+                count(p.shards().count()),
+            ))
+            .with(Entry::hash("the model's layout", layout_hash::<M>()))
+            .with(Entry::hash(
+                "the optimizer (its rule, hyper-parameters and configuration)",
+                self.optimizer_hash(),
+            ))
+            .with(Fingerprint::kernels());
+        print.compare(p.communicator()).map_err(TrainError::Ranks)
+    }
+
+    /// A hash of the optimizer's rule, hyper-parameters and configuration (schedule,
+    /// clipping, weight decay, EMA), what a checkpoint records of them.
+    fn optimizer_hash(&self) -> u64 {
+        let opt = self.step.optimizer();
+        let mut h = Fnv::new();
+        h.str(R::NAME);
+        for name in R::HYPER {
+            h.str(name);
+            h.u64(u64::from(
+                opt.rule().hyper(name).unwrap_or(f32::NAN).to_bits(),
+            ));
+        }
+        h.str(&format!("{:?}", opt.config()));
+        h.finish()
     }
 
     /// In a job of several processes, ends every one of them when this one's fit failed, so

@@ -22,6 +22,9 @@ pub enum TrainError {
     /// Saving or loading a checkpoint.
     #[cfg(feature = "checkpoint")]
     Checkpoint(crate::checkpoint::CheckpointError),
+    /// The processes of a data-parallel fit differ in what they must share (the data, the
+    /// options, the model, the optimizer, the kernels): every process gets this error.
+    Ranks(crate::distributed::Mismatch),
     /// An error from user code in a callback.
     Callback(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -31,6 +34,7 @@ impl fmt::Display for TrainError {
         match self {
             TrainError::Shape(what) | TrainError::Config(what) => f.write_str(what),
             TrainError::Batch(e) => write!(f, "{e}"),
+            TrainError::Ranks(e) => write!(f, "{e}"),
             TrainError::Io(e) => write!(f, "{e}"),
             #[cfg(feature = "checkpoint")]
             TrainError::Checkpoint(e) => write!(f, "{e}"),
@@ -43,6 +47,7 @@ impl std::error::Error for TrainError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             TrainError::Batch(e) => Some(e),
+            TrainError::Ranks(e) => Some(e),
             TrainError::Io(e) => Some(e),
             #[cfg(feature = "checkpoint")]
             TrainError::Checkpoint(e) => Some(e),

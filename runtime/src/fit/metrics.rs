@@ -1,6 +1,7 @@
 //! Metrics reported during training and evaluation: loss, accuracy, MAE, MSE.
 
-use crate::loss::{batch_weight, Loss, TargetValue};
+use crate::distributed::ShardOutcome;
+use crate::loss::{batch_weight, Loss};
 
 /// A metric to report beside the loss, as Keras' `compile(metrics=[...])`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,24 +105,30 @@ impl Accumulator {
 
     /// Adds a batch: its mean loss, the model's outputs (`width` per sample) and targets.
     pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize) {
-        let batch = out.len() / width.max(1);
-        let weight = batch_weight(y, batch);
-        self.loss += f64::from(loss) * weight;
+        self.add_outcome::<L>(&ShardOutcome::measure::<L>(loss, out, y, width), y, width);
+    }
+
+    /// Adds a batch, or a shard of a data-parallel step, by what it gave and its targets.
+    pub(crate) fn add_outcome<L: Loss>(
+        &mut self,
+        outcome: &ShardOutcome,
+        y: &[L::Target],
+        width: usize,
+    ) {
+        let weight = batch_weight(y, outcome.samples);
+        self.loss += f64::from(outcome.loss) * weight;
         self.weight += weight;
         if self.set.accuracy {
             self.scored += L::scored(y, width);
-            match L::correct(out, y, width) {
+            match outcome.correct {
                 Some(c) => self.correct += c,
                 None => self.has_accuracy = false,
             }
         }
         if self.set.needs_values() {
-            for (&o, t) in out.iter().zip(y) {
-                let d = f64::from(o) - f64::from(t.value().unwrap_or(0.0));
-                self.abs += d.abs();
-                self.sq += d * d;
-            }
-            self.values += out.len().min(y.len());
+            self.abs += outcome.absolute_error;
+            self.sq += outcome.squared_error;
+            self.values += (outcome.samples * width).min(y.len());
         }
     }
 

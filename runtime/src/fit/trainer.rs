@@ -222,6 +222,18 @@ where
         options: &FitOptions<'_, Target<M>, M::Input>,
         callbacks: Callbacks<'_, '_, M, R, B>,
     ) -> Result<History, TrainError> {
+        let fitted = self.checked_fit(train, options, callbacks);
+        self.abort_job_on(fitted)
+    }
+
+    /// [`fit`](Self::fit), before a failure on one process ends the job: the checks of the
+    /// data and options, the processes' agreement on them, and the loop.
+    fn checked_fit(
+        &mut self,
+        train: &DatasetOf<M>,
+        options: &FitOptions<'_, Target<M>, M::Input>,
+        callbacks: Callbacks<'_, '_, M, R, B>,
+    ) -> Result<History, TrainError> {
         check_data::<M>(train, "training")?;
         let split;
         let (train, val) = match options.validation {
@@ -269,8 +281,8 @@ where
             )));
         }
         self.plan_shards(batch)?;
-        let fitted = self.in_pool(|t| t.fit_loop(train, val, options, batch, set, callbacks));
-        self.abort_job_on(fitted)
+        self.agree_on(train, val, options, batch)?;
+        self.in_pool(|t| t.fit_loop(train, val, options, batch, set, callbacks))
     }
 
     fn fit_loop(

@@ -31,6 +31,9 @@ pub trait InputValue:
     /// assert!(f32::NAN.id().is_err());
     /// ```
     fn id(self) -> Result<u32, f32>;
+
+    /// The value's 32 bits, for hashes that compare data bit for bit.
+    fn bits(self) -> u32;
 }
 
 impl InputValue for f32 {
@@ -43,11 +46,19 @@ impl InputValue for f32 {
             Err(self)
         }
     }
+
+    fn bits(self) -> u32 {
+        self.to_bits()
+    }
 }
 
 impl InputValue for u32 {
     fn id(self) -> Result<u32, f32> {
         Ok(self)
+    }
+
+    fn bits(self) -> u32 {
+        self
     }
 }
 

@@ -27,4 +27,4 @@ pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, View};
 pub use sink::{GradSink, LayerAt};
 pub use state::StatePart;
 pub use step::{Evaluation, Step, StepOutcome, Target};
-pub use tensors::{trainable_runs, NamedTensor};
+pub use tensors::{layout_hash, trainable_runs, NamedTensor, BATCH_COUNTER};

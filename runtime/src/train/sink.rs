@@ -1,7 +1,8 @@
 //! Where the backward pass puts each layer's parameter gradient: the one generated backward
 //! pass hands every layer's gradient to a [`GradSink`] that the step chooses. It stores the
-//! gradient in the full gradient buffer ([`Store`]), updates the layer at once ([`Apply`]), or
-//! lets it go ([`Discard`], for input gradients).
+//! gradient in the full gradient buffer ([`Store`]), also hands each layer's part on as soon as
+//! it is whole ([`Share`], for a data-parallel step's exchange), updates the layer at once
+//! ([`Apply`]), or lets it go ([`Discard`], for input gradients).
 
 use super::tensors::{trainable_runs, NamedTensor};
 use crate::kernels::parallel::splits;
@@ -49,6 +50,28 @@ impl GradSink for Store<'_> {
         )
     }
     fn done(&mut self, _: &LayerAt) {}
+}
+
+/// What gets each layer's gradient once it is whole: its range of the full gradient buffer
+/// and its values.
+pub(crate) type EachLayer<'a> = &'a mut dyn FnMut(Range<usize>, &[f32]);
+
+/// Stores each layer's gradient as [`Store`] does, and hands it on as soon as it is whole:
+/// `each` gets the layer's range of the full gradient buffer and its values.
+pub(crate) struct Share<'a> {
+    /// Where the gradients are stored.
+    pub(crate) store: Store<'a>,
+    /// Called with each layer's range and gradient, the last layer first.
+    pub(crate) each: EachLayer<'a>,
+}
+
+impl GradSink for Share<'_> {
+    fn layer(&mut self, at: &LayerAt) -> (&[f32], &mut [f32]) {
+        self.store.layer(at)
+    }
+    fn done(&mut self, at: &LayerAt) {
+        (self.each)(at.grads.clone(), &self.store.grads[at.grads.clone()]);
+    }
 }
 
 /// Lets each layer's gradient go: it is written into a buffer the size of the largest layer

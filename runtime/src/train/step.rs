@@ -8,7 +8,7 @@
 use super::batch::{self, expect, BatchError};
 use super::input::Inputs;
 use super::model::{Bytes, Model};
-use super::sink::{Apply, Discard, GradSink, Store};
+use super::sink::{Apply, Discard, EachLayer, GradSink, Share, Store};
 use super::tensors::trainable_runs;
 use crate::accumulate::{narrow, widen, Accumulator, Wide};
 use crate::kernels::parallel;
@@ -17,6 +17,7 @@ use crate::loss::{batch_weight, Loss, Targets};
 use crate::optim::{AllGradientsFirst, Optimizer, Plan, Rule, Storage, UpdateMode};
 use crate::rng::{Rng, Seed};
 use core::marker::PhantomData;
+use core::ops::Range;
 
 /// Loss and accuracy over a data set.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,6 +76,8 @@ pub(crate) const fn grads_len<M: Model, U: UpdateMode>() -> usize {
 enum Gradients<'p, R: Rule> {
     /// Into the full gradient buffer.
     Store(&'p [f32]),
+    /// Into the full gradient buffer, and each layer's part to a function once it is whole.
+    Share(&'p [f32], EachLayer<'p>),
     /// Nowhere (an input gradient).
     Discard(&'p [f32]),
     /// Into each layer's update, with the step's plan.
@@ -229,7 +232,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
         let batch = expect(batch::labelled::<M>(x, lengths, y, B));
         self.keep_state(model);
-        let loss = self.gradients_of(model, x, lengths, y, batch);
+        let loss = self.gradients_of(model, x, lengths, y, batch, None);
         let b = &self.bufs;
         update_or_skip(&mut self.optimizer, &b.state, model, loss, &b.grads)
     }
@@ -265,7 +268,7 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     {
         let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
         let batch = batch::labelled::<M>(x, lengths, y, B)?;
-        Ok(self.gradients_of(model, x, lengths, y, batch))
+        Ok(self.gradients_of(model, x, lengths, y, batch, None))
     }
 
     /// [`gradients`](Self::gradients) of one shard of a larger global batch, whose first
@@ -303,10 +306,47 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
     where
         U: AllGradientsFirst,
     {
+        self.try_shard_gradients_by_layer(model, x, y, first_sample, None)
+    }
+
+    /// [`shard_gradients`](Self::shard_gradients), handing each layer's gradient to `each` as
+    /// soon as the backward pass has it whole (the last layer first): its range of the
+    /// gradient buffer ([`grads`](Self::grads)) and its values. A data-parallel step sends a
+    /// layer's gradient on while the layers below are still in their backward pass.
+    ///
+    /// # Panics
+    /// As [`shard_gradients`](Self::shard_gradients).
+    #[track_caller]
+    pub fn shard_gradients_by_layer<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &mut M,
+        x: &X,
+        y: &Y,
+        first_sample: usize,
+        each: &mut dyn FnMut(Range<usize>, &[f32]),
+    ) -> f32
+    where
+        U: AllGradientsFirst,
+    {
+        expect(self.try_shard_gradients_by_layer(model, x, y, first_sample, Some(each)))
+    }
+
+    /// A shard's gradients, each layer's handed to `each` when there is one.
+    fn try_shard_gradients_by_layer<X: ?Sized + Inputs<M::Input>, Y: ?Sized + Targets<M::Loss>>(
+        &mut self,
+        model: &mut M,
+        x: &X,
+        y: &Y,
+        first_sample: usize,
+        each: Option<EachLayer<'_>>,
+    ) -> Result<f32, BatchError>
+    where
+        U: AllGradientsFirst,
+    {
         let (y, lengths, x) = (y.as_targets(), x.lengths(), x.values());
         let batch = batch::labelled::<M>(x, lengths, y, B)?;
         self.first_sample = first_sample;
-        let loss = self.gradients_of(model, x, lengths, y, batch);
+        let loss = self.gradients_of(model, x, lengths, y, batch, each);
         self.first_sample = 0;
         Ok(loss)
     }
@@ -508,7 +548,8 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         self.loss_gradient(y, batch)
     }
 
-    /// The loss of a checked batch of `batch` samples and its gradients, without an update.
+    /// The loss of a checked batch of `batch` samples and its gradients, without an update;
+    /// each layer's gradient is also handed to `each`, if given, once it is whole.
     fn gradients_of(
         &mut self,
         model: &mut M,
@@ -516,12 +557,16 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         lengths: Lengths<'_>,
         y: &[Target<M>],
         batch: usize,
+        each: Option<EachLayer<'_>>,
     ) -> f32
     where
         U: AllGradientsFirst,
     {
         let loss = self.forward_loss(model, x, lengths, y, batch);
-        let to = Gradients::Store(model.params());
+        let to = match each {
+            Some(each) => Gradients::Share(model.params(), each),
+            None => Gradients::Store(model.params()),
+        };
         self.backward(to, x, lengths, batch, false, Mode::Train);
         loss
     }
@@ -648,11 +693,18 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         } else {
             Grad::Skip
         };
-        let (mut store, mut discard, mut apply);
+        let (mut store, mut share, mut discard, mut apply);
         let sink: &mut dyn GradSink = match to {
             Gradients::Store(params) => {
                 store = Store { params, grads };
                 &mut store
+            }
+            Gradients::Share(params, each) => {
+                share = Share {
+                    store: Store { params, grads },
+                    each,
+                };
+                &mut share
             }
             Gradients::Discard(params) => {
                 discard = Discard { params, grads };

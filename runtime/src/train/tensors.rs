@@ -1,8 +1,35 @@
 //! A model's tensors in its buffers: where each lies in the parameter buffer and, when it
 //! trains, in the buffers of the trainable tensors (gradients, optimizer slots).
 
+use super::Model;
+use crate::hash::Fnv;
 use crate::layers::{Init, Tensor, Torch};
 use core::ops::Range;
+
+/// The name of a layer's counter of batches (BatchNorm's), as PyTorch names it.
+pub const BATCH_COUNTER: &str = "num_batches_tracked";
+
+/// A hash of a model's layout: 64-bit FNV-1a over the layer name, tensor name and shape of
+/// every parameter and state tensor and the layers with a [batch counter](BATCH_COUNTER). The
+/// same model type always has the same one, on every platform; a checkpoint records it as its
+/// signature, and the processes of a data-parallel job compare theirs.
+pub fn layout_hash<M: Model>() -> u64 {
+    let mut h = Fnv::new();
+    for (kind, tensors) in [("param", M::TENSORS), ("state", M::STATE_TENSORS)] {
+        for t in tensors {
+            h.str(kind);
+            h.str(t.layer);
+            h.str(t.tensor.name);
+            h.u64(t.tensor.shape.len() as u64);
+            t.tensor.shape.iter().for_each(|&d| h.u64(d as u64));
+        }
+    }
+    for layer in M::BATCH_COUNTERS {
+        h.str(BATCH_COUNTER);
+        h.str(layer);
+    }
+    h.finish()
+}
 
 /// One tensor of a model, in its flat parameter (or state) buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,19 +7,20 @@
 //!                                                                # --allow-run-as-root)
 //! ```
 //!
-//! Each global batch of 64 images is cut into 4 shards of 16 in the order of one seeded
-//! permutation; each process computes the gradients of its shards, the processes gather
-//! them, and every process adds them in shard order and runs the same fused Adam update. The
-//! model has dropout, whose masks are keyed by each image's place in the global batch. The
-//! last line, `state <hex>`, is a hash of the bits of the parameters, Adam's slots and the step
-//! counter: it is the same for a run without MPI and for 1, 2 and 4 processes (every process
-//! prints it).
+//! Each global batch of 64 images is cut into 8 shards of 8 in the order of one seeded
+//! permutation; each process computes the gradients of its shards and sums them, the
+//! processes sum their sums in the order of the shards' tree, and every process runs the same
+//! fused Adam update. The model has dropout, whose masks are keyed by each image's place in the
+//! global batch. The last line, `state <hex>`, is a hash of the bits of the parameters, Adam's
+//! slots and the step counter: it is the same for a run without MPI and for 1, 2, 4 and 8
+//! processes (every process prints it).
 //!
-//! Options: `--epochs N` (3), `--shards N` (4), `--batch N` (16 per shard, at most 32),
+//! Options: `--epochs N` (3), `--shards N` (8), `--batch N` (8 per shard, at most 32),
 //! `--threads N` per process (1), `--save PATH` (a checkpoint after the fit, written by rank
 //! 0), `--resume PATH` (start from such a checkpoint: the run ends with the state of one that
 //! never stopped), `--fail-rank R` (rank `R` fails at the end of the first epoch: the job ends
-//! with an error on every process instead of hanging), `--data PATH` (the CSV to train on:
+//! with an error on every process instead of hanging), `--panic-rank R` (rank `R` panics
+//! there instead), `--data PATH` (the CSV to train on:
 //! the shipped digits by default), `--seed N` (the fit's seed, 1). Processes that were given
 //! different data or options stop before the first step, with a message naming what differs;
 //! one that fails anywhere (its data file missing, say) ends the job with its message.
@@ -55,6 +56,7 @@ struct Options {
     save: Option<String>,
     resume: Option<String>,
     fail_rank: Option<usize>,
+    panic_rank: Option<usize>,
     data: String,
     seed: u64,
 }
@@ -62,12 +64,13 @@ struct Options {
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut o = Options {
         epochs: 3,
-        shards: 4,
-        batch: 16,
+        shards: 8,
+        batch: 8,
         threads: 1,
         save: None,
         resume: None,
         fail_rank: None,
+        panic_rank: None,
         data: concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits.csv").to_string(),
         seed: 1,
     };
@@ -85,6 +88,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
             "--batch" => o.batch = number()?,
             "--threads" => o.threads = number()?,
             "--fail-rank" => o.fail_rank = Some(number()?),
+            "--panic-rank" => o.panic_rank = Some(number()?),
             "--seed" => o.seed = number()? as u64,
             "--data" => o.data = value,
             "--save" => o.save = Some(value),
@@ -155,13 +159,18 @@ fn train(comm: impl Communicator + Send + 'static) -> Result<(), Box<dyn Error>>
             o.epochs
         );
     }
-    let fail_rank = o.fail_rank;
+    let (fail_rank, panic_rank) = (o.fail_rank, o.panic_rank);
     let mut fail = Hook::new(
-        move |_: &EpochLog, state: FitState<'_, Digits, Adam, BATCH>| match fail_rank {
-            Some(r) if r == state.rank => Err(TrainError::Config(format!(
-                "rank {r} fails on purpose (--fail-rank)"
-            ))),
-            _ => Ok(Control::Continue),
+        move |_: &EpochLog, state: FitState<'_, Digits, Adam, BATCH>| {
+            if panic_rank == Some(state.rank) {
+                panic!("rank {} panics on purpose (--panic-rank)", state.rank);
+            }
+            match fail_rank {
+                Some(r) if r == state.rank => Err(TrainError::Config(format!(
+                    "rank {r} fails on purpose (--fail-rank)"
+                ))),
+                _ => Ok(Control::Continue),
+            }
         },
     );
     let options = FitOptions::new(o.epochs)

@@ -49,6 +49,29 @@ expect "rank 1 shuffles with another seed" "the fit's seed: rank 1 has 2, rank 0
     -np 1 "$bin" --epochs 1 : -np 1 "$bin" --epochs 1 --seed 2
 expect "rank 1 fails during the fit" "rank 1: rank 1 fails on purpose" \
     -np 2 "$bin" --fail-rank 1
+expect "rank 1 panics during the fit" "rank 1 panics on purpose" \
+    -np 2 "$bin" --panic-rank 1
 touch "$tmp/a-file"
 expect "rank 0 cannot write its checkpoint after the fit" "rank 0: " \
     -np 2 "$bin" --epochs 1 --save "$tmp/a-file/state.safetensors"
+
+# A process killed from outside (SIGKILL): mpirun ends the others.
+start=$SECONDS
+timeout 120 $mpirun -np 2 "$bin" --epochs 1000 >/dev/null 2>"$tmp/err" &
+job=$!
+victim=""
+for _ in $(seq 100); do
+    victim="$(pgrep -f "^$bin --epochs 1000" | tail -n 1 || true)"
+    [ -n "$victim" ] && break
+    sleep 0.1
+done
+[ -n "$victim" ] || { echo "no process of the job to kill" >&2; exit 1; }
+sleep 1
+kill -9 "$victim"
+status=0
+wait "$job" || status=$?
+if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
+    echo "a job with a killed process ended with status $status (0: no error, 124: it hung)" >&2
+    exit 1
+fi
+echo "a process killed with SIGKILL: the job ended in $((SECONDS - start)) s with status $status"

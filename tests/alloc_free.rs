@@ -97,6 +97,9 @@ fn steps_do_not_allocate() {
     pool.broadcast(|_| ());
     optimizer_steps_do_not_allocate(&pool);
     train_steps_do_not_allocate(&pool);
+    // The pool's workers are idle from here on, and when they fall asleep (the first time, a
+    // worker may allocate) is theirs to choose, not a step's: they stop counting.
+    pool.broadcast(|_| TRACKED.with(|t| t.set(false)));
     fit_loops_do_not_allocate_after_the_first_epoch();
     embedded_steps_do_not_allocate();
     accumulated_steps_do_not_allocate();

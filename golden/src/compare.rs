@@ -85,7 +85,9 @@ impl fmt::Display for CaseResult {
 
 /// Compares every case of the golden document `reference` with the case of the same id in
 /// `got` (`{"cases": [{"id", "got"}]}`; a case carrying `expected` instead of `got` is
-/// accepted), in reference order. A case absent from `got` fails.
+/// accepted), in reference order, at `rtol` and `atol`, or at the case's own `tolerance`
+/// (`{"rtol", "atol"}`) where it is looser ([`case_tolerance`]). A case absent from `got`
+/// fails.
 pub fn compare(reference: &Value, got: &Value, rtol: f64, atol: f64) -> Vec<CaseResult> {
     let cases = |doc: &Value| -> Vec<Value> {
         doc.get("cases")
@@ -101,6 +103,7 @@ pub fn compare(reference: &Value, got: &Value, rtol: f64, atol: f64) -> Vec<Case
         .iter()
         .map(|case| {
             let id = case["id"].as_str().unwrap_or_default().to_owned();
+            let (rtol, atol) = case_tolerance(case, rtol, atol);
             let mut st = Stats::new(rtol, atol);
             match got_cases.get(&id) {
                 None => st.structure.push("case not in got".into()),
@@ -339,9 +342,35 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// The tolerance a reference case is judged at: `rtol` and `atol`, each loosened to the
+/// case's own `tolerance` where it has a looser one (as `check.py`: a case may only loosen
+/// them, for a framework that computes in lower precision, as `torch.optim.Muon` does in
+/// bfloat16).
+pub(crate) fn case_tolerance(case: &Value, rtol: f64, atol: f64) -> (f64, f64) {
+    let own = |key: &str| case["tolerance"][key].as_f64().unwrap_or(0.0);
+    (rtol.max(own("rtol")), atol.max(own("atol")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_case_may_loosen_its_tolerance_and_not_tighten_it() {
+        let loose = json!({"id": "c", "tolerance": {"rtol": 1e-5, "atol": 0.003}});
+        assert_eq!(case_tolerance(&loose, 1e-5, 1e-6), (1e-5, 0.003));
+        let tight = json!({"id": "c", "tolerance": {"rtol": 1e-9, "atol": 1e-9}});
+        assert_eq!(case_tolerance(&tight, 1e-5, 1e-6), (1e-5, 1e-6));
+        assert_eq!(
+            case_tolerance(&json!({"id": "c"}), 1e-5, 1e-6),
+            (1e-5, 1e-6)
+        );
+        // An error of 0.002 fails at the default tolerance and passes at the case's.
+        let doc = |tolerance: Value| json!({"cases": [{"id": "c", "tolerance": tolerance, "expected": {"x": [1.0]}}]});
+        let g = got(json!({"x": [1.002]}));
+        assert!(!compare(&doc(json!(null)), &g, 1e-5, 1e-6)[0].passed);
+        assert!(compare(&doc(json!({"atol": 0.003})), &g, 1e-5, 1e-6)[0].passed);
+    }
 
     fn reference(expected: Value) -> Value {
         json!({"cases": [{"id": "c", "expected": expected}]})

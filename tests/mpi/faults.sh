@@ -59,9 +59,17 @@ expect "rank 0 cannot write its checkpoint after the fit" "rank 0: " \
 start=$SECONDS
 timeout 120 $mpirun -np 2 "$bin" --epochs 1000 >/dev/null 2>"$tmp/err" &
 job=$!
+# The job's processes, found by their command line in /proc (no procps needed).
+ranks_of_job() {
+    local proc
+    for proc in /proc/[0-9]*; do
+        [ "$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null)" = "$bin --epochs 1000 " ] && echo "${proc#/proc/}"
+    done
+    return 0
+}
 victim=""
 for _ in $(seq 100); do
-    victim="$(pgrep -f "^$bin --epochs 1000" | tail -n 1 || true)"
+    victim="$(ranks_of_job | tail -n 1)"
     [ -n "$victim" ] && break
     sleep 0.1
 done

@@ -86,7 +86,7 @@ impl fmt::Display for CaseResult {
 /// Compares every case of the golden document `reference` with the case of the same id in
 /// `got` (`{"cases": [{"id", "got"}]}`; a case carrying `expected` instead of `got` is
 /// accepted), in reference order, at `rtol` and `atol`, or at the case's own `tolerance`
-/// (`{"rtol", "atol"}`) where it is looser ([`case_tolerance`]). A case absent from `got`
+/// (`{"rtol", "atol"}`) where it is looser, as `check.py` judges it. A case absent from `got`
 /// fails.
 pub fn compare(reference: &Value, got: &Value, rtol: f64, atol: f64) -> Vec<CaseResult> {
     let cases = |doc: &Value| -> Vec<Value> {

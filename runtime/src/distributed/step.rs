@@ -13,7 +13,6 @@ use crate::train::step::{optimizer_step, update_or_skip};
 use crate::train::{Inputs, Model, Padded, StepOutcome, Target, TrainStep};
 use alloc::boxed::Box;
 use alloc::vec;
-use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -103,16 +102,34 @@ impl ShardOutcome {
     /// sample) against the targets `y`. The errors add, in `f64` and in order, each output
     /// against the target beside it.
     pub fn measure<L: Loss>(loss: f32, out: &[f32], y: &[L::Target], width: usize) -> Self {
+        Self::measure_some::<L>(loss, out, y, width, (true, true))
+    }
+
+    /// [`measure`](Self::measure), with the correct count only if `correct` (else `None`) and
+    /// the errors only if `errors` (else 0).
+    pub(crate) fn measure_some<L: Loss>(
+        loss: f32,
+        out: &[f32],
+        y: &[L::Target],
+        width: usize,
+        (correct, errors): (bool, bool),
+    ) -> Self {
         let (mut absolute_error, mut squared_error) = (0.0, 0.0);
-        for (&o, t) in out.iter().zip(y) {
-            let d = f64::from(o) - f64::from(t.value().unwrap_or(0.0));
-            absolute_error += if d < 0.0 { -d } else { d };
-            squared_error += d * d;
+        if errors {
+            for (&o, t) in out.iter().zip(y) {
+                let d = f64::from(o) - f64::from(t.value().unwrap_or(0.0));
+                absolute_error += if d < 0.0 { -d } else { d };
+                squared_error += d * d;
+            }
         }
         ShardOutcome {
             samples: out.len() / width.max(1),
             loss,
-            correct: L::correct(out, y, width),
+            correct: if correct {
+                L::correct(out, y, width)
+            } else {
+                None
+            },
             absolute_error,
             squared_error,
         }
@@ -172,8 +189,6 @@ pub struct DataParallel<M: Model, R: Rule, const B: usize, C: Communicator> {
     own: TreeFold,
     /// The processes' exchange of their subtree sums; `None` in a job of one process.
     exchange: Option<Exchange>,
-    /// The radices of the tree's top levels (for a new exchange).
-    top: Vec<usize>,
     /// The global gradient.
     sum: Box<[f32]>,
     /// The outcomes of this process's shards, as words.
@@ -209,7 +224,6 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
             comm,
             shards,
             own: TreeFold::new(&own, M::TRAINABLE),
-            top,
             sum: vec![0.0; M::TRAINABLE].into_boxed_slice(),
             mine: vec![0; own_shards * OUTCOME_WORDS].into_boxed_slice(),
             all: vec![0; shards.count() * OUTCOME_WORDS].into_boxed_slice(),
@@ -224,8 +238,11 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
     /// bits, are the same for every bucket size.
     pub fn with_bucket(mut self, values: usize) -> Self {
         let ranks = self.comm.size();
-        if ranks > 1 {
-            self.exchange = Some(Exchange::new(M::TRAINABLE, ranks, &self.top, values));
+        if let Some((_, top)) = Tree::new(self.shards.count())
+            .split(ranks)
+            .filter(|_| ranks > 1)
+        {
+            self.exchange = Some(Exchange::new(M::TRAINABLE, ranks, &top, values));
         }
         self
     }
@@ -353,10 +370,11 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
             M::IN
         );
         expect(batch::lengths::<M>(x.lengths(), n));
-        self.compute_own(model, step, x, y, n);
+        let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
+        self.compute_own(model, step, x, y, (n, total));
         self.comm.all_gather_u64(&self.mine, &mut self.all);
         self.sum_subtrees();
-        self.mean_loss(y, n)
+        self.mean_loss(y, (n, total))
     }
 
     /// What shard `s` of the last global batch gave, the same on every process.
@@ -364,8 +382,9 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         ShardOutcome::from_words(&self.all[s * OUTCOME_WORDS..(s + 1) * OUTCOME_WORDS])
     }
 
-    /// Computes this process's shards of a global batch of `n` samples, folds their weighted
-    /// gradients into its subtree sum, and writes their outcomes. With other processes, the
+    /// Computes this process's shards of a global batch of `n` samples (whose loss averages
+    /// over `total` scored targets), folds their weighted gradients into its subtree sum, and
+    /// writes their outcomes. With other processes, the
     /// last shard's backward pass hands each layer's part of the subtree sum to the exchange
     /// as soon as it is final.
     fn compute_own(
@@ -374,10 +393,9 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         step: &mut TrainStep<M, R, B>,
         x: Padded<'_, M::Input>,
         y: &[Target<M>],
-        n: usize,
+        (n, total): (usize, usize),
     ) {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
         let own = self.shards.of_rank(self.comm.rank(), self.comm.size());
         let Self {
             comm,
@@ -401,8 +419,7 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
             }
             let xs = x.samples(at.clone(), M::IN);
             let ys = &y[at.start * per..at.end * per];
-            let scored = <M::Loss as Loss>::scored(ys, M::OUT);
-            let weight = scored as f32 / total as f32;
+            let weight = shard_weight::<M>(ys, total);
             let loss = match exchange {
                 Some(e) if fold.at_last_leaf() => {
                     let mut each = |range: Range<usize>, g: &[f32]| {
@@ -435,19 +452,18 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         }
     }
 
-    /// The global batch's mean loss: the shards' losses weighted by their share of what the
-    /// loss averages over the global batch `y` of `n` samples, added in shard order.
-    fn mean_loss(&self, y: &[Target<M>], n: usize) -> f32 {
+    /// The global batch's mean loss: the shards' losses weighted by their share of the
+    /// `total` targets the loss averages over the global batch `y` of `n` samples, added in
+    /// shard order.
+    fn mean_loss(&self, y: &[Target<M>], (n, total): (usize, usize)) -> f32 {
         let per = <M::Loss as Loss>::targets_per_sample(M::OUT);
-        let total = <M::Loss as Loss>::scored(y, M::OUT).max(1);
         let (mut loss, mut first) = (0.0f32, true);
         for s in 0..self.shards.count() {
             let at = self.shards.samples(s, n);
             if at.is_empty() {
                 continue;
             }
-            let scored = <M::Loss as Loss>::scored(&y[at.start * per..at.end * per], M::OUT);
-            let w = scored as f32 / total as f32;
+            let w = shard_weight::<M>(&y[at.start * per..at.end * per], total);
             let shard_loss = self.shard(s).loss;
             loss = if first {
                 w * shard_loss
@@ -458,4 +474,11 @@ impl<M: Model, R: Rule, const B: usize, C: Communicator> DataParallel<M, R, B, C
         }
         loss
     }
+}
+
+/// A shard's weight in the global batch: its share of the `total` targets the loss averages
+/// ([`Loss::scored`]: its samples, or its class labels that are not
+/// [`IGNORE`](crate::loss::IGNORE)).
+fn shard_weight<M: Model>(ys: &[Target<M>], total: usize) -> f32 {
+    <M::Loss as Loss>::scored(ys, M::OUT) as f32 / total as f32
 }

@@ -105,7 +105,9 @@ impl Accumulator {
 
     /// Adds a batch: its mean loss, the model's outputs (`width` per sample) and targets.
     pub(crate) fn add<L: Loss>(&mut self, loss: f32, out: &[f32], y: &[L::Target], width: usize) {
-        self.add_outcome::<L>(&ShardOutcome::measure::<L>(loss, out, y, width), y, width);
+        let what = (self.set.accuracy, self.set.needs_values());
+        let outcome = ShardOutcome::measure_some::<L>(loss, out, y, width, what);
+        self.add_outcome::<L>(&outcome, y, width);
     }
 
     /// Adds a batch, or a shard of a data-parallel step, by what it gave and its targets.

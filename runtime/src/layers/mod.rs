@@ -436,7 +436,7 @@ pub trait Layer {
     /// hold whole numbers from 0 to `IDS - 1` (an [`Embedding`] over `f32` values says its
     /// `VOCAB`); 0 (the default) for a layer that reads values. A model whose `f32` input goes
     /// to such a layer checks the ids before any layer sees them
-    /// ([`Model::VOCAB`](crate::train::Model::VOCAB)).
+    /// (the model's `VOCAB`).
     const IDS: usize = 0;
     /// Whether the equivalent PyTorch module keeps an integer `num_batches_tracked` beside its
     /// state (BatchNorm does); `false` by default.

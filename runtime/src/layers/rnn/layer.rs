@@ -305,7 +305,7 @@ pub type Lstm<const T: usize, const IN: usize, const H: usize, const LAYERS: usi
 /// direction's state after the last step and the reverse direction's after step 0
 /// (`concat(h_n[-2], h_n[-1])`); [`Sequence`] is `[T, 2H]`.
 ///
-/// With lengths (a [`Padded`](crate::train::Padded) batch, or [`Ctx::lengths`]) each sample
+/// With lengths (a padded batch's, in [`Ctx::lengths`]) each sample
 /// is packed as by `pack_padded_sequence`: the reverse direction starts at the sample's last
 /// valid step, and padded steps output 0.
 ///

@@ -47,11 +47,13 @@ impl<'a> Args<'a> {
         value.filter(|v| !v.is_null())
     }
 
-    /// A numeric argument.
+    /// A numeric argument; a flag is 1 or 0 (the hyper-parameters of a rule that switch an
+    /// option, such as Muon's `nesterov`).
     pub fn number(&self, name: &str) -> Result<Option<f64>, String> {
         self.get(name)
             .map(|v| {
                 v.as_f64()
+                    .or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
                     .ok_or_else(|| format!("argument `{name}` = {v} is not a number"))
             })
             .transpose()

@@ -27,6 +27,8 @@ const COMMON: &[&str] = &[
 const SGD: &[(&str, &str)] = &[("velocity", "momentum")];
 /// See [`SGD`].
 const RMS: &[(&str, &str)] = &[("momentum_buffer", "momentum")];
+/// See [`SGD`].
+const MUON: &[(&str, &str)] = &[("momentum_buffer", "momentum")];
 
 /// Maps a Keras case's `optimizer` object onto a rule and a [`Config`], and runs `with` on
 /// them.
@@ -41,6 +43,32 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "Adamax" | "Nadam" => &["beta_1", "beta_2", "epsilon"],
         "Adadelta" => &["rho", "epsilon"],
         "Lion" => &["beta_1", "beta_2"],
+        "Lamb" => &["beta_1", "beta_2", "epsilon"],
+        // `relative_step` changes nothing with a constant rate: `min(lr, 1 / sqrt(t))` either
+        // way.
+        "Adafactor" => &[
+            "beta_2_decay",
+            "epsilon_1",
+            "epsilon_2",
+            "clip_threshold",
+            "relative_step",
+        ],
+        "Muon" => &[
+            "adam_beta_1",
+            "adam_beta_2",
+            "epsilon",
+            "exclude_layers",
+            "exclude_embeddings",
+            "muon_a",
+            "muon_b",
+            "muon_c",
+            "adam_lr_ratio",
+            "momentum",
+            "ns_steps",
+            "nesterov",
+            "adam_weight_decay",
+            "rms_rate",
+        ],
         "Ftrl" => &[
             "learning_rate_power",
             "initial_accumulator_value",
@@ -104,6 +132,15 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "Nadam" => plan.run(keras::Nadam::default(), with),
         "Adadelta" => plan.run(keras::Adadelta::default(), with),
         "Lion" => plan.run(keras::Lion::default(), with),
+        "Lamb" => plan.run(keras::Lamb::default(), with),
+        "Adafactor" => plan.run(keras::Adafactor::default(), with),
+        "Muon" => {
+            let excluded = plan.args.get("exclude_layers");
+            if excluded.is_some_and(|e| e.as_array().is_none_or(|e| !e.is_empty())) {
+                return Err("Muon with `exclude_layers` (routes by name) is not mapped".into());
+            }
+            plan.run_renamed(keras::Muon::default(), MUON, with)
+        }
         _ => plan.run(keras::Ftrl::default(), with),
     }
 }

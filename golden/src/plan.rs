@@ -97,9 +97,25 @@ impl Plan<'_> {
     fn hyper(&self, hyper: &str) -> Result<Option<f32>, String> {
         match (self.framework, hyper) {
             (Framework::Keras, "lr") => self.args.float("learning_rate"),
+            // Keras Muon's `rms_rate=None` scales the step by `lr` alone.
+            (Framework::Keras, "rms_rate") => Ok(Some(self.args.float(hyper)?.unwrap_or(0.0))),
             (Framework::Torch { .. }, "beta1") => self.args.element("betas", 0),
             (Framework::Torch { .. }, "beta2") => self.args.element("betas", 1),
+            // Adafactor's `eps = (eps1, eps2)`, `eps1` None being the rule's 0.
+            (Framework::Torch { .. }, "eps1") => self.optional_element("eps", 0),
+            (Framework::Torch { .. }, "eps2") => self.optional_element("eps", 1),
+            (Framework::Torch { .. }, "ns_a") => self.args.element("ns_coefficients", 0),
+            (Framework::Torch { .. }, "ns_b") => self.args.element("ns_coefficients", 1),
+            (Framework::Torch { .. }, "ns_c") => self.args.element("ns_coefficients", 2),
             _ => self.args.float(hyper),
+        }
+    }
+
+    /// Element `index` of a list argument, 0 where it is `None`.
+    fn optional_element(&self, name: &str, index: usize) -> Result<Option<f32>, String> {
+        match self.args.get(name).and_then(|v| v.get(index)) {
+            Some(Value::Null) => Ok(Some(0.0)),
+            _ => self.args.element(name, index),
         }
     }
 }

@@ -5,7 +5,7 @@
 use crate::inputs::Inputs;
 use crate::plan::WithRule;
 use crate::state::{Conventions, Framework};
-use fusegraph::optim::{Config, Optimizer, Rule};
+use fusegraph::optim::{Config, Optimizer, Rule, Shape};
 use serde_json::{json, Map, Value};
 
 /// An optimizer case's run: the steps of `inputs`, with the rule its optimizer maps to.
@@ -37,8 +37,8 @@ fn run<R: Rule>(
     inputs: &Inputs,
 ) -> Result<Value, String> {
     let layout = &inputs.layout;
-    let lens = layout.lens();
-    let mut opt = Optimizer::with_config(rule, &lens, config);
+    let shapes = layout.rule_shapes();
+    let mut opt = Optimizer::with_shapes(rule, &shapes, config);
     let mut params = inputs.params.clone();
     let initial_state = match conventions.framework {
         Framework::Torch {
@@ -64,7 +64,7 @@ fn run<R: Rule>(
         steps.push(Value::Object(step));
         if inputs.save_after == Some(t) {
             let saved = save(&opt);
-            opt = restore(&saved, rule, config, &lens)?;
+            opt = restore(&saved, rule, config, &shapes)?;
             params = params.clone();
         }
     }
@@ -90,11 +90,11 @@ fn restore<R: Rule>(
     saved: &str,
     rule: R,
     config: Config,
-    lens: &[usize],
+    shapes: &[Shape],
 ) -> Result<Optimizer<R>, String> {
     let doc: Value =
         serde_json::from_str(saved).map_err(|e| format!("saved optimizer state: {e}"))?;
-    let mut fresh = Optimizer::with_config(rule, lens, config);
+    let mut fresh = Optimizer::with_shapes(rule, shapes, config);
     let names = fresh.weight_names();
     if doc["names"] != json!(names) {
         return Err(format!(
@@ -138,7 +138,8 @@ mod tests {
         for g in [[0.1, 0.2, -0.3, 1e-3, 7.0], [0.5, -0.25, 0.3, 1e-2, -7.0]] {
             opt.step(&mut p, &g);
         }
-        let back = restore(&save(&opt), rule, config, &lens).unwrap();
+        let shapes = lens.map(Shape::vector);
+        let back = restore(&save(&opt), rule, config, &shapes).unwrap();
         let bits = |o: &Optimizer<keras::Nadam>| {
             o.get_weights()
                 .iter()
@@ -154,7 +155,7 @@ mod tests {
     fn restore_rejects_another_layout() {
         let rule = keras::Adam::default();
         let opt = Optimizer::with_config(rule, &[4], Config::default());
-        let e = restore(&save(&opt), rule, Config::default(), &[2, 2])
+        let e = restore(&save(&opt), rule, Config::default(), &[Shape::vector(2); 2])
             .err()
             .unwrap();
         assert!(e.contains("arrays"), "{e}");

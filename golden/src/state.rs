@@ -2,7 +2,7 @@
 //! the shape of a case's `expected` state and scalars.
 
 use crate::tensor::{scalar_json, to_json, Layout};
-use fusegraph::optim::{Optimizer, Rule};
+use fusegraph::optim::{Optimizer, Rule, SlotShape};
 use serde_json::{Map, Value};
 
 /// Which framework's conventions the output follows.
@@ -38,13 +38,17 @@ impl Conventions {
     /// `layout`.
     pub fn state<R: Rule>(&self, opt: &Optimizer<R>, layout: &Layout) -> Result<Value, String> {
         let mut out = Map::new();
-        for &slot in R::SLOTS {
-            let per_param = layout.per_param(|k| {
+        for (j, &slot) in R::SLOTS.iter().enumerate() {
+            let per_param = layout.per_param_some(|k| {
                 let data = opt
                     .slot_tensor(slot, k)
                     .ok_or_else(|| format!("{}: no slot `{slot}` for tensor {k}", R::NAME))?;
-                Ok(to_json(&layout.shapes[k], data))
+                let shape = slot_dims(SlotShape::of::<R>(j), &layout.shapes[k]);
+                Ok((!data.is_empty()).then(|| to_json(&shape, data)))
             })?;
+            if per_param.as_object().is_some_and(|m| m.is_empty()) && !layout.names.is_empty() {
+                continue;
+            }
             let name = self
                 .renames
                 .iter()
@@ -92,5 +96,20 @@ impl Conventions {
             }
         }
         Value::Object(out)
+    }
+}
+
+/// The dimensions a framework gives a slot shaped `shape` of a tensor of dimensions `dims`.
+fn slot_dims(shape: SlotShape, dims: &[usize]) -> Vec<usize> {
+    let (lead, last) = match dims.split_last() {
+        Some((&last, lead)) => (lead.to_vec(), last),
+        None => (Vec::new(), 1),
+    };
+    match shape {
+        SlotShape::Element => dims.to_vec(),
+        SlotShape::Rows => lead,
+        SlotShape::RowsByOne => [lead, vec![1]].concat(),
+        SlotShape::Cols => vec![last],
+        SlotShape::OneByCols => vec![1, last],
     }
 }

@@ -88,6 +88,28 @@ impl Layout {
         self.ranges.iter().map(|r| r.len()).collect()
     }
 
+    /// Each tensor's shape as a rule sees it.
+    pub fn rule_shapes(&self) -> Vec<fusegraph::optim::Shape> {
+        self.shapes
+            .iter()
+            .map(|s| fusegraph::optim::Shape::of(s))
+            .collect()
+    }
+
+    /// `{name: f(index)}` over the tensors for which `f` gives a value, in order.
+    pub fn per_param_some(
+        &self,
+        mut f: impl FnMut(usize) -> Result<Option<Value>, String>,
+    ) -> Result<Value, String> {
+        let mut out = Map::new();
+        for (i, name) in self.names.iter().enumerate() {
+            if let Some(v) = f(i)? {
+                out.insert(name.clone(), v);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
     /// `{name: f(index)}` over the tensors, in order.
     pub fn per_param(
         &self,

@@ -36,6 +36,15 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "RMSprop" => &["alpha", "eps", "momentum", "centered"],
         "Adamax" => &["betas", "eps"],
         "Adadelta" => &["rho", "eps"],
+        "Adafactor" => &["beta2_decay", "eps", "d"],
+        "Muon" => &[
+            "momentum",
+            "nesterov",
+            "ns_coefficients",
+            "eps",
+            "ns_steps",
+            "adjust_lr_fn",
+        ],
         _ => return Err(format!("unsupported optimizer class `{class}`")),
     };
     let args = Args::new(optimizer.get("args"), optimizer.get("defaults"))?;
@@ -53,7 +62,9 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
     }
     let weight_decay = match args.float("weight_decay")? {
         Some(wd) if wd != 0.0 => {
-            if name == "AdamW" || args.flag("decoupled_weight_decay")? {
+            if matches!(name, "AdamW" | "Adafactor" | "Muon")
+                || args.flag("decoupled_weight_decay")?
+            {
                 WeightDecay::Decoupled(wd)
             } else {
                 WeightDecay::L2(wd)
@@ -89,6 +100,17 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
             (true, true) => plan.run(torch::RmsPropCenteredMomentum::default(), with),
         },
         "Adamax" => plan.run(torch::Adamax::default(), with),
+        "Adafactor" => plan.run(torch::Adafactor::default(), with),
+        "Muon" => {
+            if plan
+                .args
+                .get("adjust_lr_fn")
+                .is_some_and(|f| f != "original")
+            {
+                return Err("Muon's `adjust_lr_fn` other than \"original\" is not mapped".into());
+            }
+            plan.run(torch::Muon::default(), with)
+        }
         _ => plan.run(torch::Adadelta::default(), with),
     }
 }

@@ -56,7 +56,8 @@ pub fn arity(name: &str, want: usize) -> String {
     let args = match want {
         1 => format!("`x.{name}()` or `{name}(x)`"),
         2 => format!("`x.{name}(y)` or `{name}(x, y)`"),
-        _ => format!("`x.{name}(lo, hi)` or `{name}(x, lo, hi)`"),
+        3 => format!("`x.{name}(lo, hi)` or `{name}(x, lo, hi)`"),
+        _ => format!("`{name}(x, steps, a, b, c)`"),
     };
     format!("`{name}` takes {want} argument(s): write {args}")
 }
@@ -691,4 +692,81 @@ pub fn unequal_shapes(op: &str, left: (&str, &str), right: (&str, &str)) -> Stri
 
 pub fn unequal_widths_differ(op: &str) -> String {
     format!("`{op}` needs equal widths on both sides")
+}
+
+pub fn tensor_step_outside_update() -> String {
+    "reductions (`norm`, `rms`, `mean`, `sum`, `row_mean`, `col_mean`, `row_sum`, `col_sum`) \
+     and `orthogonalize` are per-tensor steps of an optimizer's `update`: compute this value \
+     there"
+        .into()
+}
+
+pub fn matrix_step_without_branch() -> String {
+    "`orthogonalize` needs a matrix, and this `update` also runs on tensors of other ranks: \
+     write it in a branch `update name when rank == 2 { .. }` and give the other tensors a \
+     branch of their own, `update other { .. }`"
+        .into()
+}
+
+pub fn matrix_step_coefficient() -> String {
+    "the iterations and coefficients of `orthogonalize` are per-step scalars: use literals, \
+     hyper-parameters or `step` values here"
+        .into()
+}
+
+pub fn reduction_of_uniform(name: &str) -> String {
+    format!(
+        "`{name}` reduces a value with one per element (or per row or column, for the \
+         reductions over the whole tensor), and this one is the same across them: reduce an \
+         expression of `p`, `g` or the slots"
+    )
+}
+
+pub fn assign_kind(name: &str, target: &str, value: &str) -> String {
+    format!(
+        "`{name}` holds {target}, and this value has {value}: assign it a value with {target} \
+         (or declare the slot with the shape this value has)"
+    )
+}
+
+pub fn kind_description(kind: crate::expr::ir::Kind) -> &'static str {
+    use crate::expr::ir::Kind;
+    match kind {
+        Kind::Scalar => "one value per step",
+        Kind::Tensor => "one value per tensor",
+        Kind::Row => "one value per row",
+        Kind::Col => "one value per column",
+        Kind::Lane => "one value per element",
+    }
+}
+
+pub fn slot_shape() -> String {
+    "a slot's shape is `[rows]`, `[cols]`, `[rows, 1]` or `[1, cols]` (a row or column \
+     statistic), or none for one value per element"
+        .into()
+}
+
+pub fn branch_name() -> String {
+    "several `update` sections are branches: name each one, `update name when rank == 2 { .. }`, \
+     and let the last, without `when`, take every other tensor"
+        .into()
+}
+
+pub fn branch_condition() -> String {
+    "a branch's condition compares `rank`, `rows`, `cols` or `numel` with a literal, such as \
+     `rank == 2`"
+        .into()
+}
+
+pub fn last_branch_condition() -> String {
+    "the last `update` takes every tensor the branches before it do not: remove its `when`".into()
+}
+
+pub fn read_after_later_assignment(name: &str) -> String {
+    format!(
+        "`{name}` is assigned here in an earlier pass than a statement before it that reads \
+         it (that statement waits for a reduction or a matrix step, so it would read the new \
+         value): assign `{name}` after the statements that read it, or read it before the \
+         reduction"
+    )
 }

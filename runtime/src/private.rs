@@ -13,7 +13,7 @@ pub use crate::layers::{Activation, Ctx, Elementwise, Grad, Layer, TokenLayer};
 pub use crate::loss::lanes::{lanes_loss, lanes_loss_and_grad, LaneLoss};
 pub use crate::loss::{Loss, Reduce};
 pub use crate::math;
-pub use crate::optim::{LearningRate, Rule};
+pub use crate::optim::{LearningRate, Rule, Shape, SlotShape, TensorUpdate};
 pub use crate::rng::Seed;
 pub use crate::train::budget::check_budget;
 pub use crate::train::{Bytes, GradSink, LayerAt, LayerKind, Model, NamedTensor, View};
@@ -487,5 +487,20 @@ const fn copy_from_torch<const N: usize>(
         let at = start + 4 * torch_index(stored, axes, j);
         out[offset + j] = f32::from_le_bytes([file[at], file[at + 1], file[at + 2], file[at + 3]]);
         j += 1;
+    }
+}
+
+/// What a tensor-wise rule's `update_tensor` names: the lanes of a buffer, the sums of its
+/// reductions, the first value of a lane, and the Newton-Schulz matrix step.
+pub mod tensorwise {
+    pub use crate::optim::{lanes, newton_schulz, newton_schulz_work, At, Coefficients, Sum};
+
+    /// The first value of `v`: what a value with one per tensor or per row keeps of the lanes
+    /// it is computed on.
+    #[inline(always)]
+    pub fn first<L: crate::lane::Lane>(v: L) -> f32 {
+        let mut values = [0.0; crate::lane::MAX_LANES];
+        v.store(&mut values[..L::LANES]);
+        values[0]
     }
 }

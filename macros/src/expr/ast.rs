@@ -49,6 +49,48 @@ pub enum Func {
     Sinh,
     /// `f64(x)`: a scalar computed in `f64` from the decimal values of the hyper-parameters.
     F64,
+    /// One of an optimizer's per-tensor steps, which only a rule's `update` reads.
+    Tensor(TensorStep),
+}
+
+/// An optimizer's per-tensor steps: the reductions and the matrix step.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TensorStep {
+    /// `norm(x)`: an optimizer's per-tensor L2 norm of `x`, `sqrt(sum(x * x))`.
+    Norm,
+    /// `rms(x)`: the root mean square of `x` over the tensor, `sqrt(mean(x * x))`.
+    Rms,
+    /// `mean(x)`: the mean of `x` over the tensor (or over the rows or columns it has).
+    Mean,
+    /// `sum(x)`: the sum of `x` over the tensor.
+    Sum,
+    /// `row_mean(x)`: the mean of `x` over each row (the last axis): one value per row.
+    RowMean,
+    /// `col_mean(x)`: the mean of `x` over each column: one value per column.
+    ColMean,
+    /// `row_sum(x)`: the sum of `x` over each row.
+    RowSum,
+    /// `col_sum(x)`: the sum of `x` over each column.
+    ColSum,
+    /// `orthogonalize(x, steps, a, b, c)`: `steps` Newton-Schulz iterations on the matrix `x`.
+    Orthogonalize,
+}
+
+impl TensorStep {
+    /// The name the language spells it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorStep::Norm => "norm",
+            TensorStep::Rms => "rms",
+            TensorStep::Mean => "mean",
+            TensorStep::Sum => "sum",
+            TensorStep::RowMean => "row_mean",
+            TensorStep::ColMean => "col_mean",
+            TensorStep::RowSum => "row_sum",
+            TensorStep::ColSum => "col_sum",
+            TensorStep::Orthogonalize => "orthogonalize",
+        }
+    }
 }
 
 impl Func {
@@ -73,6 +115,15 @@ impl Func {
             "cosh" => Func::Cosh,
             "sinh" => Func::Sinh,
             "f64" => Func::F64,
+            "norm" => Func::Tensor(TensorStep::Norm),
+            "rms" => Func::Tensor(TensorStep::Rms),
+            "mean" => Func::Tensor(TensorStep::Mean),
+            "sum" => Func::Tensor(TensorStep::Sum),
+            "row_mean" => Func::Tensor(TensorStep::RowMean),
+            "col_mean" => Func::Tensor(TensorStep::ColMean),
+            "row_sum" => Func::Tensor(TensorStep::RowSum),
+            "col_sum" => Func::Tensor(TensorStep::ColSum),
+            "orthogonalize" => Func::Tensor(TensorStep::Orthogonalize),
             _ => return None,
         })
     }
@@ -82,8 +133,15 @@ impl Func {
         match self {
             Func::Min | Func::Max | Func::Powi | Func::Powf => 2,
             Func::Clamp => 3,
+            Func::Tensor(TensorStep::Orthogonalize) => 5,
             _ => 1,
         }
+    }
+
+    /// Whether this is one of an optimizer's per-tensor steps: a reduction or a matrix step,
+    /// which only a rule's `update` reads.
+    pub fn is_tensor_step(self) -> bool {
+        matches!(self, Func::Tensor(_))
     }
 }
 

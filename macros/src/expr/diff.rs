@@ -127,6 +127,7 @@ fn d(e: &TExpr, wrt: Ref) -> Option<TExpr> {
             let dx = || d(x, wrt);
             match f {
                 Func::Signum | Func::Sign | Func::F64 => None,
+                Func::Tensor(_) => None,
                 Func::Sqrt => chain(div(TExpr::num(0.5), e.clone()), dx()),
                 Func::Abs => chain(call(Func::Sign, vec![x.clone()]), dx()),
                 Func::Exp => chain(e.clone(), dx()),

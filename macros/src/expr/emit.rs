@@ -142,6 +142,9 @@ pub fn scalar(e: &TExpr, refs: &dyn Fn(Ref, Prec) -> TokenStream, prec: Prec) ->
                 Func::F64 | Func::Softplus | Func::Cosh | Func::Sinh => {
                     unreachable!("handled above")
                 }
+                Func::Tensor(_) => {
+                    unreachable!("the planner replaces reductions and matrix steps")
+                }
             };
             let name = format_ident!("{}", name);
             quote!(#m::#name(#(#a),*))
@@ -317,6 +320,9 @@ impl Lanes<'_> {
                     Func::Softplus => quote!(#ln::softplus(#(#a),*)),
                     Func::Clamp => quote!(#ln::clamp(#(#a),*)),
                     Func::F64 => unreachable!("`f64(..)` is a scalar, lifted out of lane code"),
+                    Func::Tensor(_) => {
+                        unreachable!("the planner replaces reductions and matrix steps")
+                    }
                 }
             }
         }

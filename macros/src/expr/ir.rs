@@ -2,24 +2,55 @@
 //! per-element lane, and the scalar parts of element-wise code lifted out so that they are
 //! computed once per step.
 
-use super::ast::{BinOp, CmpOp, Expr, Func};
+use super::ast::{BinOp, CmpOp, Expr, Func, TensorStep};
 use crate::errors::{self, Errors};
 
-/// Whether a value is the same for every element of a step, or one per element.
+/// Whether a value is the same for every element of a step, one per tensor (a reduction or a
+/// dimension, in an optimizer), one per row or per column of a tensor, or one per element.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     Scalar,
+    Tensor,
+    Row,
+    Col,
     Lane,
 }
 
 impl Kind {
-    pub fn join(self, other: Kind) -> Kind {
-        if self == Kind::Lane || other == Kind::Lane {
-            Kind::Lane
-        } else {
-            Kind::Scalar
+    /// How many values a step has of it: a row's and a column's are not comparable.
+    fn order(self) -> u8 {
+        match self {
+            Kind::Scalar => 0,
+            Kind::Tensor => 1,
+            Kind::Row | Kind::Col => 2,
+            Kind::Lane => 3,
         }
     }
+
+    /// The kind of a value computed from one of each: a row's with a column's is an
+    /// element's (their outer product).
+    pub fn join(self, other: Kind) -> Kind {
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Kind::Row, Kind::Col) | (Kind::Col, Kind::Row) => Kind::Lane,
+            (a, b) if a.order() >= b.order() => a,
+            (_, b) => b,
+        }
+    }
+
+    /// Whether a value of kind `self` can be stored where values of kind `target` are.
+    pub fn fits(self, target: Kind) -> bool {
+        self.join(target) == target
+    }
+}
+
+/// A dimension of the tensor an optimizer's `update` runs on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dim {
+    Rows,
+    Cols,
+    Numel,
+    Rank,
 }
 
 /// What a resolved name denotes.
@@ -41,6 +72,12 @@ pub enum Ref {
     /// The output `y = f(x)` of an activation, which its backward pass already holds; the
     /// derivative reads it in place of any sub-expression equal to `f(x)`.
     Out,
+    /// A dimension of an optimizer's tensor.
+    Dim(Dim),
+    /// The result of reduction `i` of a tensor-wise rule's plan.
+    Reduced(usize),
+    /// The result of matrix step `i` of a tensor-wise rule's plan.
+    Matrix(usize),
 }
 
 /// A typed node.
@@ -148,6 +185,20 @@ pub struct Scope {
     pub later: Vec<String>,
     /// What the block can read, for the unknown-identifier message.
     pub known: String,
+    /// Whether the block may call reductions and matrix steps (an optimizer's `update`), and
+    /// matrix steps (a branch for tensors of rank 2).
+    pub tensor_steps: TensorSteps,
+}
+
+/// Which per-tensor steps a block may call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TensorSteps {
+    /// None: element-wise code of an activation, a loss, or an optimizer's `step`.
+    None,
+    /// Reductions, but no matrix step (a branch that is not for matrices alone).
+    Reductions,
+    /// Reductions and matrix steps (a branch `when rank == 2`).
+    All,
 }
 
 impl Scope {
@@ -156,6 +207,7 @@ impl Scope {
             entries: Vec::new(),
             later: Vec::new(),
             known,
+            tensor_steps: TensorSteps::None,
         }
     }
 
@@ -256,6 +308,9 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
             }
             TExpr::new(Node::Call(Func::F64, vec![x]), Kind::Scalar)
         }
+        Expr::Call(Func::Tensor(step), args, span) => {
+            return resolve_tensor_step(*step, args, *span, scope, errs);
+        }
         Expr::Call(f, args, _) => {
             let args: Vec<Option<TExpr>> = args.iter().map(|a| resolve(a, scope, errs)).collect();
             let args: Vec<TExpr> = args.into_iter().collect::<Option<_>>()?;
@@ -271,6 +326,72 @@ pub fn resolve(e: &Expr, scope: &Scope, errs: &mut Errors) -> Option<TExpr> {
             TExpr::new(Node::If(Box::new(c), Box::new(a), Box::new(b)), k)
         }
     })
+}
+
+/// Resolves a reduction or a matrix step: only an optimizer's `update` calls them, a matrix
+/// step only in a branch for matrices, over a value with one per element (or, for the
+/// reductions over the whole tensor, one per row or column), with per-step scalars for the
+/// matrix step's iterations and coefficients.
+fn resolve_tensor_step(
+    f: TensorStep,
+    args: &[Expr],
+    span: proc_macro2::Span,
+    scope: &Scope,
+    errs: &mut Errors,
+) -> Option<TExpr> {
+    match (scope.tensor_steps, f) {
+        (TensorSteps::None, _) => {
+            errs.at(span, errors::tensor_step_outside_update());
+            return None;
+        }
+        (TensorSteps::Reductions, TensorStep::Orthogonalize) => {
+            errs.at(span, errors::matrix_step_without_branch());
+            return None;
+        }
+        _ => {}
+    }
+    let resolved: Vec<Option<TExpr>> = args.iter().map(|a| resolve(a, scope, errs)).collect();
+    let resolved: Vec<TExpr> = resolved.into_iter().collect::<Option<_>>()?;
+    let x = &resolved[0];
+    let kind = match f {
+        TensorStep::Orthogonalize => {
+            if let Some(a) = resolved[1..]
+                .iter()
+                .zip(&args[1..])
+                .find(|(a, _)| a.kind != Kind::Scalar)
+            {
+                errs.at(a.1.span(), errors::matrix_step_coefficient());
+                return None;
+            }
+            if x.kind != Kind::Lane {
+                errs.at(
+                    args[0].span(),
+                    errors::reduction_of_uniform("orthogonalize"),
+                );
+                return None;
+            }
+            Kind::Lane
+        }
+        TensorStep::RowMean | TensorStep::RowSum | TensorStep::ColMean | TensorStep::ColSum => {
+            if x.kind != Kind::Lane {
+                errs.at(args[0].span(), errors::reduction_of_uniform(f.name()));
+                return None;
+            }
+            if matches!(f, TensorStep::RowMean | TensorStep::RowSum) {
+                Kind::Row
+            } else {
+                Kind::Col
+            }
+        }
+        _ => {
+            if x.kind.order() < Kind::Row.order() {
+                errs.at(args[0].span(), errors::reduction_of_uniform(f.name()));
+                return None;
+            }
+            Kind::Tensor
+        }
+    };
+    Some(TExpr::new(Node::Call(Func::Tensor(f), resolved), kind))
 }
 
 /// The largest `|k|` of `x.powi(k)` with a literal `k`, which is emitted as `|k| - 1`

@@ -4,7 +4,7 @@ use super::parse::{Def, Init};
 use crate::errors::{self, Errors};
 use crate::expr::ast::{self, BinOp, Stmt};
 use crate::expr::emit::Prec;
-use crate::expr::ir::{self, Binding, Kind, Node, Ref, Scope, TExpr};
+use crate::expr::ir::{self, Binding, Dim, Kind, Node, Ref, Scope, TExpr, TensorSteps};
 use syn::spanned::Spanned;
 
 /// Most slots and carried scalars (the runtime's `MAX_SLOTS`, `MAX_CARRIED`).
@@ -30,11 +30,35 @@ pub struct Rule {
     pub defaults: Vec<(f64, String)>,
     pub slot_inits: Vec<TExpr>,
     pub carry_inits: Vec<TExpr>,
+    /// What each slot keeps: one value per element, row or column.
+    pub slot_kinds: Vec<Kind>,
+    /// How each slot is shaped: the runtime's `SlotShape` variant.
+    pub slot_shapes: Vec<&'static str>,
     pub prec: Prec,
     pub step: Vec<StepStmt>,
-    /// Scalars computed at the end of `step` for `update`.
+    /// Scalars computed at the end of `step` for `update` (every branch).
     pub lifted: Vec<TExpr>,
-    pub update: Vec<UpdateStmt>,
+    /// The `update` sections, in order (one for a rule without branches).
+    pub branches: Vec<CheckedBranch>,
+    /// Whether the rule runs a tensor at a time: it has branches, reductions, matrix steps,
+    /// dimensions, or slots of rows or columns.
+    pub tensor_wise: bool,
+}
+
+/// A branch's condition: `dim op literal`.
+pub struct Condition {
+    pub dim: Dim,
+    pub op: ast::CmpOp,
+    pub value: f64,
+}
+
+/// One checked `update` section.
+pub struct CheckedBranch {
+    pub name: Option<String>,
+    pub when: Option<Condition>,
+    pub stmts: Vec<UpdateStmt>,
+    /// The span of each statement's target or `let` name.
+    pub spans: Vec<proc_macro2::Span>,
 }
 
 /// What `step` can read, or with `lane_names` (the step scalars and the slots) `update`, for
@@ -57,32 +81,167 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     let carry_inits = initial_values(def, &def.carry, &mut errs);
     let step_ast = ast::parse_stmts(&def.step, &mut errs);
     let step = check_step(def, &declared, &step_ast, &mut errs);
-    let Some((update_kw, update_stmts)) = &def.update else {
+    if def.update.is_empty() {
         errs.at(def.name.span(), errors::missing_update());
         return errs.finish().and(Err(syn::Error::new(
             def.name.span(),
             errors::missing_update(),
         )));
-    };
-    let update_ast = ast::parse_stmts(update_stmts, &mut errs);
-    let mut update = Update::default();
-    let mut scope = update_scope(def, &step_ast, &update_ast);
-    for s in &update_ast {
-        update.statement(s, &declared, &mut scope, &mut errs);
     }
-    if !update.p_set && !update_stmts.iter().any(assigns_p) {
-        errs.at(update_kw.span(), errors::p_not_updated());
+    let (slot_kinds, slot_shapes) = slot_kinds(def, &mut errs);
+    let mut lifted = Vec::new();
+    let mut branches = Vec::new();
+    let several = def.update.len() > 1;
+    for (i, b) in def.update.iter().enumerate() {
+        let last = i + 1 == def.update.len();
+        let when = branch_condition(b, several, last, &mut errs);
+        let matrices = when
+            .as_ref()
+            .is_some_and(|c| c.dim == Dim::Rank && c.op == ast::CmpOp::Eq && c.value == 2.0);
+        let update_ast = ast::parse_stmts(&b.stmts, &mut errs);
+        let mut update = Update {
+            lifted: core::mem::take(&mut lifted),
+            ..Update::default()
+        };
+        let mut scope = update_scope(def, &slot_kinds, &step_ast, &update_ast);
+        scope.tensor_steps = if matrices {
+            TensorSteps::All
+        } else {
+            TensorSteps::Reductions
+        };
+        for s in &update_ast {
+            update.statement(s, &declared, &mut scope, &mut errs);
+        }
+        if !update.p_set && !b.stmts.iter().any(assigns_p) {
+            errs.at(b.keyword.span(), errors::p_not_updated());
+        }
+        lifted = update.lifted;
+        branches.push(CheckedBranch {
+            name: b.name.as_ref().map(|n| n.to_string()),
+            when,
+            stmts: update.stmts,
+            spans: update.spans,
+        });
     }
     errs.finish()?;
+    let tensor_wise = several
+        || slot_kinds.iter().any(|k| *k != Kind::Lane)
+        || branches
+            .iter()
+            .flat_map(|b| &b.stmts)
+            .any(|s| reads_tensor_values(update_value(s)));
     Ok(Rule {
         defaults,
         slot_inits,
         carry_inits,
+        slot_kinds,
+        slot_shapes,
         prec: def.prec,
         step,
-        lifted: update.lifted,
-        update: update.stmts,
+        lifted,
+        branches,
+        tensor_wise,
     })
+}
+
+/// The value an `update` statement computes.
+pub fn update_value(s: &UpdateStmt) -> &TExpr {
+    match s {
+        UpdateStmt::Let(_, e) | UpdateStmt::SetP(e) | UpdateStmt::SetSlot(_, e) => e,
+    }
+}
+
+/// Whether `e` reads anything a tensor at a time: a reduction, a matrix step, a dimension, or
+/// a value with one per row or column.
+fn reads_tensor_values(e: &TExpr) -> bool {
+    if matches!(e.kind, Kind::Tensor | Kind::Row | Kind::Col) {
+        return true;
+    }
+    match &e.node {
+        Node::Call(f, _) if f.is_tensor_step() => true,
+        Node::Ref(Ref::Dim(_)) => true,
+        _ => e.children().into_iter().any(reads_tensor_values),
+    }
+}
+
+/// What each slot keeps, from its dimensions: `[rows]` or `[rows, 1]` a row statistic,
+/// `[cols]` or `[1, cols]` a column statistic, none one value per element.
+fn slot_kinds(def: &Def, errs: &mut Errors) -> (Vec<Kind>, Vec<&'static str>) {
+    def.slots
+        .iter()
+        .map(|s| {
+            let Some((span, dims)) = &s.dims else {
+                return (Kind::Lane, "Element");
+            };
+            let names: Vec<String> = dims
+                .iter()
+                .map(|d| quote::ToTokens::to_token_stream(d).to_string())
+                .collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            match names.as_slice() {
+                ["rows"] => (Kind::Row, "Rows"),
+                ["rows", "1"] => (Kind::Row, "RowsByOne"),
+                ["cols"] => (Kind::Col, "Cols"),
+                ["1", "cols"] => (Kind::Col, "OneByCols"),
+                ["rows", "cols"] => (Kind::Lane, "Element"),
+                _ => {
+                    errs.at(*span, errors::slot_shape());
+                    (Kind::Lane, "Element")
+                }
+            }
+        })
+        .unzip()
+}
+
+/// The condition of branch `b`: a name is needed when there are several, and every branch but
+/// the last has a condition.
+fn branch_condition(
+    b: &super::parse::Branch,
+    several: bool,
+    last: bool,
+    errs: &mut Errors,
+) -> Option<Condition> {
+    if several && b.name.is_none() {
+        errs.at(b.keyword.span(), errors::branch_name());
+    }
+    let when = b.when.as_ref()?;
+    if last {
+        errs.at(when.span(), errors::last_branch_condition());
+        return None;
+    }
+    let parsed = condition(when);
+    if parsed.is_none() {
+        errs.at(when.span(), errors::branch_condition());
+    }
+    parsed
+}
+
+/// `dim op literal`, as written.
+fn condition(e: &syn::Expr) -> Option<Condition> {
+    let syn::Expr::Binary(b) = e else {
+        return None;
+    };
+    let op = match b.op {
+        syn::BinOp::Eq(_) => ast::CmpOp::Eq,
+        syn::BinOp::Ne(_) => ast::CmpOp::Ne,
+        syn::BinOp::Lt(_) => ast::CmpOp::Lt,
+        syn::BinOp::Le(_) => ast::CmpOp::Le,
+        syn::BinOp::Gt(_) => ast::CmpOp::Gt,
+        syn::BinOp::Ge(_) => ast::CmpOp::Ge,
+        _ => return None,
+    };
+    let syn::Expr::Path(p) = &*b.left else {
+        return None;
+    };
+    let dim = match p.path.get_ident()?.to_string().as_str() {
+        "rank" => Dim::Rank,
+        "rows" => Dim::Rows,
+        "cols" => Dim::Cols,
+        "numel" => Dim::Numel,
+        _ => return None,
+    };
+    let value = literal(&b.right)?;
+    Some(Condition { dim, op, value })
 }
 
 /// The declared names: unique, not reserved, within the runtime's limits.
@@ -259,11 +418,20 @@ fn step_assignment_error(scope: &Scope, target: &syn::Ident) -> String {
     }
 }
 
-/// What `update` reads: the step's scalars, and as lanes `p`, `g` and the slots.
-fn update_scope(def: &Def, step_ast: &[Stmt], update_ast: &[Stmt]) -> Scope {
+/// What `update` reads: the tensor's dimensions, the step's scalars, and as lanes `p`, `g` and
+/// the slots (each of its kind).
+fn update_scope(def: &Def, slot_kinds: &[Kind], step_ast: &[Stmt], update_ast: &[Stmt]) -> Scope {
     let step_scalars = errors::quoted_list(lets(step_ast));
     let slots = errors::quoted_list(def.slots.iter().map(|s| &s.name));
     let mut scope = Scope::new(readable(def, Some((&step_scalars, &slots))));
+    for (name, dim) in [
+        ("rows", Dim::Rows),
+        ("cols", Dim::Cols),
+        ("numel", Dim::Numel),
+        ("rank", Dim::Rank),
+    ] {
+        scope.bind(name.into(), Binding::Ref(Ref::Dim(dim), Kind::Tensor));
+    }
     bind_step_inputs(def, &mut scope);
     for s in step_ast {
         if let Stmt::Let(ident, _) = s {
@@ -277,7 +445,10 @@ fn update_scope(def: &Def, step_ast: &[Stmt], update_ast: &[Stmt]) -> Scope {
     scope.bind("p".into(), Binding::Ref(Ref::P, Kind::Lane));
     scope.bind("g".into(), Binding::Ref(Ref::G, Kind::Lane));
     for (j, s) in def.slots.iter().enumerate() {
-        scope.bind(s.name.to_string(), Binding::Ref(Ref::Slot(j), Kind::Lane));
+        scope.bind(
+            s.name.to_string(),
+            Binding::Ref(Ref::Slot(j), slot_kinds[j]),
+        );
     }
     scope.later = lets(update_ast);
     scope
@@ -288,6 +459,8 @@ fn update_scope(def: &Def, step_ast: &[Stmt], update_ast: &[Stmt]) -> Scope {
 struct Update {
     stmts: Vec<UpdateStmt>,
     lifted: Vec<TExpr>,
+    /// The span of each statement's target or `let` name.
+    spans: Vec<proc_macro2::Span>,
     /// How many lane `let`s there are.
     lets: usize,
     /// Whether a statement assigns `p` (even one with a mistake in its value).
@@ -318,9 +491,11 @@ impl Update {
             None => scope.bind(name, Binding::Reported),
             Some(te) if te.kind == Kind::Scalar => scope.bind(name, Binding::Inline(te)),
             Some(te) => {
+                let kind = te.kind;
                 let te = ir::lift(te, &mut self.lifted);
                 self.stmts.push(UpdateStmt::Let(self.lets, te));
-                scope.bind(name, Binding::Ref(Ref::Let(self.lets), Kind::Lane));
+                self.spans.push(ident.span());
+                scope.bind(name, Binding::Ref(Ref::Let(self.lets), kind));
                 self.lets += 1;
             }
         }
@@ -335,8 +510,8 @@ impl Update {
         scope: &Scope,
         errs: &mut Errors,
     ) {
-        let r = match scope.lookup(&target.to_string()) {
-            Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), _)) => *r,
+        let (r, target_kind) = match scope.lookup(&target.to_string()) {
+            Some(Binding::Ref(r @ (Ref::P | Ref::Slot(_)), k)) => (*r, *k),
             found => {
                 errs.at(target.span(), update_assignment_error(scope, target, found));
                 return;
@@ -345,10 +520,26 @@ impl Update {
         if r == Ref::P {
             self.p_set = true;
         }
-        let Some(te) = assigned(r, Kind::Lane, op, value, scope, errs) else {
+        let Some(te) = assigned(r, target_kind, op, value, scope, errs) else {
             return;
         };
+        if !te.kind.fits(target_kind) {
+            errs.at(
+                target.span(),
+                errors::assign_kind(
+                    &target.to_string(),
+                    errors::kind_description(target_kind),
+                    errors::kind_description(te.kind),
+                ),
+            );
+            return;
+        }
+        let te = TExpr {
+            kind: target_kind,
+            ..te
+        };
         let te = ir::lift(te, &mut self.lifted);
+        self.spans.push(target.span());
         match r {
             Ref::P => self.stmts.push(UpdateStmt::SetP(te)),
             Ref::Slot(j) => self.stmts.push(UpdateStmt::SetSlot(j, te)),
@@ -396,10 +587,10 @@ fn assigned(
     Some(match op {
         None => v,
         Some(op) => TExpr {
-            kind: if kind == Kind::Lane {
-                Kind::Lane
-            } else {
+            kind: if kind == Kind::Scalar {
                 v.kind
+            } else {
+                kind.join(v.kind)
             },
             node: Node::Bin(
                 op,
@@ -474,7 +665,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.lifted.len(), 2, "`1 - b` is shared, `a` is the other");
-        assert_eq!(r.update.len(), 2);
+        assert_eq!(r.branches[0].stmts.len(), 2);
     }
 
     #[test]
@@ -488,7 +679,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.lifted.len(), 1);
         assert!(
-            matches!(r.update[0], UpdateStmt::Let(0, _)),
+            matches!(r.branches[0].stmts[0], UpdateStmt::Let(0, _)),
             "only the lane `let` stays"
         );
     }

@@ -133,7 +133,24 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
     let begin_step = step.begin_step(def.carry.len(), r);
     let decimals = step.widened.borrow().len();
     let m = paths::math();
-    let update = update_body(def.slots.len(), r);
+    let update = if r.tensor_wise {
+        quote!()
+    } else {
+        update_body(def.slots.len(), r)
+    };
+    let tensor_items = if r.tensor_wise {
+        let slot_names: Vec<String> = def.slots.iter().map(|s| s.name.to_string()).collect();
+        match super::tensorwise::items(r, &slot_names) {
+            Ok(items) => items,
+            Err(e) => {
+                let mut out = e.to_compile_error();
+                out.extend(fallback(def));
+                return out;
+            }
+        }
+    } else {
+        quote!()
+    };
     let (learning_rate, learning_rate_impl) = learning_rate_items(def);
     quote! {
         #head
@@ -179,6 +196,8 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                 fn update<__L: #p::Lane>(__s: &__Step, __p: &mut __L, __g: __L, __slots: &mut [__L]) {
                     #update
                 }
+
+                #tensor_items
             }
 
             #learning_rate_impl
@@ -457,7 +476,7 @@ fn lane_type() -> TokenStream {
 fn update_body(slots: usize, r: &Rule) -> TokenStream {
     let f = lane_type();
     let mut assigned = vec![false; slots];
-    for s in &r.update {
+    for s in &r.branches[0].stmts {
         if let UpdateStmt::SetSlot(j, _) = s {
             assigned[*j] = true;
         }
@@ -478,7 +497,10 @@ fn update_body(slots: usize, r: &Rule) -> TokenStream {
             let id = format_ident!("__slot{}", j);
             quote!(__slots[#j] = #id;)
         });
-    let update_stmts = r.update.iter().map(|s| update_statement(s, &r.lifted));
+    let update_stmts = r.branches[0]
+        .stmts
+        .iter()
+        .map(|s| update_statement(s, &r.lifted));
     quote! {
         let mut __pv: #f = *__p;
         #(#slot_loads)*

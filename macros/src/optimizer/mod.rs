@@ -4,6 +4,7 @@
 mod check;
 mod expand;
 mod parse;
+mod tensorwise;
 
 use proc_macro2::TokenStream;
 

@@ -14,10 +14,23 @@ pub struct Hyper {
     pub default: syn::Expr,
 }
 
-/// `name = init` in `slots` or `carry` (doc comments are allowed and not kept).
+/// `name = init` in `slots` or `carry`, or `name: [dims] = init` for a slot that keeps a
+/// row or column statistic (doc comments are allowed and not kept).
 pub struct Init {
     pub name: Ident,
+    /// The dimensions written in `[..]`: `rows`, `cols` or `1` each.
+    pub dims: Option<(proc_macro2::Span, Vec<syn::Expr>)>,
     pub init: syn::Expr,
+}
+
+/// One `update` section: `update { .. }`, or a branch `update name when cond { .. }`.
+pub struct Branch {
+    /// The `update` keyword.
+    pub keyword: Ident,
+    pub name: Option<Ident>,
+    /// The condition after `when`.
+    pub when: Option<syn::Expr>,
+    pub stmts: Vec<syn::Stmt>,
 }
 
 /// The whole definition, as written.
@@ -30,7 +43,7 @@ pub struct Def {
     pub carry: Vec<Init>,
     pub prec: Prec,
     pub step: Vec<syn::Stmt>,
-    pub update: Option<(Ident, Vec<syn::Stmt>)>,
+    pub update: Vec<Branch>,
 }
 
 impl Parse for Hyper {
@@ -54,9 +67,18 @@ impl Parse for Init {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         input.call(Attribute::parse_outer)?;
         let name = input.parse()?;
+        let dims = if input.peek(Token![:]) {
+            input.parse::<Token![:]>()?;
+            let content;
+            let bracket = syn::bracketed!(content in input);
+            let dims = Punctuated::<syn::Expr, Token![,]>::parse_terminated(&content)?;
+            Some((bracket.span.join(), dims.into_iter().collect()))
+        } else {
+            None
+        };
         input.parse::<Token![=]>()?;
         let init = input.parse()?;
-        Ok(Init { name, init })
+        Ok(Init { name, dims, init })
     }
 }
 
@@ -77,12 +99,16 @@ impl Parse for Def {
             carry: Vec::new(),
             prec: Prec::F32,
             step: Vec::new(),
-            update: None,
+            update: Vec::new(),
         };
         let mut seen: Vec<String> = Vec::new();
         while !content.is_empty() {
             let section: Ident = content.parse()?;
             let key = section.to_string();
+            if key == "update" {
+                def.update.push(branch(section, &content)?);
+                continue;
+            }
             if seen.contains(&key) {
                 return Err(syn::Error::new(section.span(), errors::section_twice(&key)));
             }
@@ -116,7 +142,6 @@ impl Parse for Def {
                         .collect()
                 }
                 "step" => def.step = syn::Block::parse_within(&body)?,
-                "update" => def.update = Some((section, syn::Block::parse_within(&body)?)),
                 _ => {
                     return Err(syn::Error::new(
                         section.span(),
@@ -127,4 +152,37 @@ impl Parse for Def {
         }
         Ok(def)
     }
+}
+
+/// The rest of an `update` section after its keyword: an optional name and `when` condition,
+/// and the block.
+fn branch(keyword: Ident, input: ParseStream) -> syn::Result<Branch> {
+    let mut name = None;
+    let mut when = None;
+    if input.peek(Ident) {
+        let first: Ident = input.parse()?;
+        let when_keyword = if first == "when" {
+            Some(first)
+        } else {
+            name = Some(first);
+            input
+                .peek(Ident)
+                .then(|| input.parse::<Ident>())
+                .transpose()?
+        };
+        if let Some(w) = when_keyword {
+            if w != "when" {
+                return Err(syn::Error::new(w.span(), errors::branch_condition()));
+            }
+            when = Some(input.call(syn::Expr::parse_without_eager_brace)?);
+        }
+    }
+    let body;
+    braced!(body in input);
+    Ok(Branch {
+        keyword,
+        name,
+        when,
+        stmts: syn::Block::parse_within(&body)?,
+    })
 }

@@ -278,3 +278,113 @@ optimizer! {
         }
     }
 }
+
+optimizer! {
+    /// `keras.optimizers.Lamb`: Adam's moments with bias-corrected `u = m_hat / (sqrt(v_hat) +
+    /// epsilon)`, and each tensor's step scaled by the trust ratio `||p|| / ||u||` (1 where
+    /// either norm is 0). Keras' `weight_decay` is the decoupled decay of the
+    /// [`Config`](super::Config), applied before the step and outside the ratio.
+    pub struct Lamb {
+        hyper { lr: f32 = 0.001, beta_1: f32 = 0.9, beta_2: f32 = 0.999, epsilon: f32 = 1e-7 }
+        slots { momentum = 0.0, velocity = 0.0 }
+        step {
+            let correction_1 = 1.0 - beta_1.powi(t);
+            let correction_2 = 1.0 - beta_2.powi(t);
+        }
+        update {
+            momentum += (g - momentum) * f64(1.0 - beta_1);
+            velocity += (g * g - velocity) * f64(1.0 - beta_2);
+            let u = momentum / correction_1 / ((velocity / correction_2).sqrt() + epsilon);
+            let w_norm = norm(p);
+            let u_norm = norm(u);
+            let ratio = if w_norm > 0.0 { if u_norm > 0.0 { w_norm / u_norm } else { 1.0 } } else { 1.0 };
+            p -= ratio * lr * u;
+        }
+    }
+}
+
+optimizer! {
+    /// `keras.optimizers.Adafactor`: no first moment; a matrix keeps the means of `g^2 +
+    /// epsilon_1` over its rows (`r`, one per row) and its columns (`c`, one per column), and
+    /// its second moment is their outer product `velocity = r / mean(r) * c`; a tensor of
+    /// another rank keeps `velocity` whole. The step is `g / sqrt(velocity)`, clipped to an RMS
+    /// of `clip_threshold`, times `max(epsilon_2, rms(p)) * min(lr, 1 / sqrt(t))`. A tensor of
+    /// rank above 2 is kept whole (Keras factors its last two axes).
+    pub struct Adafactor {
+        hyper {
+            lr: f32 = 0.001,
+            beta_2_decay: f32 = -0.8,
+            epsilon_1: f32 = 1e-30,
+            epsilon_2: f32 = 0.001,
+            clip_threshold: f32 = 1.0
+        }
+        slots { r: [rows] = 0.0, c: [cols] = 0.0, velocity = 0.0 }
+        step {
+            let rho = lr.min(1.0 / t.sqrt());
+            let beta_2_t = 1.0 - t.powf(beta_2_decay);
+        }
+        update factored when rank == 2 {
+            let alpha = epsilon_2.max(rms(p)) * rho;
+            let g2 = g * g + epsilon_1;
+            r = beta_2_t * r + (1.0 - beta_2_t) * row_mean(g2);
+            c = beta_2_t * c + (1.0 - beta_2_t) * col_mean(g2);
+            velocity = r / mean(r) * c;
+            let u = g / velocity.sqrt();
+            p -= alpha * (u / max(1.0, rms(u) / clip_threshold));
+        }
+        update unfactored {
+            let alpha = epsilon_2.max(rms(p)) * rho;
+            velocity = beta_2_t * velocity + (1.0 - beta_2_t) * (g * g + epsilon_1);
+            let u = g / velocity.sqrt();
+            p -= alpha * (u / max(1.0, rms(u) / clip_threshold));
+        }
+    }
+}
+
+optimizer! {
+    /// `keras.optimizers.Muon`: a matrix's step is its momentum (`momentum_buffer = momentum *
+    /// momentum_buffer + g`, with Nesterov's look-ahead `g + momentum * momentum_buffer` by
+    /// default) orthogonalised by `ns_steps` Newton-Schulz iterations, scaled by `lr *
+    /// sqrt(max(rows, cols)) * rms_rate` (`rms_rate` 0: by `lr` alone); every other tensor, and
+    /// those routed to `adamw` by name ([`Optimizer::with_routes`](super::Optimizer::with_routes),
+    /// Keras' `exclude_layers` and embeddings), takes Keras' Adam step with `lr *
+    /// adam_lr_ratio`. Each branch decays its weights first by its own coefficient times `lr`.
+    /// Keras calls `momentum_buffer` `momentum`, the hyper-parameter's name.
+    pub struct Muon {
+        hyper {
+            lr: f32 = 0.001,
+            adam_beta_1: f32 = 0.9,
+            adam_beta_2: f32 = 0.999,
+            epsilon: f32 = 1e-7,
+            weight_decay: f32 = 0.004,
+            adam_weight_decay: f32 = 0.004,
+            adam_lr_ratio: f32 = 1.0,
+            momentum: f32 = 0.95,
+            ns_steps: f32 = 5.0,
+            muon_a: f32 = 3.4445,
+            muon_b: f32 = -4.775,
+            muon_c: f32 = 2.0315,
+            nesterov: f32 = 1.0,
+            rms_rate: f32 = 0.2
+        }
+        slots { momentum_buffer = 0.0, velocity = 0.0 }
+        step {
+            let alpha = lr * adam_lr_ratio * (1.0 - adam_beta_2.powi(t)).sqrt()
+                / (1.0 - adam_beta_1.powi(t));
+        }
+        update muon when rank == 2 {
+            p -= p * weight_decay * lr;
+            momentum_buffer += g + momentum_buffer * f64(momentum - 1.0);
+            let u = if nesterov > 0.0 { g + momentum_buffer * momentum } else { momentum_buffer };
+            let o = orthogonalize(u / (norm(u) + 1e-7), ns_steps, muon_a, muon_b, muon_c);
+            let scale = if rms_rate > 0.0 { max(rows, cols).sqrt() * rms_rate } else { 1.0 };
+            p -= lr * o * scale;
+        }
+        update adamw {
+            p -= p * adam_weight_decay * lr;
+            momentum_buffer += (g - momentum_buffer) * f64(1.0 - adam_beta_1);
+            velocity += (g * g - velocity) * f64(1.0 - adam_beta_2);
+            p -= momentum_buffer * alpha / (velocity.sqrt() + epsilon);
+        }
+    }
+}

@@ -104,6 +104,11 @@ pub(crate) fn apply_only<R: Rule, V: UpdateSet>(
 ) {
     let n = bufs.params.len();
     let n_slots = R::SLOTS.len();
+    assert!(
+        !R::TENSOR_WISE,
+        "`{}` updates a tensor at a time: step it through an `Optimizer`",
+        R::NAME
+    );
     assert!(n_slots <= MAX_SLOTS, "at most {MAX_SLOTS} slots");
     assert_eq!(
         bufs.grads.len(),

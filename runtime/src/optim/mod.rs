@@ -8,6 +8,7 @@ mod config;
 pub mod keras;
 mod kernel;
 mod mode;
+mod newton_schulz;
 mod optimizer;
 #[cfg(feature = "alloc")]
 mod owned;
@@ -17,6 +18,7 @@ mod rule;
 mod schedule;
 mod state;
 mod storage;
+mod tensorwise;
 pub mod torch;
 
 pub use config::{Config, Ema, NormClip, WeightDecay};
@@ -27,14 +29,18 @@ pub use mode::{
     AllGradientsFirst, Every, EveryPart, Full, Fused, Plain, UpdateMode, UpdatePart, UpdateSet,
     Updates,
 };
+pub use newton_schulz::{newton_schulz, newton_schulz_work, Coefficients};
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]
 pub use owned::StateError;
 pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};
-pub use rule::{LearningRate, Rule, MAX_CARRIED, MAX_SLOTS};
+pub use rule::{
+    slot_range, LearningRate, Rule, Shape, SlotShape, TensorUpdate, MAX_CARRIED, MAX_SLOTS,
+};
 pub use schedule::{Decay, Schedule};
 pub use state::{OptimizerPart, Part, PartMut};
 #[cfg(feature = "alloc")]
 pub use storage::Allocated;
-pub use storage::{Arena, DefaultStorage, Layout, NoOverrides, Override, Storage};
+pub use storage::{Arena, DefaultStorage, Layout, NoOverrides, Override, Placed, Storage};
+pub use tensorwise::{lanes, At, Sum};

@@ -8,8 +8,9 @@ use super::kernel::{
 };
 use super::mode::{Full, UpdateMode};
 use super::plan::{Plan, MAX_SEGMENTS};
-use super::rule::{Rule, MAX_CARRIED, MAX_SLOTS};
+use super::rule::{Rule, Shape, MAX_CARRIED, MAX_SLOTS};
 use super::storage::{Layout, Override, Storage};
+use super::tensorwise::{self, Around, TensorBuffers};
 use core::ops::Range;
 
 use super::storage::DefaultStorage;
@@ -42,6 +43,9 @@ pub struct Optimizer<R: Rule, U: UpdateMode = Full, S: Storage = DefaultStorage>
     pub(crate) overrides: S::Overrides<R>,
     pub(crate) slots: S::Floats,
     pub(crate) ema: S::Floats,
+    /// A tensor-wise rule's scratch ([`Rule::work_len`] of the largest need) and room for a
+    /// transformed gradient; empty for an element-wise rule.
+    pub(crate) work: S::Floats,
     pub(crate) carried: [f32; MAX_CARRIED],
     /// The decimals of the rule's hyper-parameters, computed when they change.
     decimals: R::Decimals,
@@ -51,10 +55,10 @@ pub struct Optimizer<R: Rule, U: UpdateMode = Full, S: Storage = DefaultStorage>
 }
 
 impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
-    /// An optimizer over buffers given by the storage: `slots` as long as the parameters times
-    /// the rule's slots, `ema` as long as the parameters with [`Config::ema`] (else empty),
-    /// `overrides` one per tensor or none. Sets the slots and carried scalars to the rule's
-    /// initial values.
+    /// An optimizer over buffers given by the storage: `slots` of [`slots_len`] values, `ema`
+    /// as long as the parameters with [`Config::ema`] (else empty), `work` of [`work_len`]
+    /// values, `overrides` one per tensor or none. Sets the slots and carried scalars to the
+    /// rule's initial values.
     pub(crate) fn from_parts(
         rule: R,
         config: Config<U>,
@@ -62,6 +66,7 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         overrides: S::Overrides<R>,
         mut slots: S::Floats,
         ema: S::Floats,
+        work: S::Floats,
     ) -> Self {
         // The builders refuse global clipping layer by layer at compile time; a field set by
         // hand is refused here rather than ignored.
@@ -80,10 +85,16 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
              learning rate `lr` in its `optimizer!` definition",
             R::NAME
         );
-        let n = layout.len();
-        debug_assert_eq!(slots.len(), n * R::SLOTS.len());
-        for (j, s) in slots.chunks_mut(n.max(1)).enumerate().take(R::SLOTS.len()) {
-            s.fill(rule.slot_init(j));
+        assert_eq!(slots.len(), slots_len::<R>(&layout), "slot storage length");
+        assert!(
+            work.len() >= work_len::<R, U>(&layout, &config),
+            "work storage length"
+        );
+        let mut start = 0;
+        for j in 0..R::SLOTS.len() {
+            let len = slot_total::<R>(&layout, j);
+            slots[start..start + len].fill(rule.slot_init(j));
+            start += len;
         }
         let mut carried = [0.0; MAX_CARRIED];
         for (i, c) in carried.iter_mut().enumerate().take(R::CARRIED.len()) {
@@ -96,6 +107,7 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             overrides,
             slots,
             ema,
+            work,
             carried,
             decimals: R::Decimals::default(),
             t: 0,
@@ -151,23 +163,50 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         (i < self.tensor_count()).then(|| self.layout.tensor_range(i))
     }
 
+    /// The shape of tensor `i`.
+    pub fn tensor_shape(&self, i: usize) -> Option<Shape> {
+        (i < self.tensor_count()).then(|| self.layout.tensor_shape(i))
+    }
+    /// The branch of a tensor-wise rule that tensor `i` takes (an index into
+    /// [`Rule::BRANCHES`]; 0 for a rule with one `update`).
+    pub fn tensor_branch(&self, i: usize) -> Option<usize> {
+        (i < self.tensor_count()).then(|| self.layout.tensor_branch::<R>(i))
+    }
+    /// Where slot `j` lies in the buffer of every slot.
+    pub(crate) fn slot_span(&self, j: usize) -> Range<usize> {
+        let start: usize = (0..j).map(|k| slot_total::<R>(&self.layout, k)).sum();
+        start..start + slot_total::<R>(&self.layout, j)
+    }
+    /// Where tensor `i`'s part of slot `j` lies in the slot's buffer: the tensor's range for an
+    /// element-wise slot; [`Rule::slot_len`] values, after the other tensors', for a
+    /// tensor-wise rule's.
+    pub fn slot_range(&self, j: usize, i: usize) -> Option<Range<usize>> {
+        let r = self.tensor_range(i)?;
+        if !R::TENSOR_WISE {
+            return Some(r);
+        }
+        let layout = &self.layout;
+        let tensors = (0..layout.tensor_count())
+            .map(|k| (layout.tensor_shape(k), layout.tensor_branch::<R>(k)));
+        Some(super::rule::slot_range::<R>(j, i, tensors))
+    }
     /// The whole buffer of slot `name` (all tensors).
     pub fn slot(&self, name: &str) -> Option<&[f32]> {
         let j = R::SLOTS.iter().position(|s| *s == name)?;
-        let n = self.len();
-        Some(&self.slots[j * n..(j + 1) * n])
+        Some(&self.slots[self.slot_span(j)])
     }
-    /// Slot `name` of tensor `i`.
+    /// Slot `name` of tensor `i` (empty where tensor `i`'s branch keeps none).
     pub fn slot_tensor(&self, name: &str, i: usize) -> Option<&[f32]> {
-        let r = self.tensor_range(i)?;
+        let j = R::SLOTS.iter().position(|s| *s == name)?;
+        let r = self.slot_range(j, i)?;
         Some(&self.slot(name)?[r])
     }
     /// Slot `name` of tensor `i`, writable.
     pub fn slot_tensor_mut(&mut self, name: &str, i: usize) -> Option<&mut [f32]> {
-        let r = self.tensor_range(i)?;
         let j = R::SLOTS.iter().position(|s| *s == name)?;
-        let n = self.len();
-        Some(&mut self.slots[j * n..(j + 1) * n][r])
+        let r = self.slot_range(j, i)?;
+        let span = self.slot_span(j);
+        Some(&mut self.slots[span][r])
     }
     /// The EMA of the parameters, when [`Config::ema`] is set.
     pub fn ema(&self) -> Option<&[f32]> {
@@ -251,6 +290,10 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         if at.is_empty() {
             return;
         }
+        if R::TENSOR_WISE {
+            self.update_tensors(plan, at, params, grads);
+            return;
+        }
         if !self.per_tensor_values() {
             // Every tensor shares the per-step values: one segment over the whole range.
             let (segment, _) = plan.segment(&self.config, Override::NONE, &[]);
@@ -296,6 +339,83 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         if count > 0 {
             let end = start + segments[count - 1].end;
             self.pass(plan, &segments[..count], start..end, &at, params, grads);
+        }
+    }
+
+    /// Updates the tensors lying in `at` with a tensor-wise rule, one tensor at a time: a
+    /// tensor's reductions need all of it.
+    fn update_tensors(
+        &mut self,
+        plan: &Plan<R>,
+        at: Range<usize>,
+        params: &mut [f32],
+        grads: &[f32],
+    ) {
+        let around = Around {
+            clip_value: plan.pass.clip_value,
+            ema_momentum: plan.pass.ema_momentum,
+            ema_overwrite: plan.pass.ema_overwrite,
+        };
+        let spans: [Range<usize>; MAX_SLOTS] = core::array::from_fn(|j| {
+            if j < R::SLOTS.len() {
+                self.slot_span(j)
+            } else {
+                0..0
+            }
+        });
+        let mut starts = [0usize; MAX_SLOTS];
+        let gradient_room = gradient_room::<R, U>(&self.layout, &self.config);
+        let (gradient, work) = self.work.split_at_mut(gradient_room);
+        for i in 0..self.layout.tensor_count() {
+            let r = self.layout.tensor_range(i);
+            let shape = self.layout.tensor_shape(i);
+            let branch = self.layout.tensor_branch::<R>(i);
+            let lens: [usize; MAX_SLOTS] = core::array::from_fn(|j| {
+                if j < R::SLOTS.len() {
+                    R::slot_len(j, shape, branch)
+                } else {
+                    0
+                }
+            });
+            let inside = r.start >= at.start && r.end <= at.end && !r.is_empty();
+            if inside {
+                let over = self.overrides.get(i).copied().unwrap_or(Override::NONE);
+                let local = r.start - at.start..r.end - at.start;
+                let (segment, _) = plan.segment(&self.config, over, &grads[local.clone()]);
+                let mut slots: [&mut [f32]; MAX_SLOTS] = Default::default();
+                let mut rest = &mut *self.slots;
+                let mut taken = 0;
+                for j in 0..R::SLOTS.len() {
+                    let from = spans[j].start + starts[j];
+                    let (_, tail) = core::mem::take(&mut rest).split_at_mut(from - taken);
+                    let (mine, tail) = tail.split_at_mut(lens[j]);
+                    slots[j] = mine;
+                    rest = tail;
+                    taken = from + lens[j];
+                }
+                let ema = if around.ema_momentum.is_some() {
+                    &mut self.ema[r.clone()]
+                } else {
+                    &mut []
+                };
+                tensorwise::update_tensor::<R>(
+                    &segment,
+                    around,
+                    shape,
+                    branch,
+                    TensorBuffers {
+                        params: &mut params[local.clone()],
+                        grads: &grads[local],
+                        slots,
+                        ema,
+                        gradient: &mut *gradient,
+                        work: &mut *work,
+                    },
+                );
+            }
+            for j in 0..R::SLOTS.len() {
+                starts[j] += lens[j];
+            }
         }
     }
 
@@ -348,4 +468,51 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
             },
         );
     }
+}
+
+/// The values slot `j` keeps over every tensor of `layout`.
+fn slot_total<R: Rule>(layout: &impl Layout, j: usize) -> usize {
+    if !R::TENSOR_WISE {
+        return layout.len();
+    }
+    (0..layout.tensor_count())
+        .map(|i| R::slot_len(j, layout.tensor_shape(i), layout.tensor_branch::<R>(i)))
+        .sum()
+}
+
+/// The values every slot of rule `R` keeps over the tensors of `layout`.
+pub(crate) fn slots_len<R: Rule>(layout: &impl Layout) -> usize {
+    (0..R::SLOTS.len())
+        .map(|j| slot_total::<R>(layout, j))
+        .sum()
+}
+
+/// The room for a transformed gradient that a tensor-wise rule needs with `config`: as long as
+/// the largest tensor when the gradient may be scaled, clipped or given an L2 term, else none.
+fn gradient_room<R: Rule, U: UpdateMode>(layout: &impl Layout, config: &Config<U>) -> usize {
+    let transforms = config.clip_value.is_some()
+        || config.clip_norm.is_some()
+        || config.maximize
+        || matches!(config.weight_decay, super::config::WeightDecay::L2(_));
+    if !R::TENSOR_WISE || !transforms {
+        return 0;
+    }
+    (0..layout.tensor_count())
+        .map(|i| layout.tensor_range(i).len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The scratch an optimizer of rule `R` over `layout` with `config` needs: room for a
+/// transformed gradient and the largest [`Rule::work_len`] of its tensors (none for an
+/// element-wise rule).
+pub(crate) fn work_len<R: Rule, U: UpdateMode>(layout: &impl Layout, config: &Config<U>) -> usize {
+    if !R::TENSOR_WISE {
+        return 0;
+    }
+    let rule_work = (0..layout.tensor_count())
+        .map(|i| R::work_len(layout.tensor_shape(i), layout.tensor_branch::<R>(i)))
+        .max()
+        .unwrap_or(0);
+    gradient_room::<R, U>(layout, config) + rule_work
 }

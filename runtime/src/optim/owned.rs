@@ -4,9 +4,10 @@
 use super::config::Config;
 use super::mode::{EveryPart, UpdateMode};
 use super::optimizer::Optimizer;
-use super::rule::Rule;
+use super::optimizer::{slots_len, work_len};
+use super::rule::{Rule, Shape};
 use super::state::{OptimizerPart, Part, PartMut};
-use super::storage::{Allocated, Override, Storage};
+use super::storage::{Allocated, Override, Placed, Storage};
 use crate::aligned::AlignedFloats;
 use alloc::boxed::Box;
 use alloc::format;
@@ -78,6 +79,37 @@ impl<R: Rule> Optimizer<R> {
     pub fn with_config(rule: R, tensor_lens: &[usize], config: Config) -> Self {
         Self::allocate(rule, tensor_lens, config)
     }
+
+    /// An optimizer for tensors of the given shapes (what a tensor-wise rule reads: its rows,
+    /// columns and rank), each on the branch its shape picks ([`Rule::branch`]).
+    ///
+    /// # Panics
+    /// As [`with_config`](Self::with_config).
+    pub fn with_shapes(rule: R, shapes: &[Shape], config: Config) -> Self {
+        Self::allocate_placed(rule, placed(shapes, &[]), config)
+    }
+
+    /// [`with_shapes`](Self::with_shapes), with some tensors routed by name to a branch of
+    /// the rule (Keras' `exclude_layers`): `routes` holds `(tensor, branch name)` pairs.
+    pub fn with_routes(
+        rule: R,
+        shapes: &[Shape],
+        routes: &[(usize, &str)],
+        config: Config,
+    ) -> Result<Self, StateError> {
+        let mut named = Vec::with_capacity(routes.len());
+        for &(tensor, branch) in routes {
+            if tensor >= shapes.len() {
+                return Err(StateError::TensorIndex(tensor));
+            }
+            let b = R::BRANCHES
+                .iter()
+                .position(|b| *b == branch)
+                .ok_or_else(|| StateError::UnknownName(branch.into()))?;
+            named.push((tensor, b));
+        }
+        Ok(Self::allocate_placed(rule, placed(shapes, &named), config))
+    }
 }
 
 impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
@@ -88,23 +120,28 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
     where
         U: EveryPart,
     {
-        let ends: Box<[usize]> = tensor_lens
-            .iter()
-            .scan(0, |acc, &l| {
-                *acc += l;
-                Some(*acc)
-            })
-            .collect();
-        let n = ends.last().copied().unwrap_or(0);
-        let k = ends.len();
+        let shapes: Vec<Shape> = tensor_lens.iter().map(|&l| Shape::vector(l)).collect();
+        Self::allocate_placed(rule, placed(&shapes, &[]), config)
+    }
+
+    /// [`allocate`](Self::allocate) for tensors placed with their shapes and routes.
+    pub(crate) fn allocate_placed(rule: R, layout: Box<[Placed]>, config: Config<U>) -> Self
+    where
+        U: EveryPart,
+    {
+        let n = layout.last().map_or(0, |t| t.end);
+        let k = layout.len();
         let ema = if config.ema.is_some() { n } else { 0 };
+        let slots = AlignedFloats::zeros(slots_len::<R>(&layout));
+        let work = AlignedFloats::zeros(work_len::<R, U>(&layout, &config));
         Optimizer::from_parts(
             rule,
             config,
-            ends,
+            layout,
             vec![Override::NONE; k].into_boxed_slice(),
-            AlignedFloats::zeros(n * R::SLOTS.len()),
+            slots,
             AlignedFloats::zeros(ema),
+            work,
         )
     }
 
@@ -127,6 +164,21 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
             .decay = Some(wd);
         Ok(())
     }
+}
+
+/// Tensors of `shapes` one after the other, with the branches `routes` names (`(tensor,
+/// branch)` pairs).
+fn placed(shapes: &[Shape], routes: &[(usize, usize)]) -> Box<[Placed]> {
+    let mut end = 0;
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &shape)| {
+            end += shape.numel();
+            let route = routes.iter().rev().find(|r| r.0 == i).map(|r| r.1);
+            Placed { end, shape, route }
+        })
+        .collect()
 }
 
 impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
@@ -154,8 +206,11 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         let per_tensor = |prefix: &str, part| {
             (0..self.tensor_count())
                 .map(|i| {
-                    let at = self.tensor_range(i).unwrap_or_default();
-                    (format!("{prefix}.{i}"), part, at)
+                    let at = match part {
+                        OptimizerPart::Slot(j) => self.slot_range(j, i),
+                        _ => self.tensor_range(i),
+                    };
+                    (format!("{prefix}.{i}"), part, at.unwrap_or_default())
                 })
                 .collect::<Vec<_>>()
         };

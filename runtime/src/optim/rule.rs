@@ -1,6 +1,7 @@
 //! The contract between `optimizer!` and the runtime.
 
 use crate::lane::Lane;
+use core::ops::Range;
 
 /// The most slots (per-element state buffers) one rule may declare.
 pub const MAX_SLOTS: usize = 8;
@@ -48,6 +49,43 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     /// one: written with [`Lane`]'s operations, it does.
     fn update<L: Lane>(step: &Self::Step, p: &mut L, g: L, slots: &mut [L]);
 
+    /// Whether the rule updates a tensor at a time ([`update_tensor`](Self::update_tensor)),
+    /// because it reads per-tensor reductions, row or column statistics or matrix steps;
+    /// `false` for an element-wise rule, which [`update`](Self::update) runs in one fused pass.
+    const TENSOR_WISE: bool = false;
+    /// The names of the rule's branches (`update name when ... { }`), in order: a tensor takes
+    /// the first whose condition holds for its [`Shape`], or the one a route names. Empty for a
+    /// rule with one `update`.
+    const BRANCHES: &'static [&'static str] = &[];
+    /// How each slot is shaped, in slot order: empty when every slot is shaped as the
+    /// parameters.
+    const SLOT_SHAPES: &'static [SlotShape] = &[];
+    /// The branch a tensor of `shape` takes when no route names one.
+    fn branch(shape: Shape) -> usize {
+        let _ = shape;
+        0
+    }
+    /// The values slot `slot` keeps for a tensor of `shape` on branch `branch`: as many as the
+    /// tensor for an element-wise slot, a row's or a column's for row and column statistics, 0
+    /// where the branch does not use the slot.
+    fn slot_len(slot: usize, shape: Shape, branch: usize) -> usize {
+        let _ = (slot, branch);
+        shape.numel()
+    }
+    /// The scratch values one tensor's update needs (materialised temporaries, row and column
+    /// sums, matrix steps); the optimizer allocates the largest once.
+    fn work_len(shape: Shape, branch: usize) -> usize {
+        let _ = (shape, branch);
+        0
+    }
+    /// The update of one whole tensor, for a [`TENSOR_WISE`](Self::TENSOR_WISE) rule: its
+    /// passes over `tensor`'s buffers, on lanes of type `L`, giving the same bits on every lane
+    /// type and thread count.
+    fn update_tensor<L: Lane>(step: &Self::Step, tensor: TensorUpdate<'_>) {
+        let _ = (step, tensor);
+        unreachable!("an element-wise rule is updated by `update`")
+    }
+
     /// The learning rate, the hyper-parameter named `lr`; `None` for a rule without one. A
     /// schedule ([`Config::schedule`](super::Config::schedule)) sets it each step.
     fn learning_rate(&self) -> Option<f32>;
@@ -69,4 +107,128 @@ pub trait LearningRate: Rule {
     fn lr(&self) -> f32;
     /// Sets the learning rate.
     fn set_lr(&mut self, lr: f32);
+}
+
+/// The shape of a parameter tensor as a rule sees it: its rank and, as a matrix, its rows (the
+/// product of every axis but the last) and its columns (the last axis). A tensor of rank 1 is
+/// one row; a scalar is one row of one column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// The number of axes.
+    pub rank: u32,
+    /// The product of every axis but the last (1 for rank 0 and 1).
+    pub rows: usize,
+    /// The last axis (1 for rank 0).
+    pub cols: usize,
+}
+
+impl Shape {
+    /// A tensor of rank 1 with `n` values.
+    pub const fn vector(n: usize) -> Self {
+        Shape {
+            rank: 1,
+            rows: 1,
+            cols: n,
+        }
+    }
+
+    /// A `rows` x `cols` matrix.
+    pub const fn matrix(rows: usize, cols: usize) -> Self {
+        Shape {
+            rank: 2,
+            rows,
+            cols,
+        }
+    }
+
+    /// The shape of a tensor with axes `dims` (row-major).
+    pub fn of(dims: &[usize]) -> Self {
+        match dims.split_last() {
+            None => Shape {
+                rank: 0,
+                rows: 1,
+                cols: 1,
+            },
+            Some((&cols, lead)) => Shape {
+                rank: dims.len() as u32,
+                rows: lead.iter().product(),
+                cols,
+            },
+        }
+    }
+
+    /// The number of values.
+    pub const fn numel(self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// The same values as a `cols` x `rows` matrix: the shape of the transpose.
+    pub const fn transposed(self) -> Self {
+        Shape {
+            rank: self.rank,
+            rows: self.cols,
+            cols: self.rows,
+        }
+    }
+}
+
+/// What a tensor-wise rule's [`update_tensor`](Rule::update_tensor) works on: one tensor's
+/// parameters, gradient (after the gradient transforms of the [`Config`](super::Config)), its
+/// part of every slot ([`Rule::slot_len`] values each) and its scratch.
+pub struct TensorUpdate<'a> {
+    /// The tensor's shape.
+    pub shape: Shape,
+    /// The branch it takes (an index into [`Rule::BRANCHES`]; 0 with one `update`).
+    pub branch: usize,
+    /// The parameters, updated in place.
+    pub p: &'a mut [f32],
+    /// The gradient.
+    pub g: &'a [f32],
+    /// The tensor's part of each slot, in slot order; the ones past the rule's are empty.
+    pub slots: [&'a mut [f32]; MAX_SLOTS],
+    /// Scratch of [`Rule::work_len`] values at least; its contents on entry are unspecified.
+    pub work: &'a mut [f32],
+}
+
+/// Where slot `slot` of tensor `tensor` lies in the slot's buffer (the tensors one after the
+/// other, each [`Rule::slot_len`] values), given each tensor's shape and branch.
+pub fn slot_range<R: Rule>(
+    slot: usize,
+    tensor: usize,
+    tensors: impl Iterator<Item = (Shape, usize)>,
+) -> Range<usize> {
+    let mut start = 0;
+    for (i, (shape, branch)) in tensors.enumerate() {
+        let len = R::slot_len(slot, shape, branch);
+        if i == tensor {
+            return start..start + len;
+        }
+        start += len;
+    }
+    start..start
+}
+
+/// How a slot of a tensor-wise rule is shaped, as declared in `slots`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotShape {
+    /// As the parameters (no dimensions written).
+    Element,
+    /// `[rows]`: one value per row.
+    Rows,
+    /// `[rows, 1]`: one value per row, kept as a column (PyTorch's `row_var`).
+    RowsByOne,
+    /// `[cols]`: one value per column.
+    Cols,
+    /// `[1, cols]`: one value per column, kept as a row (PyTorch's `col_var`).
+    OneByCols,
+}
+
+impl SlotShape {
+    /// How slot `slot` of rule `R` is shaped (`Element` for a rule that declares none).
+    pub fn of<R: Rule>(slot: usize) -> SlotShape {
+        R::SLOT_SHAPES
+            .get(slot)
+            .copied()
+            .unwrap_or(SlotShape::Element)
+    }
 }

@@ -58,9 +58,8 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     /// # Panics
     /// On a slot or carried scalar the rule does not have.
     pub fn part(&self, part: OptimizerPart) -> Part<'_> {
-        let n = self.len();
         match part {
-            OptimizerPart::Slot(j) => Part::Floats(&self.slots[j * n..(j + 1) * n]),
+            OptimizerPart::Slot(j) => Part::Floats(&self.slots[self.slot_span(j)]),
             OptimizerPart::Ema => Part::Floats(&self.ema),
             OptimizerPart::Carried(i) => {
                 Part::Floats(slice::from_ref(&self.carried[..R::CARRIED.len()][i]))
@@ -74,9 +73,11 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     /// # Panics
     /// As [`part`](Self::part).
     pub fn part_mut(&mut self, part: OptimizerPart) -> PartMut<'_> {
-        let n = self.len();
         match part {
-            OptimizerPart::Slot(j) => PartMut::Floats(&mut self.slots[j * n..(j + 1) * n]),
+            OptimizerPart::Slot(j) => {
+                let span = self.slot_span(j);
+                PartMut::Floats(&mut self.slots[span])
+            }
             OptimizerPart::Ema => PartMut::Floats(&mut self.ema),
             OptimizerPart::Carried(i) => {
                 PartMut::Floats(slice::from_mut(&mut self.carried[..R::CARRIED.len()][i]))

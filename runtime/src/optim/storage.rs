@@ -2,7 +2,7 @@
 //! ([`Allocated`], feature `alloc`) or in slices of an arena the caller owns ([`Arena`]).
 //! The state and the code that updates it are the same either way.
 
-use super::rule::Rule;
+use super::rule::{Rule, Shape};
 use core::marker::PhantomData;
 use core::ops::{DerefMut, Range};
 
@@ -22,6 +22,53 @@ pub trait Layout {
     /// `true` without values.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// The shape of tensor `i`: a vector of its length unless the layout knows better.
+    fn tensor_shape(&self, i: usize) -> Shape {
+        Shape::vector(self.tensor_range(i).len())
+    }
+    /// The branch of a tensor-wise rule that tensor `i` is routed to by name, if any (else
+    /// its shape picks one, [`Rule::branch`]).
+    fn tensor_route(&self, i: usize) -> Option<usize> {
+        let _ = i;
+        None
+    }
+    /// The branch tensor `i` takes under rule `R`.
+    fn tensor_branch<R: Rule>(&self, i: usize) -> usize
+    where
+        Self: Sized,
+    {
+        self.tensor_route(i)
+            .unwrap_or_else(|| R::branch(self.tensor_shape(i)))
+    }
+}
+
+/// One tensor of a layout that knows shapes: where it ends in the flat buffer, its shape, and the
+/// branch a route names for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The exclusive end of the tensor in the flat buffer.
+    pub end: usize,
+    /// Its shape.
+    pub shape: Shape,
+    /// The branch a route names, if any.
+    pub route: Option<usize>,
+}
+
+/// Tensors laid out one after the other, each with its shape and route.
+impl Layout for [Placed] {
+    fn tensor_count(&self) -> usize {
+        <[Placed]>::len(self)
+    }
+    fn tensor_range(&self, i: usize) -> Range<usize> {
+        let start = if i == 0 { 0 } else { self[i - 1].end };
+        start..self[i].end
+    }
+    fn tensor_shape(&self, i: usize) -> Shape {
+        self[i].shape
+    }
+    fn tensor_route(&self, i: usize) -> Option<usize> {
+        self[i].route
     }
 }
 
@@ -92,17 +139,23 @@ pub struct Allocated;
 #[cfg(feature = "alloc")]
 impl Storage for Allocated {
     type Floats = crate::aligned::AlignedFloats;
-    type Layout = alloc::boxed::Box<[usize]>;
+    type Layout = alloc::boxed::Box<[Placed]>;
     type Overrides<R: Rule> = alloc::boxed::Box<[Override<R>]>;
 }
 
 #[cfg(feature = "alloc")]
-impl Layout for alloc::boxed::Box<[usize]> {
+impl Layout for alloc::boxed::Box<[Placed]> {
     fn tensor_count(&self) -> usize {
         (**self).tensor_count()
     }
     fn tensor_range(&self, i: usize) -> Range<usize> {
         (**self).tensor_range(i)
+    }
+    fn tensor_shape(&self, i: usize) -> Shape {
+        (**self).tensor_shape(i)
+    }
+    fn tensor_route(&self, i: usize) -> Option<usize> {
+        (**self).tensor_route(i)
     }
 }
 

@@ -270,3 +270,93 @@ optimizer! {
         }
     }
 }
+
+optimizer! {
+    /// `torch.optim.Adafactor`: no first moment; a matrix keeps the means of `g^2` over its
+    /// rows (`row_var`, `[rows, 1]`) and columns (`col_var`, `[1, cols]`), updated with the
+    /// weight `t^beta2_decay`, and its variance estimate is `row_var * col_var /
+    /// max(mean(row_var), eps1)`; a tensor of another rank keeps `variance` whole. The step is
+    /// `g / sqrt(max(var, eps1^2))` divided by `max(1, rms / d)` and scaled by `max(eps2,
+    /// rms(p)) * min(lr, 1 / sqrt(t))`; `weight_decay` multiplies the weights by `1 - lr *
+    /// weight_decay` once that scale is taken. `eps1` 0 stands for PyTorch's `None`, the `f32`
+    /// machine epsilon. A tensor of rank above 2 is kept whole (PyTorch factors its last two
+    /// axes).
+    pub struct Adafactor {
+        hyper {
+            lr: f32 = 0.01,
+            beta2_decay: f32 = -0.8,
+            eps1: f32 = 0.0,
+            eps2: f32 = 0.001,
+            d: f32 = 1.0,
+            weight_decay: f32 = 0.0
+        }
+        slots { row_var: [rows, 1] = 0.0, col_var: [1, cols] = 0.0, variance = 0.0 }
+        step(f64) {
+            let rho = lr.min(1.0 / t.sqrt());
+            let beta2_t = t.powf(beta2_decay);
+            let decay = 1.0 - lr * weight_decay;
+            let floor = if eps1 > 0.0 { eps1 } else { 1.1920928955078125e-7 };
+        }
+        update factored when rank == 2 {
+            let alpha = eps2.max(norm(p) / numel.sqrt()) * rho;
+            p *= decay;
+            row_var += beta2_t * (row_mean(g * g) - row_var);
+            col_var += beta2_t * (col_mean(g * g) - col_var);
+            let var = row_var * col_var / max(mean(row_var), floor);
+            let u = 1.0 / max(var, floor * floor).sqrt() * g;
+            p -= alpha / max(1.0, norm(u) / (numel.sqrt() * d)) * u;
+        }
+        update unfactored {
+            let alpha = eps2.max(norm(p) / numel.sqrt()) * rho;
+            p *= decay;
+            variance += beta2_t * (g * g - variance);
+            let u = 1.0 / max(variance, floor * floor).sqrt() * g;
+            p -= alpha / max(1.0, norm(u) / (numel.sqrt() * d)) * u;
+        }
+    }
+}
+
+optimizer! {
+    /// `torch.optim.Muon`: `momentum_buffer` is an EMA of the gradient (`lerp` by `1 -
+    /// momentum`), the step its Nesterov look-ahead `g + momentum * (momentum_buffer - g)`
+    /// (`nesterov` 0: the buffer itself), normalised by `max(||U||, eps)` and orthogonalised by
+    /// `ns_steps` Newton-Schulz iterations (in `f32`; PyTorch computes them in `bfloat16`),
+    /// scaled by `lr * sqrt(max(1, rows / cols))`, after `p *= 1 - lr * weight_decay`.
+    /// PyTorch refuses tensors of other ranks; here they take [`AdamW`]'s step with the same
+    /// `lr` and `weight_decay` (`adam_*` hyper-parameters), as Keras and optax route them.
+    pub struct Muon {
+        hyper {
+            lr: f32 = 0.001,
+            weight_decay: f32 = 0.1,
+            momentum: f32 = 0.95,
+            nesterov: f32 = 1.0,
+            ns_a: f32 = 3.4445,
+            ns_b: f32 = -4.775,
+            ns_c: f32 = 2.0315,
+            eps: f32 = 1e-7,
+            ns_steps: f32 = 5.0,
+            adam_beta1: f32 = 0.9,
+            adam_beta2: f32 = 0.999,
+            adam_eps: f32 = 1e-8
+        }
+        slots { momentum_buffer = 0.0, exp_avg = 0.0, exp_avg_sq = 0.0 }
+        step(f64) {
+            let decay = 1.0 - lr * weight_decay;
+            let step_size = lr / (1.0 - adam_beta1.powi(t));
+            let correction2_sqrt = (1.0 - adam_beta2.powi(t)).sqrt();
+        }
+        update muon when rank == 2 {
+            p *= decay;
+            momentum_buffer += (g - momentum_buffer) * (1.0 - momentum);
+            let u = if nesterov > 0.0 { g + (momentum_buffer - g) * momentum } else { momentum_buffer };
+            let o = orthogonalize(u / max(norm(u), eps), ns_steps, ns_a, ns_b, ns_c);
+            p -= lr * max(1.0, rows / cols).sqrt() * o;
+        }
+        update adamw {
+            p *= decay;
+            exp_avg += (g - exp_avg) * (1.0 - adam_beta1);
+            exp_avg_sq = exp_avg_sq * adam_beta2 + g * g * (1.0 - adam_beta2);
+            p -= step_size * (exp_avg / (exp_avg_sq.sqrt() / correction2_sqrt + eps));
+        }
+    }
+}

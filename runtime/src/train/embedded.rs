@@ -131,6 +131,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
             NoOverrides::new(),
             slots,
             &mut [][..],
+            &mut [][..],
         );
         Ok(Step {
             bufs,

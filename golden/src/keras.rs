@@ -112,6 +112,7 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         config,
         weight_decay,
         framework: Framework::Keras,
+        routes: Vec::new(),
     };
     match name {
         "SGD" if !v.momentum => plan.run(keras::Sgd::default(), with),

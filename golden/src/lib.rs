@@ -1,10 +1,11 @@
-//! Runs fusegraph against the golden Keras 3 and PyTorch reference files (schema:
+//! Runs fusegraph against the golden Keras 3, PyTorch and optax reference files (schema:
 //! `tests/data/reference/README.md`) and compares the results as the files' own `check.py`
 //! does.
 //!
 //! [`run_file`] reads any golden document of that schema. Every case's `optimizer` is mapped
 //! from its `class`, `args` over `defaults`, the Keras `schedule`, the PyTorch `scheduler` and
-//! `clip` onto a rule of [`fusegraph::optim::keras`] or [`fusegraph::optim::torch`] and a
+//! `clip` onto a rule of [`fusegraph::optim::keras`], [`fusegraph::optim::torch`] or
+//! [`fusegraph::optim::optax`] (optax's masks routing parameters to the rule's branches) and a
 //! [`fusegraph::optim::Config`], by one mapping for every kind of case:
 //!
 //! - optimizer cases (`optimizer_trajectory`, `optimizer_save_load`) run the steps with the
@@ -38,6 +39,7 @@ mod compare;
 mod inputs;
 mod keras;
 mod model;
+mod optax;
 mod plan;
 mod run;
 mod state;

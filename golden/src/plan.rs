@@ -4,7 +4,7 @@
 
 use crate::args::Args;
 use crate::state::{Conventions, Framework};
-use crate::{keras, torch};
+use crate::{keras, optax, torch};
 use fusegraph::optim::{Config, Rule, WeightDecay};
 use serde_json::Value;
 
@@ -14,6 +14,7 @@ pub(crate) fn map_optimizer<W: WithRule>(case: &Value, with: W) -> Result<W::Out
     match case["framework"].as_str().unwrap_or_default() {
         "keras" => keras::map(optimizer, with),
         "torch" => torch::map(optimizer, with),
+        "optax" => optax::map(optimizer, with),
         other => Err(format!("unknown framework `{other}`")),
     }
 }
@@ -24,15 +25,21 @@ pub(crate) trait WithRule {
     /// What the run gives.
     type Output;
 
-    /// Runs with `rule` (every hyper-parameter set), `config`, and the framework's
-    /// `conventions` for writing the optimizer's state.
+    /// Runs with `rule` (every hyper-parameter set), `config`, the parameters `routes` sends
+    /// to a branch of the rule by name, and the framework's `conventions` for writing the
+    /// optimizer's state.
     fn run<R: Rule + 'static>(
         self,
         rule: R,
         config: Config,
+        routes: &[Route],
         conventions: Conventions,
     ) -> Result<Self::Output, String>;
 }
+
+/// A parameter routed by name to a branch of the rule (an optax mask entry that is `false`):
+/// `(parameter name, branch)`. The other parameters take the branch their shape picks.
+pub(crate) type Route = (String, &'static str);
 
 /// A case mapped onto fusegraph, short of the rule type (which the framework module picks).
 pub(crate) struct Plan<'a> {
@@ -46,6 +53,8 @@ pub(crate) struct Plan<'a> {
     pub weight_decay: WeightDecay,
     /// Naming of hyper-parameters and output conventions.
     pub framework: Framework,
+    /// Parameters routed by name to a branch of the rule.
+    pub routes: Vec<Route>,
 }
 
 impl Plan<'_> {
@@ -89,11 +98,12 @@ impl Plan<'_> {
             framework: self.framework,
             renames,
         };
-        with.run(rule, config, conventions)
+        with.run(rule, config, &self.routes, conventions)
     }
 
-    /// The argument behind hyper-parameter `hyper`: Keras `learning_rate` is `lr`; PyTorch
-    /// `betas` are `beta1` and `beta2`; every other name is the argument's own.
+    /// The argument behind hyper-parameter `hyper`: Keras' and optax's `learning_rate` is
+    /// `lr`; PyTorch `betas` are `beta1` and `beta2`; optax `ns_coeffs` are `ns_a`, `ns_b`
+    /// and `ns_c`; every other name is the argument's own.
     fn hyper(&self, hyper: &str) -> Result<Option<f32>, String> {
         match (self.framework, hyper) {
             (Framework::Keras, "lr") => self.args.float("learning_rate"),
@@ -107,6 +117,11 @@ impl Plan<'_> {
             (Framework::Torch { .. }, "ns_a") => self.args.element("ns_coefficients", 0),
             (Framework::Torch { .. }, "ns_b") => self.args.element("ns_coefficients", 1),
             (Framework::Torch { .. }, "ns_c") => self.args.element("ns_coefficients", 2),
+            (Framework::Optax { .. }, "lr") => self.args.float("learning_rate"),
+            (Framework::Optax { .. }, "adam_lr") => self.args.float("adam_learning_rate"),
+            (Framework::Optax { .. }, "ns_a") => self.args.element("ns_coeffs", 0),
+            (Framework::Optax { .. }, "ns_b") => self.args.element("ns_coeffs", 1),
+            (Framework::Optax { .. }, "ns_c") => self.args.element("ns_coeffs", 2),
             _ => self.args.float(hyper),
         }
     }
@@ -138,7 +153,13 @@ pub(crate) mod tests {
 
     impl WithRule for Unreachable {
         type Output = ();
-        fn run<R: Rule + 'static>(self, _: R, _: Config, _: Conventions) -> Result<(), String> {
+        fn run<R: Rule + 'static>(
+            self,
+            _: R,
+            _: Config,
+            _: &[Route],
+            _: Conventions,
+        ) -> Result<(), String> {
             panic!("the mapping was expected to fail, but it ran {}", R::NAME)
         }
     }

@@ -3,7 +3,7 @@
 //! `step`, `lr`, `params`, `state` and `scalars`, with state named as the framework names it.
 
 use crate::inputs::Inputs;
-use crate::plan::WithRule;
+use crate::plan::{Route, WithRule};
 use crate::state::{Conventions, Framework};
 use fusegraph::optim::{Config, Optimizer, Rule, Shape};
 use serde_json::{json, Map, Value};
@@ -18,9 +18,10 @@ impl WithRule for Trajectory<'_> {
         self,
         rule: R,
         config: Config,
+        routes: &[Route],
         conventions: Conventions,
     ) -> Result<Value, String> {
-        run(rule, config, conventions, self.0)
+        run(rule, config, routes, conventions, self.0)
     }
 }
 
@@ -33,12 +34,14 @@ impl WithRule for Trajectory<'_> {
 fn run<R: Rule>(
     rule: R,
     config: Config,
+    routes: &[Route],
     conventions: Conventions,
     inputs: &Inputs,
 ) -> Result<Value, String> {
     let layout = &inputs.layout;
     let shapes = layout.rule_shapes();
-    let mut opt = Optimizer::with_shapes(rule, &shapes, config);
+    let routes = layout.routes(routes)?;
+    let mut opt = placed(rule, &shapes, &routes, config)?;
     let mut params = inputs.params.clone();
     let initial_state = match conventions.framework {
         Framework::Torch {
@@ -64,7 +67,7 @@ fn run<R: Rule>(
         steps.push(Value::Object(step));
         if inputs.save_after == Some(t) {
             let saved = save(&opt);
-            opt = restore(&saved, rule, config, &shapes)?;
+            opt = restore(&saved, placed(rule, &shapes, &routes, config)?)?;
             params = params.clone();
         }
     }
@@ -85,16 +88,21 @@ fn save<R: Rule>(opt: &Optimizer<R>) -> String {
     json!({ "names": opt.weight_names(), "weights": weights }).to_string()
 }
 
-/// A new optimizer with `rule` and `config`, restored from the text written by [`save`].
-fn restore<R: Rule>(
-    saved: &str,
+/// An optimizer with `rule` and `config` for tensors of `shapes`, some routed to a branch of
+/// the rule: `(tensor, branch)`.
+fn placed<R: Rule>(
     rule: R,
-    config: Config,
     shapes: &[Shape],
+    routes: &[(usize, &str)],
+    config: Config,
 ) -> Result<Optimizer<R>, String> {
+    Optimizer::with_routes(rule, shapes, routes, config).map_err(|e| format!("routes: {e}"))
+}
+
+/// `fresh`, a new optimizer, restored from the text written by [`save`].
+fn restore<R: Rule>(saved: &str, mut fresh: Optimizer<R>) -> Result<Optimizer<R>, String> {
     let doc: Value =
         serde_json::from_str(saved).map_err(|e| format!("saved optimizer state: {e}"))?;
-    let mut fresh = Optimizer::with_shapes(rule, shapes, config);
     let names = fresh.weight_names();
     if doc["names"] != json!(names) {
         return Err(format!(
@@ -138,8 +146,8 @@ mod tests {
         for g in [[0.1, 0.2, -0.3, 1e-3, 7.0], [0.5, -0.25, 0.3, 1e-2, -7.0]] {
             opt.step(&mut p, &g);
         }
-        let shapes = lens.map(Shape::vector);
-        let back = restore(&save(&opt), rule, config, &shapes).unwrap();
+        let fresh = Optimizer::with_config(rule, &lens, config);
+        let back = restore(&save(&opt), fresh).unwrap();
         let bits = |o: &Optimizer<keras::Nadam>| {
             o.get_weights()
                 .iter()
@@ -155,9 +163,8 @@ mod tests {
     fn restore_rejects_another_layout() {
         let rule = keras::Adam::default();
         let opt = Optimizer::with_config(rule, &[4], Config::default());
-        let e = restore(&save(&opt), rule, Config::default(), &[Shape::vector(2); 2])
-            .err()
-            .unwrap();
+        let fresh = Optimizer::with_config(rule, &[2, 2], Config::default());
+        let e = restore(&save(&opt), fresh).err().unwrap();
         assert!(e.contains("arrays"), "{e}");
     }
 }

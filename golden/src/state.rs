@@ -20,6 +20,13 @@ pub(crate) enum Framework {
         /// step, so `initial_state` is not empty.
         state_at_build: bool,
     },
+    /// optax: state is a pytree, slots keyed by parameter under their path (`mu`,
+    /// `muon.mu`); its shape-() leaves (counts, carried scalars) are `scalars` by path.
+    Optax {
+        /// The paths of the transformations' step counts (`[0].count`), each the number of
+        /// steps taken.
+        counts: &'static [&'static str],
+    },
 }
 
 /// The framework of a case, and the names it gives the rule's slots.
@@ -68,6 +75,7 @@ impl Conventions {
                     out.insert("average".into(), average);
                 }
             }
+            Framework::Optax { .. } => {}
             Framework::Torch { step_counter, .. } => {
                 if step_counter {
                     let t = opt.iterations() as f32;
@@ -84,15 +92,21 @@ impl Conventions {
         Ok(Value::Object(out))
     }
 
-    /// Keras: `{"iterations": t}` and every carried scalar; PyTorch: `{}`.
+    /// Keras: `{"iterations": t}` and every carried scalar; optax: its step counts and every
+    /// carried scalar; PyTorch: `{}`.
     pub fn scalars<R: Rule>(&self, opt: &Optimizer<R>) -> Value {
         let mut out = Map::new();
-        if self.framework == Framework::Keras {
-            out.insert("iterations".into(), opt.iterations().into());
-            for &name in R::CARRIED {
-                if let Some(v) = opt.carried(name) {
-                    out.insert(name.into(), f64::from(v).into());
-                }
+        let counts: &[&str] = match self.framework {
+            Framework::Keras => &["iterations"],
+            Framework::Optax { counts } => counts,
+            Framework::Torch { .. } => return Value::Object(out),
+        };
+        for &count in counts {
+            out.insert(count.into(), opt.iterations().into());
+        }
+        for &name in R::CARRIED {
+            if let Some(v) = opt.carried(name) {
+                out.insert(name.into(), f64::from(v).into());
             }
         }
         Value::Object(out)

@@ -1,6 +1,7 @@
 //! Tensors as the golden files write them: `{"shape": [d0, d1, ...], "data": [...]}`, with
 //! `data` the row-major flattening and a scalar written as `"shape": []` with one value.
 
+use crate::plan::Route;
 use serde_json::{json, Map, Value};
 use std::ops::Range;
 
@@ -86,6 +87,19 @@ impl Layout {
     /// Number of values of each tensor.
     pub fn lens(&self) -> Vec<usize> {
         self.ranges.iter().map(|r| r.len()).collect()
+    }
+
+    /// The routes by name as `(tensor index, branch)`; a name that is not a tensor's fails.
+    pub fn routes<'r>(&self, routes: &'r [Route]) -> Result<Vec<(usize, &'r str)>, String> {
+        routes
+            .iter()
+            .map(
+                |(name, branch)| match self.names.iter().position(|n| n == name) {
+                    Some(k) => Ok((k, *branch)),
+                    None => Err(format!("a route names `{name}`, which is not a parameter")),
+                },
+            )
+            .collect()
     }
 
     /// Each tensor's shape as a rule sees it.

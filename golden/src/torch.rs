@@ -81,6 +81,7 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         args,
         config,
         weight_decay,
+        routes: Vec::new(),
     };
     match name {
         "SGD" if !v.momentum => plan.run(torch::Sgd::default(), with),

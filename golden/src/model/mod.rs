@@ -13,7 +13,7 @@ mod machine;
 mod train;
 mod trainable;
 
-use crate::plan::{map_optimizer, WithRule};
+use crate::plan::{map_optimizer, Route, WithRule};
 use crate::state::Conventions;
 use crate::tensor::{tensor_of, Tensor};
 use fusegraph::layers::Lengths;
@@ -421,8 +421,10 @@ impl WithRule for DynamicRun<'_> {
         self,
         rule: R,
         config: Config,
+        routes: &[Route],
         conventions: Conventions,
     ) -> Result<Value, String> {
+        no_routes(routes)?;
         let case = self.0;
         let optimizer =
             fusegraph::optim::Optimizer::with_config(rule, &case.trainable.layout.lens(), config);
@@ -441,8 +443,10 @@ impl<R: Rule + 'static> WithRule for Exactly<R> {
         self,
         rule: Q,
         config: Config,
+        routes: &[Route],
         conventions: Conventions,
     ) -> Result<Self::Output, String> {
+        no_routes(routes)?;
         let rule: &dyn Any = &rule;
         match rule.downcast_ref::<R>() {
             Some(&r) => Ok((r, config, conventions)),
@@ -452,6 +456,16 @@ impl<R: Rule + 'static> WithRule for Exactly<R> {
                 R::NAME
             )),
         }
+    }
+}
+
+/// Fails for parameters routed by name: a model's optimizer places its tensors by length.
+fn no_routes(routes: &[Route]) -> Result<(), String> {
+    match routes.first() {
+        None => Ok(()),
+        Some((name, branch)) => Err(format!(
+            "a model case routes `{name}` to branch `{branch}`: routes are not mapped for models"
+        )),
     }
 }
 

@@ -2,13 +2,15 @@
 //! rule to a flat parameter buffer, what goes around the rule (clipping, weight decay, EMA,
 //! learning-rate schedules), the one plan every step makes, and the [`Optimizer`] that holds a
 //! rule's state in buffers it allocates or in an arena; and the built-in rules of Keras 3
-//! ([`keras`]) and PyTorch ([`torch`]), each written with `optimizer!`, as a user's rule is.
+//! ([`keras`]), PyTorch ([`torch`]) and optax ([`optax`]), each written with `optimizer!`, as a
+//! user's rule is.
 
 mod config;
 pub mod keras;
 mod kernel;
 mod mode;
 mod newton_schulz;
+pub mod optax;
 mod optimizer;
 #[cfg(feature = "alloc")]
 mod owned;

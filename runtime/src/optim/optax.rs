@@ -1,0 +1,168 @@
+//! The optimizers of optax (JAX), with its defaults, its formulas and its state names: the
+//! gradient transformations of an optax `chain` written out as one rule each.
+//!
+//! optax computes in `f32`: its per-step scalars (`b^t`, bias corrections) are `f32`, as in these
+//! rules' `step`; a Python-float constant such as `1 - b1` is computed from the decimals and
+//! rounded once, as here with `f64(..)`. optax's `scale_by_learning_rate` multiplies the update
+//! by `-lr` and `apply_updates` adds it; subtracting `lr * u` rounds the same.
+//!
+//! optax chooses transformations per parameter with masks (`mask`, `weight_decay_mask`,
+//! `trust_ratio_mask`) and `partition`: here a rule has one branch per choice, picked by rank
+//! where optax picks by rank (Muon) and otherwise by name
+//! ([`Optimizer::with_routes`](super::Optimizer::with_routes)): a mask entry that is `false`
+//! routes its parameter to the branch without that transformation. optax names its state by
+//! pytree path (`mu`, `nu`, `trace`, `muon.mu`); a slot here is the path with `_` for `.`.
+
+use fusegraph_macros::optimizer;
+
+optimizer! {
+    /// `optax.lamb`: `chain(scale_by_adam, add_decayed_weights(weight_decay, mask),
+    /// scale_by_trust_ratio, scale_by_learning_rate)`. Adam's moments, `u = mu_hat /
+    /// (sqrt(nu_hat + eps_root) + eps) + weight_decay * p`, and `p -= lr * r * u` with the trust
+    /// ratio `r = ||p|| / ||u||` (1 where either norm is 0): unlike Keras' `Lamb`, the decay is
+    /// inside the ratio. The branch `undecayed` (a `mask` entry `false`) leaves the decay out.
+    pub struct Lamb {
+        hyper {
+            lr: f32 = 0.001,
+            b1: f32 = 0.9,
+            b2: f32 = 0.999,
+            eps: f32 = 1e-6,
+            eps_root: f32 = 0.0,
+            weight_decay: f32 = 0.0
+        }
+        slots { mu = 0.0, nu = 0.0 }
+        step {
+            let correction_1 = 1.0 - b1.powi(t);
+            let correction_2 = 1.0 - b2.powi(t);
+        }
+        update undecayed {
+            mu = f64(1.0 - b1) * g + b1 * mu;
+            nu = f64(1.0 - b2) * (g * g) + b2 * nu;
+            let u = mu / correction_1 / ((nu / correction_2 + eps_root).sqrt() + eps);
+            let w_norm = norm(p);
+            let u_norm = norm(u);
+            let ratio = if w_norm > 0.0 { if u_norm > 0.0 { w_norm / u_norm } else { 1.0 } } else { 1.0 };
+            p -= lr * (u * ratio);
+        }
+        update decayed {
+            mu = f64(1.0 - b1) * g + b1 * mu;
+            nu = f64(1.0 - b2) * (g * g) + b2 * nu;
+            let u = mu / correction_1 / ((nu / correction_2 + eps_root).sqrt() + eps) + weight_decay * p;
+            let w_norm = norm(p);
+            let u_norm = norm(u);
+            let ratio = if w_norm > 0.0 { if u_norm > 0.0 { w_norm / u_norm } else { 1.0 } } else { 1.0 };
+            p -= lr * (u * ratio);
+        }
+    }
+}
+
+optimizer! {
+    /// `optax.lars`: `chain(add_decayed_weights(weight_decay, weight_decay_mask),
+    /// masked(scale_by_trust_ratio(trust_coefficient, eps), trust_ratio_mask),
+    /// scale_by_learning_rate, trace(momentum, nesterov))`. `u = g + weight_decay * p`, scaled
+    /// by `r = trust_coefficient * ||p|| / (||u|| + eps)` (1 where either norm is 0); `trace =
+    /// momentum * trace - lr * u` (the negative, lr-scaled velocity) and `p += trace` (Nesterov:
+    /// `p += momentum * trace - lr * u`). A `false` entry of `weight_decay_mask` or
+    /// `trust_ratio_mask` routes its parameter to the branch without that transformation:
+    /// `trust_only`, `decay_only` or `plain` (both `false`; what LARS usually gives biases and
+    /// norm scales). `nesterov` is 1 or 0.
+    pub struct Lars {
+        hyper {
+            lr: f32 = 0.001,
+            weight_decay: f32 = 0.0,
+            trust_coefficient: f32 = 0.001,
+            eps: f32 = 0.0,
+            momentum: f32 = 0.9,
+            nesterov: f32 = 0.0
+        }
+        slots { trace = 0.0 }
+        update plain {
+            trace = -lr * g + momentum * trace;
+            p += if nesterov > 0.0 { -lr * g + momentum * trace } else { trace };
+        }
+        update decay_only {
+            let u = g + weight_decay * p;
+            trace = -lr * u + momentum * trace;
+            p += if nesterov > 0.0 { -lr * u + momentum * trace } else { trace };
+        }
+        update trust_only {
+            let w_norm = norm(p);
+            let u_norm = norm(g);
+            let ratio = if w_norm > 0.0 { if u_norm > 0.0 { trust_coefficient * w_norm / (u_norm + eps) } else { 1.0 } } else { 1.0 };
+            let u = g * ratio;
+            trace = -lr * u + momentum * trace;
+            p += if nesterov > 0.0 { -lr * u + momentum * trace } else { trace };
+        }
+        update decay_and_trust {
+            let decayed = g + weight_decay * p;
+            let w_norm = norm(p);
+            let u_norm = norm(decayed);
+            let ratio = if w_norm > 0.0 { if u_norm > 0.0 { trust_coefficient * w_norm / (u_norm + eps) } else { 1.0 } } else { 1.0 };
+            let u = decayed * ratio;
+            trace = -lr * u + momentum * trace;
+            p += if nesterov > 0.0 { -lr * u + momentum * trace } else { trace };
+        }
+    }
+}
+
+optimizer! {
+    /// `optax.contrib.muon`: a matrix (`x @ W`: rows are its inputs) takes `scale_by_muon`: `mu`
+    /// an EMA of the gradient, bias-corrected with Nesterov's look-ahead `beta * mu / (1 -
+    /// beta^(t+1)) + (1 - beta) * g / (1 - beta^t)` (`nesterov` 0: `mu / (1 - beta^t)`),
+    /// normalised by `||U|| + eps` and orthogonalised by `ns_steps` Newton-Schulz iterations,
+    /// scaled by `sqrt(max(1, cols / rows))` (or `sqrt(max(rows, cols)) * consistent_rms` where
+    /// `consistent_rms` is not 0), plus `weight_decay * p`, times `lr`. Every other tensor takes
+    /// `optax.adamw` with `adam_lr` (0: `lr`), `adam_b1`, `adam_b2`, `eps`, `adam_eps_root`,
+    /// `adam_weight_decay` and the same `nesterov`. optax's `muon.mu`, `adam.mu` and `adam.nu`
+    /// are `muon_mu`, `adam_mu` and `adam_nu`; its `preconditioning` is `frobenius`.
+    pub struct Muon {
+        hyper {
+            lr: f32 = 0.02,
+            ns_a: f32 = 3.4445,
+            ns_b: f32 = -4.775,
+            ns_c: f32 = 2.0315,
+            ns_steps: f32 = 5.0,
+            beta: f32 = 0.95,
+            eps: f32 = 1e-8,
+            weight_decay: f32 = 0.0,
+            nesterov: f32 = 1.0,
+            adam_b1: f32 = 0.9,
+            adam_b2: f32 = 0.999,
+            adam_eps_root: f32 = 0.0,
+            adam_weight_decay: f32 = 0.0,
+            adam_lr: f32 = 0.0,
+            consistent_rms: f32 = 0.0
+        }
+        slots { muon_mu = 0.0, adam_mu = 0.0, adam_nu = 0.0 }
+        step {
+            let muon_correction = 1.0 - beta.powi(t);
+            let muon_correction_next = 1.0 - beta.powi(t + 1.0);
+            let adam_correction_1 = 1.0 - adam_b1.powi(t);
+            let adam_correction_1_next = 1.0 - adam_b1.powi(t + 1.0);
+            let adam_correction_2 = 1.0 - adam_b2.powi(t);
+            let adam_rate = if adam_lr > 0.0 { adam_lr } else { lr };
+        }
+        update muon when rank == 2 {
+            muon_mu = f64(1.0 - beta) * g + beta * muon_mu;
+            let u = if nesterov > 0.0 {
+                beta * (muon_mu / muon_correction_next) + f64(1.0 - beta) * (g / muon_correction)
+            } else {
+                muon_mu / muon_correction
+            };
+            let o = orthogonalize(u / (norm(u) + eps), ns_steps, ns_a, ns_b, ns_c);
+            let scale = if consistent_rms > 0.0 { max(rows, cols).sqrt() * consistent_rms } else { max(1.0, cols / rows).sqrt() };
+            p -= lr * (o * scale + weight_decay * p);
+        }
+        update adam {
+            adam_mu = f64(1.0 - adam_b1) * g + adam_b1 * adam_mu;
+            adam_nu = f64(1.0 - adam_b2) * (g * g) + adam_b2 * adam_nu;
+            let mu_hat = if nesterov > 0.0 {
+                adam_b1 * (adam_mu / adam_correction_1_next) + f64(1.0 - adam_b1) * (g / adam_correction_1)
+            } else {
+                adam_mu / adam_correction_1
+            };
+            let u = mu_hat / ((adam_nu / adam_correction_2 + adam_eps_root).sqrt() + eps);
+            p -= adam_rate * (u + adam_weight_decay * p);
+        }
+    }
+}

@@ -98,21 +98,11 @@ fn torch_optimizers_match() {
     check_file("optimizers_torch.json");
 }
 
-/// The optimizers beyond element-wise rules (LAMB, LARS, Adafactor, Muon): every case runs and
-/// passes but schedule-free AdamW's, which is not built yet and is the one skipped.
+/// The optimizers beyond element-wise rules: LAMB, LARS, Adafactor, Muon and schedule-free
+/// AdamW (its `eval_params` view), from Keras, PyTorch and optax.
 #[test]
 fn optimizers_beyond_element_wise_rules_match() {
-    let file = "optimizers_beyond.json";
-    let doc = reference(file);
-    let Report { got, skipped } = run_file(&doc);
-    let skipped: Vec<&str> = skipped.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(skipped, ["optax.schedule_free_adamw.warmup"], "{file}");
-    let ran: Vec<_> = compare(&doc, &got, RTOL, ATOL)
-        .into_iter()
-        .filter(|r| !skipped.contains(&r.id.as_str()))
-        .collect();
-    assert_eq!(ran.len(), 10, "{file}");
-    check_results(file, &ran);
+    check_file("optimizers_beyond.json");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! optax cases: `optax.<function>(**args)` (`optax.lamb`, `optax.lars`, `optax.contrib.muon`),
-//! mapped onto `fusegraph::optim::optax`. A mask entry that is `false` routes its parameter to
+//! optax cases: `optax.<function>(**args)` (`optax.lamb`, `optax.lars`, `optax.contrib.muon`,
+//! `optax.contrib.schedule_free_adamw`), mapped onto `fusegraph::optim::optax`. A mask entry that is `false` routes its parameter to
 //! the branch of the rule without the masked transformation.
 
 use crate::args::Args;
@@ -42,6 +42,9 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
             "adam_learning_rate",
             "consistent_rms",
         ],
+        "optax.contrib.schedule_free_adamw" => {
+            &["warmup_steps", "b1", "b2", "eps", "weight_lr_power"]
+        }
         _ => return Err(format!("unsupported optimizer class `{class}`")),
     };
     let args = Args::new(optimizer.get("args"), optimizer.get("defaults"))?;
@@ -55,6 +58,10 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "optax.contrib.muon" => &[
             "inner_states['adam'].inner_state[0].count",
             "inner_states['muon'].inner_state[0].count",
+        ],
+        "optax.contrib.schedule_free_adamw" => &[
+            "base_optimizer_state[0].count",
+            "base_optimizer_state[2].count",
         ],
         _ => &[],
     };
@@ -70,12 +77,17 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         args,
         config: Config::default(),
         weight_decay,
-        framework: Framework::Optax { counts },
+        framework: Framework::Optax {
+            counts,
+            // Schedule-free records the rate of its base step, `s(t - 1)`, not `lr`.
+            records_lr: class != "optax.contrib.schedule_free_adamw",
+        },
         routes,
     };
     match class {
         "optax.lamb" => plan.run(optax::Lamb::default(), with),
         "optax.lars" => plan.run(optax::Lars::default(), with),
+        "optax.contrib.schedule_free_adamw" => plan.run(optax::ScheduleFreeAdamw::default(), with),
         _ => plan.run_renamed(optax::Muon::default(), MUON, with),
     }
 }

@@ -1,6 +1,7 @@
 //! Runs one fusegraph [`Optimizer`] through an optimizer case's steps and writes the `got`
 //! object that mirrors the case's `expected`: `initial_state`, `initial_scalars` and, per step,
-//! `step`, `lr`, `params`, `state` and `scalars`, with state named as the framework names it.
+//! `step`, `lr`, `params`, `state`, `scalars` and, for a rule with the view `eval_params`, the
+//! parameters at which to evaluate; state is named as the framework names it.
 
 use crate::inputs::Inputs;
 use crate::plan::{Route, WithRule};
@@ -43,6 +44,9 @@ fn run<R: Rule>(
     let routes = layout.routes(routes)?;
     let mut opt = placed(rule, &shapes, &routes, config)?;
     let mut params = inputs.params.clone();
+    opt.start_from(&params);
+    let eval = R::VIEWS.iter().position(|v| *v == "eval_params");
+    let mut viewed = vec![0.0; params.len()];
     let initial_state = match conventions.framework {
         Framework::Torch {
             state_at_build: false,
@@ -58,10 +62,14 @@ fn run<R: Rule>(
         opt.step(&mut params, grads);
         let mut step = Map::new();
         step.insert("step".into(), t.into());
-        if let Some(lr) = lr {
+        if let Some(lr) = lr.filter(|_| conventions.records_lr()) {
             step.insert("lr".into(), f64::from(lr).into());
         }
         step.insert("params".into(), layout.tensors(&params));
+        if let Some(view) = eval {
+            opt.view(view, &params, &mut viewed);
+            step.insert("eval_params".into(), layout.tensors(&viewed));
+        }
         step.insert("state".into(), conventions.state(&opt, layout)?);
         step.insert("scalars".into(), conventions.scalars(&opt));
         steps.push(Value::Object(step));

@@ -26,6 +26,9 @@ pub(crate) enum Framework {
         /// The paths of the transformations' step counts (`[0].count`), each the number of
         /// steps taken.
         counts: &'static [&'static str],
+        /// Whether `steps[i].lr` is the rule's learning rate (schedule-free records the rate
+        /// of its base step instead, and the output leaves it out).
+        records_lr: bool,
     },
 }
 
@@ -92,13 +95,24 @@ impl Conventions {
         Ok(Value::Object(out))
     }
 
+    /// Whether the learning rate of each step is written (`steps[i].lr`).
+    pub fn records_lr(&self) -> bool {
+        !matches!(
+            self.framework,
+            Framework::Optax {
+                records_lr: false,
+                ..
+            }
+        )
+    }
+
     /// Keras: `{"iterations": t}` and every carried scalar; optax: its step counts and every
     /// carried scalar; PyTorch: `{}`.
     pub fn scalars<R: Rule>(&self, opt: &Optimizer<R>) -> Value {
         let mut out = Map::new();
         let counts: &[&str] = match self.framework {
             Framework::Keras => &["iterations"],
-            Framework::Optax { counts } => counts,
+            Framework::Optax { counts, .. } => counts,
             Framework::Torch { .. } => return Value::Object(out),
         };
         for &count in counts {

@@ -91,8 +91,13 @@ pub fn element_in_step(name: &str) -> String {
 }
 
 pub fn slot_init_reads(name: &str) -> String {
+    let param = if name == "p" {
+        ", or be `p` alone (a slot that starts as the parameter)"
+    } else {
+        ""
+    };
     format!(
-        "a slot's initial value cannot read `{name}`; initial values may use literals and hyper-parameters only"
+        "a slot's initial value cannot read `{name}`; initial values may use literals and hyper-parameters only{param}"
     )
 }
 
@@ -129,7 +134,25 @@ pub fn condition_not_comparison() -> &'static str {
 }
 
 pub fn unknown_section(name: &str) -> String {
-    format!("unknown section `{name}`; an optimizer has `hyper {{ .. }}`, `slots {{ .. }}`, `carry {{ .. }}`, `step {{ .. }}` and `update {{ .. }}`")
+    format!("unknown section `{name}`; an optimizer has `hyper {{ .. }}`, `slots {{ .. }}`, `carry {{ .. }}`, `views {{ .. }}`, `step {{ .. }}` and `update {{ .. }}`")
+}
+
+pub fn param_slot_shaped(name: &str) -> String {
+    format!("`{name}` starts as the parameter, so it is shaped like it: write `{name} = p` without dimensions")
+}
+
+pub fn view_readable(hypers: &str, slots: &str) -> String {
+    let hypers = name_group(", hyper-parameters (", hypers, ")");
+    let slots = name_group(", element slots (", slots, ")");
+    format!("literals, `p`{hypers}{slots}")
+}
+
+pub fn view_reads(name: &str) -> String {
+    format!("a view cannot read `{name}`: it is a value of the parameters and their element slots (`p`, slots without dimensions) and the hyper-parameters, taken between steps")
+}
+
+pub fn view_shaped() -> &'static str {
+    "a view is shaped like its parameter: write `name = expr` without dimensions"
 }
 
 pub fn missing_update() -> &'static str {

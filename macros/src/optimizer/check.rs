@@ -43,6 +43,18 @@ pub struct Rule {
     /// Whether the rule runs a tensor at a time: it has branches, reductions, matrix steps,
     /// dimensions, or slots of rows or columns.
     pub tensor_wise: bool,
+    /// The slots that start as the parameter (`z = p`).
+    pub param_slots: Vec<usize>,
+    /// The `views`, in order.
+    pub views: Vec<View>,
+}
+
+/// A checked view: `name = expr` over `p`, the element slots and the hyper-parameters, its
+/// scalar parts lifted into `lifted` (computed from the hyper-parameters when it is taken).
+pub struct View {
+    pub name: String,
+    pub expr: TExpr,
+    pub lifted: Vec<TExpr>,
 }
 
 /// A branch's condition: `dim op literal`.
@@ -77,8 +89,9 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
     let mut errs = Errors::default();
     let declared = declarations(def, &mut errs);
     let defaults = hyper_defaults(def, &mut errs);
-    let slot_inits = initial_values(def, &def.slots, &mut errs);
-    let carry_inits = initial_values(def, &def.carry, &mut errs);
+    let param_slots = param_slots(def, &mut errs);
+    let slot_inits = initial_values(def, &def.slots, &param_slots, &mut errs);
+    let carry_inits = initial_values(def, &def.carry, &[], &mut errs);
     let step_ast = ast::parse_stmts(&def.step, &mut errs);
     let step = check_step(def, &declared, &step_ast, &mut errs);
     if def.update.is_empty() {
@@ -89,6 +102,7 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         )));
     }
     let (slot_kinds, slot_shapes) = slot_kinds(def, &mut errs);
+    let views = check_views(def, &slot_kinds, &step_ast, &mut errs);
     let mut lifted = Vec::new();
     let mut branches = Vec::new();
     let several = def.update.len() > 1;
@@ -141,6 +155,8 @@ pub fn check(def: &Def) -> Result<Rule, syn::Error> {
         lifted,
         branches,
         tensor_wise,
+        param_slots,
+        views,
     })
 }
 
@@ -165,12 +181,13 @@ fn reads_tensor_values(e: &TExpr) -> bool {
 }
 
 /// What each slot keeps, from its dimensions: `[rows]` or `[rows, 1]` a row statistic,
-/// `[cols]` or `[1, cols]` a column statistic, none one value per element.
+/// `[cols]` or `[1, cols]` a column statistic, none (or a slot that starts as the parameter)
+/// one value per element.
 fn slot_kinds(def: &Def, errs: &mut Errors) -> (Vec<Kind>, Vec<&'static str>) {
     def.slots
         .iter()
         .map(|s| {
-            let Some((span, dims)) = &s.dims else {
+            let Some((span, dims)) = s.dims.as_ref().filter(|_| !is_param(&s.init)) else {
                 return (Kind::Lane, "Element");
             };
             let names: Vec<String> = dims
@@ -252,7 +269,8 @@ fn declarations(def: &Def, errs: &mut Errors) -> Declared {
         .iter()
         .map(|h| (&h.name, "a hyper-parameter"))
         .chain(def.slots.iter().map(|s| (&s.name, "a slot")))
-        .chain(def.carry.iter().map(|c| (&c.name, "a carried scalar")));
+        .chain(def.carry.iter().map(|c| (&c.name, "a carried scalar")))
+        .chain(def.views.iter().map(|v| (&v.name, "a view")));
     for (ident, what) in decls {
         let name = ident.to_string();
         if matches!(name.as_str(), "p" | "g" | "t") {
@@ -336,8 +354,36 @@ fn forbid(scope: &mut Scope, names: impl Iterator<Item = String>, message: fn(&s
     }
 }
 
-/// The initial values of slots or carried scalars: literals and hyper-parameters only.
-fn initial_values(def: &Def, list: &[Init], errs: &mut Errors) -> Vec<TExpr> {
+/// Whether an initial value is the parameter itself: `p`.
+fn is_param(e: &syn::Expr) -> bool {
+    matches!(e, syn::Expr::Path(p) if p.path.is_ident("p"))
+}
+
+/// The slots whose initial value is `p`: they start as the parameter, and are shaped like it
+/// (dimensions written for one are an error, and ignored).
+fn param_slots(def: &Def, errs: &mut Errors) -> Vec<usize> {
+    let mut slots = Vec::new();
+    for (j, s) in def.slots.iter().enumerate() {
+        if !is_param(&s.init) {
+            continue;
+        }
+        if let Some((span, _)) = &s.dims {
+            errs.at(*span, errors::param_slot_shaped(&s.name.to_string()));
+        }
+        slots.push(j);
+    }
+    slots
+}
+
+/// The initial values of slots or carried scalars: literals and hyper-parameters only, or the
+/// parameter itself for the slots of `param_slots` (their value here is 0: the optimizer
+/// copies the parameter in).
+fn initial_values(
+    def: &Def,
+    list: &[Init],
+    param_slots: &[usize],
+    errs: &mut Errors,
+) -> Vec<TExpr> {
     let mut scope = Scope::new(errors::optimizer_init_readable().into());
     bind_hypers(def, &mut scope);
     let forbidden = ["p", "g", "t"]
@@ -346,14 +392,70 @@ fn initial_values(def: &Def, list: &[Init], errs: &mut Errors) -> Vec<TExpr> {
         .chain(def.slots.iter().map(|s| s.name.to_string()))
         .chain(def.carry.iter().map(|c| c.name.to_string()));
     forbid(&mut scope, forbidden, errors::slot_init_reads);
+    let zero = TExpr {
+        node: Node::Num(0.0),
+        kind: Kind::Scalar,
+    };
     list.iter()
-        .map(|i| {
+        .enumerate()
+        .map(|(j, i)| {
+            if param_slots.contains(&j) {
+                return zero.clone();
+            }
             ast::parse_expr(&i.init, errs)
                 .and_then(|e| ir::resolve(&e, &scope, errs))
+                .unwrap_or_else(|| zero.clone())
+        })
+        .collect()
+}
+
+/// The `views`: each an element-wise value of `p`, the element slots and the
+/// hyper-parameters.
+fn check_views(def: &Def, slot_kinds: &[Kind], step_ast: &[Stmt], errs: &mut Errors) -> Vec<View> {
+    let element_slots = def
+        .slots
+        .iter()
+        .zip(slot_kinds)
+        .filter(|(_, k)| **k == Kind::Lane)
+        .map(|(s, _)| &s.name);
+    let hypers = errors::quoted_list(def.hyper.iter().map(|h| &h.name));
+    let slots = errors::quoted_list(element_slots);
+    let mut scope = Scope::new(errors::view_readable(&hypers, &slots));
+    bind_hypers(def, &mut scope);
+    scope.bind("p".into(), Binding::Ref(Ref::P, Kind::Lane));
+    for (j, s) in def.slots.iter().enumerate() {
+        let binding = if slot_kinds[j] == Kind::Lane {
+            Binding::Ref(Ref::Slot(j), Kind::Lane)
+        } else {
+            Binding::Forbidden(errors::view_reads(&s.name.to_string()))
+        };
+        scope.bind(s.name.to_string(), binding);
+    }
+    let per_step = ["g", "t"]
+        .into_iter()
+        .map(String::from)
+        .chain(def.carry.iter().map(|c| c.name.to_string()))
+        .chain(lets(step_ast));
+    forbid(&mut scope, per_step, errors::view_reads);
+    def.views
+        .iter()
+        .map(|v| {
+            if let Some((span, _)) = &v.dims {
+                errs.at(*span, errors::view_shaped());
+            }
+            let expr = ast::parse_expr(&v.init, errs)
+                .and_then(|e| ir::resolve(&e, &scope, errs))
                 .unwrap_or(TExpr {
-                    node: Node::Num(0.0),
-                    kind: Kind::Scalar,
-                })
+                    node: Node::Ref(Ref::P),
+                    kind: Kind::Lane,
+                });
+            let mut lifted = Vec::new();
+            let expr = ir::lift(expr, &mut lifted);
+            View {
+                name: v.name.to_string(),
+                expr,
+                lifted,
+            }
         })
         .collect()
 }

@@ -152,6 +152,7 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
         quote!()
     };
     let (learning_rate, learning_rate_impl) = learning_rate_items(def);
+    let view_items = view_items(&fields, r);
     quote! {
         #head
 
@@ -198,6 +199,8 @@ pub fn rule(def: &Def, r: &Rule) -> TokenStream {
                 }
 
                 #tensor_items
+
+                #view_items
             }
 
             #learning_rate_impl
@@ -277,6 +280,56 @@ fn init_reference(fields: &[&syn::Ident], r: Ref, p: Prec) -> TokenStream {
             quote!(#m::decimal_f64(self.#fname))
         }
         _ => unreachable!("initial values read only hyper-parameters"),
+    }
+}
+
+/// `PARAM_SLOTS`, `VIEWS` and `view`, for a rule with slots that start as the parameter or
+/// with views. A view computes its scalar parts from the hyper-parameters, in `f32` (`f64(..)`
+/// from their decimals), then its lane code.
+fn view_items(fields: &[&syn::Ident], r: &Rule) -> TokenStream {
+    let p = paths::private();
+    let param_slots = &r.param_slots;
+    let param_slots = (!param_slots.is_empty())
+        .then(|| quote!(const PARAM_SLOTS: &'static [usize] = &[#(#param_slots),*];));
+    if r.views.is_empty() {
+        return quote!(#param_slots);
+    }
+    let names = r.views.iter().map(|v| &v.name);
+    let refs = |r: Ref, p: Prec| init_reference(fields, r, p);
+    let lane_refs = |r: Ref| match r {
+        Ref::P => quote!(__pv),
+        Ref::Slot(j) => quote!(__slots[#j]),
+        _ => unreachable!("a view's lane code reads the parameter and its slots"),
+    };
+    let f = lane_type();
+    let arms = r.views.iter().enumerate().map(|(i, v)| {
+        let field_types = lifted_fields(&v.lifted);
+        let values = v.lifted.iter().enumerate().map(|(k, e)| {
+            let id = emit::lifted_field(k);
+            let value = emit::scalar(e, &refs, Prec::F32);
+            quote!(#id: #value,)
+        });
+        let lane = emit::lane(&v.expr, &f, &lane_refs, &v.lifted, &quote!(__vs));
+        quote! {
+            #i => {
+                struct __View { #(#field_types)* }
+                let __vs = __View { #(#values)* };
+                #lane
+            }
+        }
+    });
+    quote! {
+        #param_slots
+
+        const VIEWS: &'static [&'static str] = &[#(#names),*];
+
+        #[inline]
+        fn view<__L: #p::Lane>(&self, __view: usize, __pv: __L, __slots: &[__L]) -> __L {
+            match __view {
+                #(#arms)*
+                _ => __pv,
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ pub struct Hyper {
 }
 
 /// `name = init` in `slots` or `carry`, or `name: [dims] = init` for a slot that keeps a
-/// row or column statistic (doc comments are allowed and not kept).
+/// row or column statistic; `name = expr` in `views` (doc comments are allowed and not kept).
 pub struct Init {
     pub name: Ident,
     /// The dimensions written in `[..]`: `rows`, `cols` or `1` each.
@@ -41,6 +41,8 @@ pub struct Def {
     pub hyper: Vec<Hyper>,
     pub slots: Vec<Init>,
     pub carry: Vec<Init>,
+    /// `views { name = expr, .. }`: other values of the parameters.
+    pub views: Vec<Init>,
     pub prec: Prec,
     pub step: Vec<syn::Stmt>,
     pub update: Vec<Branch>,
@@ -97,6 +99,7 @@ impl Parse for Def {
             hyper: Vec::new(),
             slots: Vec::new(),
             carry: Vec::new(),
+            views: Vec::new(),
             prec: Prec::F32,
             step: Vec::new(),
             update: Vec::new(),
@@ -138,6 +141,11 @@ impl Parse for Def {
                 }
                 "carry" => {
                     def.carry = Punctuated::<Init, Token![,]>::parse_terminated(&body)?
+                        .into_iter()
+                        .collect()
+                }
+                "views" => {
+                    def.views = Punctuated::<Init, Token![,]>::parse_terminated(&body)?
                         .into_iter()
                         .collect()
                 }

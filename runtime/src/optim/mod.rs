@@ -22,6 +22,7 @@ mod state;
 mod storage;
 mod tensorwise;
 pub mod torch;
+mod views;
 
 pub use config::{Config, Ema, NormClip, WeightDecay};
 pub use kernel::{

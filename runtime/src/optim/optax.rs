@@ -166,3 +166,45 @@ optimizer! {
         }
     }
 }
+
+optimizer! {
+    /// `optax.contrib.schedule_free_adamw`: the parameters are the point `y` where gradients
+    /// are taken, the slot `z` (starting as the parameters) the base iterate, and the view
+    /// `eval_params` their average `x = (y - (1 - b1) * z) / b1`, at which to evaluate. Each
+    /// step: the base rule (`scale_by_rms` with bias correction, plus `weight_decay * y`) moves
+    /// `z` by the rate of the step before, `s(t - 1)` (its own count starts at 0); `max_lr`
+    /// tracks the largest `s(t)`, each step weighs `max_lr^weight_lr_power`, and `x` moves
+    /// towards `z` by that weight's share of all weights so far; then `y = b1 * x + (1 - b1) *
+    /// z`. `s(k)` is `lr` warmed up linearly over `warmup_steps` steps (0: none).
+    pub struct ScheduleFreeAdamw {
+        hyper {
+            lr: f32 = 0.0025,
+            warmup_steps: f32 = 0.0,
+            b1: f32 = 0.9,
+            b2: f32 = 0.999,
+            eps: f32 = 1e-8,
+            weight_decay: f32 = 0.0,
+            weight_lr_power: f32 = 2.0
+        }
+        slots { z = p, nu = 0.0 }
+        carry { weight_sum = 0.0, max_lr = 0.0 }
+        views { eval_params = (p - (1.0 - b1) * z) / b1 }
+        step {
+            let rate = if warmup_steps > 0.0 { lr - lr * (1.0 - min(t, warmup_steps) / warmup_steps) } else { lr };
+            let base_rate = if warmup_steps > 0.0 { lr - lr * (1.0 - min(t - 1.0, warmup_steps) / warmup_steps) } else { lr };
+            max_lr = max(max_lr, rate);
+            let weight = max_lr.powf(weight_lr_power);
+            weight_sum += weight;
+            let ck = if weight_sum > 0.0 { weight / weight_sum } else { 0.0 };
+            let correction = 1.0 - b2.powi(t);
+        }
+        update {
+            nu = f64(1.0 - b2) * (g * g) + b2 * nu;
+            let u = g / ((nu / correction).sqrt() + eps) + weight_decay * p;
+            let z_next = z - u * base_rate;
+            let x = (1.0 - ck) * ((p - (1.0 - b1) * z) / b1) + ck * z_next;
+            p += (b1 * x + (1.0 - b1) * z_next) - p;
+            z = z_next;
+        }
+    }
+}

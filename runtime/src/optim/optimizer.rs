@@ -222,6 +222,58 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
         Some(self.carried[i])
     }
 
+    /// Copies the parameters into the slots that start as them ([`Rule::PARAM_SLOTS`], as
+    /// optax's `init(params)` does), so that the state reads as it will at the first step; the
+    /// first step copies the parameters it is given anyway.
+    ///
+    /// Panics if `params` is not as long as the layout.
+    pub fn start_from(&mut self, params: &[f32]) {
+        assert_eq!(params.len(), self.len(), "parameter buffer length");
+        self.copy_param_slots(0..self.len(), params);
+    }
+
+    /// Copies `params`, the range `at` of the flat buffer, into the slots that start as the
+    /// parameters, for the tensors inside `at` whose branch keeps them.
+    fn copy_param_slots(&mut self, at: Range<usize>, params: &[f32]) {
+        for &j in R::PARAM_SLOTS {
+            let span = self.slot_span(j);
+            for i in 0..self.tensor_count() {
+                let r = self.layout.tensor_range(i);
+                let Some(slot) = self.slot_range(j, i) else {
+                    continue;
+                };
+                if r.start < at.start || r.end > at.end || slot.len() != r.len() {
+                    continue;
+                }
+                let local = r.start - at.start..r.end - at.start;
+                self.slots[span.clone()][slot].copy_from_slice(&params[local]);
+            }
+        }
+    }
+
+    /// Writes view `view` of [`Rule::VIEWS`] (schedule-free's `eval_params`) of `params` into
+    /// `out`: each tensor's values computed on lanes from its parameters and element slots. A
+    /// tensor whose branch keeps no such slot reads its parameters in its place.
+    ///
+    /// Panics if `view` is not an index of [`Rule::VIEWS`], or `params` or `out` is not as
+    /// long as the layout.
+    pub fn view(&self, view: usize, params: &[f32], out: &mut [f32]) {
+        assert!(view < R::VIEWS.len(), "{} has no view {view}", R::NAME);
+        assert_eq!(params.len(), self.len(), "parameter buffer length");
+        assert_eq!(out.len(), self.len(), "view buffer length");
+        for i in 0..self.tensor_count() {
+            let r = self.layout.tensor_range(i);
+            let slots: [&[f32]; MAX_SLOTS] = core::array::from_fn(|j| {
+                let slot = match self.slot_range(j, i) {
+                    Some(slot) if j < R::SLOTS.len() && slot.len() == r.len() => slot,
+                    _ => return &[][..],
+                };
+                &self.slots[self.slot_span(j)][slot]
+            });
+            super::views::write::<R>(&self.rule, view, &params[r.clone()], slots, &mut out[r]);
+        }
+    }
+
     /// The learning rate the next step will use (the schedule's value, or the rule's `lr`).
     pub fn current_learning_rate(&self) -> Option<f32> {
         self.config
@@ -289,6 +341,9 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     ) {
         if at.is_empty() {
             return;
+        }
+        if plan.t == 1 && !R::PARAM_SLOTS.is_empty() {
+            self.copy_param_slots(at.clone(), params);
         }
         if R::TENSOR_WISE {
             self.update_tensors(plan, at, params, grads);

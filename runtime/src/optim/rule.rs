@@ -86,6 +86,20 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
         unreachable!("an element-wise rule is updated by `update`")
     }
 
+    /// The slots that start as the parameter (`z = p` in `slots`): the first step copies each
+    /// tensor's parameters into them before its update
+    /// ([`Optimizer::start_from`](super::Optimizer::start_from) does it before).
+    const PARAM_SLOTS: &'static [usize] = &[];
+    /// The names of the rule's views (`views { name = expr }`): other values of the parameters
+    /// kept by the state, such as schedule-free's average, at which to evaluate.
+    const VIEWS: &'static [&'static str] = &[];
+    /// View `view` of one lane of parameters `p` with its element slots `slots` (in slot
+    /// order; the lanes of a slot a tensor does not keep are the parameters).
+    fn view<L: Lane>(&self, view: usize, p: L, slots: &[L]) -> L {
+        let _ = (view, slots);
+        p
+    }
+
     /// The learning rate, the hyper-parameter named `lr`; `None` for a rule without one. A
     /// schedule ([`Config::schedule`](super::Config::schedule)) sets it each step.
     fn learning_rate(&self) -> Option<f32>;

@@ -358,6 +358,70 @@ fn resume_nadam_with_carried_scalar_and_ema_is_exact() {
     );
 }
 
+/// A tensor-wise rule's state resumes bit for bit: Adafactor's row and column statistics of
+/// each matrix (stored in their own shapes) and the whole second moment of each vector, and
+/// the file names each statistic under its tensor.
+#[test]
+fn resume_adafactor_with_row_and_column_statistics_is_exact() {
+    resume_is_exact::<Mlp, keras::Adafactor, 8>(
+        "adafactor",
+        |s| Mlp::init(Seed(s)),
+        |m, first| {
+            let lr = if first { 0.05 } else { 0.5 };
+            TrainStep::new(m, keras::Adafactor::default().with_lr(lr))
+        },
+        (3, 4),
+    );
+    let model = Mlp::init(Seed(1));
+    let train: TrainStep<Mlp, keras::Adafactor, 8> =
+        TrainStep::new(&model, keras::Adafactor::default());
+    let file = Parsed::new(&checkpoint::to_bytes(&model, &train).unwrap());
+    assert_eq!(file.shape("optimizer.r.fc1.weight"), [8]);
+    assert_eq!(file.shape("optimizer.c.fc1.weight"), [16]);
+    assert_eq!(file.shape("optimizer.velocity.fc2.bias"), [4]);
+    let names = file.names();
+    assert!(
+        !names.contains(&"optimizer.r.fc2.bias"),
+        "a vector keeps no row statistic"
+    );
+}
+
+/// Muon's matrices and the tensors routed by name to its AdamW branch resume bit for bit; a
+/// checkpoint of one routing does not load into a step routed otherwise.
+#[test]
+fn resume_muon_with_a_routed_layer_is_exact() {
+    let routed = |m: &Mlp| {
+        TrainStep::with_routes(
+            m,
+            keras::Muon::default(),
+            Config::default(),
+            &[("fc2", "adamw")],
+        )
+        .unwrap()
+    };
+    resume_is_exact::<Mlp, keras::Muon, 8>(
+        "muon",
+        |s| Mlp::init(Seed(s)),
+        |m, _| routed(m),
+        (3, 3),
+    );
+    let model = Mlp::init(Seed(1));
+    let bytes = checkpoint::to_bytes(&model, &routed(&model)).unwrap();
+    let file = Parsed::new(&bytes);
+    let names = file.names();
+    assert!(
+        names.contains(&"optimizer.velocity.fc2.weight"),
+        "routed to AdamW"
+    );
+    assert!(
+        !names.contains(&"optimizer.velocity.fc1.weight"),
+        "Muon's matrix"
+    );
+    let mut other: TrainStep<Mlp, keras::Muon, 8> = TrainStep::new(&model, keras::Muon::default());
+    let mut into = Mlp::init(Seed(2));
+    assert!(checkpoint::from_bytes(&bytes, &mut into, &mut other).is_err());
+}
+
 /// Every kind of train step keeps the same state in the same layout: a checkpoint of a
 /// layer-wise `EmbeddedStep` resumes in a layer-wise `TrainStep`, whose checkpoint resumes in a
 /// `TrainStep` that updates after the whole backward pass, and the three legs end with the bits

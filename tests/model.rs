@@ -744,3 +744,56 @@ fn graph_nodes_take_user_activations() {
     let y = [1u32, 3, 0];
     common::check_weights(&mut UserActGraph::init(Seed(4)), &x, &y, 1e-2);
 }
+
+/// A tensor-wise rule in a train step sees each trainable tensor with its shape: the step's
+/// update is the standalone optimizer's over the same shapes, applied to the step's
+/// gradients, and updating layer by layer during the backward pass (`Fused`) gives the same
+/// bits.
+fn tensor_wise_rule_trains_each_tensor_with_its_shape<R: fusegraph::optim::Rule + Copy>(rule: R) {
+    use fusegraph::optim::{Fused, Optimizer, Shape};
+    let shapes: Vec<Shape> = <Mlp as Model>::TRAINABLE_TENSORS
+        .iter()
+        .map(|t| Shape::of(t.tensor.shape))
+        .collect();
+    assert_eq!(shapes[0], Shape::matrix(8, 16));
+    let mut full_model = Mlp::init(Seed(3));
+    let mut fused_model = Mlp::init(Seed(3));
+    let mut reference = Mlp::init(Seed(3));
+    let mut full: TrainStep<Mlp, R, 4> = TrainStep::new(&full_model, rule);
+    let mut fused: TrainStep<Mlp, R, 4, Fused> = TrainStep::new(&fused_model, rule);
+    let mut grads: TrainStep<Mlp, R, 4> = TrainStep::new(&reference, rule);
+    let mut standalone = Optimizer::with_shapes(rule, &shapes, Default::default());
+    let mut rng = Rng::new(8);
+    for _ in 0..3 {
+        let x = rng.vec(4 * 8, 1.0);
+        let y = [0u32, 3, 1, 2];
+        full.run(&mut full_model, &x, &y);
+        fused.run(&mut fused_model, &x, &y);
+        grads.gradients(&mut reference, &x, &y);
+        standalone.step(reference.params_mut(), grads.grads());
+    }
+    let bits = |m: &Mlp| m.params().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&full_model),
+        bits(&reference),
+        "{}: the standalone optimizer",
+        R::NAME
+    );
+    assert_eq!(bits(&fused_model), bits(&full_model), "{}: Fused", R::NAME);
+    assert_ne!(
+        bits(&full_model),
+        bits(&Mlp::init(Seed(3))),
+        "{}: trained",
+        R::NAME
+    );
+}
+
+#[test]
+fn tensor_wise_rules_train_each_tensor_with_its_shape() {
+    use fusegraph::optim::{optax, torch};
+    tensor_wise_rule_trains_each_tensor_with_its_shape(keras::Muon::default().with_lr(0.02));
+    tensor_wise_rule_trains_each_tensor_with_its_shape(keras::Adafactor::default());
+    tensor_wise_rule_trains_each_tensor_with_its_shape(torch::Adafactor::default());
+    tensor_wise_rule_trains_each_tensor_with_its_shape(optax::Lamb::default());
+    tensor_wise_rule_trains_each_tensor_with_its_shape(optax::ScheduleFreeAdamw::default());
+}

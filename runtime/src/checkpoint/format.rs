@@ -74,6 +74,10 @@ fn entry_bytes(e: &Entry, values: Option<Part<'_>>, counter: i64) -> Vec<u8> {
         (Source::Tensor { tensor, at, .. }, Some(Part::Floats(v))) => {
             f32_bytes(tensor, &v[at..][..tensor.tensor.len()])
         }
+        (Source::Values { at, len, .. }, Some(Part::Floats(v))) => v[at..at + len]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect(),
         (_, Some(Part::Floats(v))) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         // Below 2^63 for the step counter (checked by `to_bytes_with`); the seed's 64 bits.
         (_, Some(Part::Word(w))) => (w as i64).to_le_bytes().to_vec(),
@@ -84,7 +88,9 @@ fn entry_bytes(e: &Entry, values: Option<Part<'_>>, counter: i64) -> Vec<u8> {
 /// The part of the state entry `e` is a tensor of, if it is one of a part.
 fn part_of(e: &Entry) -> Option<StatePart> {
     match e.source {
-        Source::Tensor { part, .. } | Source::Scalar(part) => Some(part),
+        Source::Tensor { part, .. } | Source::Values { part, .. } | Source::Scalar(part) => {
+            Some(part)
+        }
         Source::Counter => None,
     }
 }
@@ -202,7 +208,7 @@ pub fn to_bytes_with<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storag
     extra: &[(&str, &str)],
 ) -> Result<Vec<u8>, CheckpointError> {
     let opt = step.optimizer();
-    let entries = train_entries::<M, R>(step.state_parts());
+    let entries = train_entries::<M, R, U, S>(step.state_parts(), opt);
     check_unique(&entries)?;
     let counter = i64::try_from(opt.iterations()).map_err(|_| CheckpointError::Value {
         name: STEP.into(),
@@ -431,6 +437,11 @@ fn read_entry(e: &Entry, data: &[u8], values: PartMut<'_>) {
         (Source::Tensor { tensor, at, .. }, PartMut::Floats(v)) => {
             read_f32(tensor, data, &mut v[at..][..tensor.tensor.len()]);
         }
+        (Source::Values { at, len, .. }, PartMut::Floats(v)) => {
+            for (x, b) in v[at..at + len].iter_mut().zip(data.chunks_exact(4)) {
+                *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
         (_, PartMut::Floats(v)) => {
             for (x, b) in v.iter_mut().zip(data.chunks_exact(4)) {
                 *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -508,7 +519,7 @@ pub(crate) fn read_training<M: Model, R: Rule, const B: usize, U: UpdateMode, S:
     let mut file = File::parse(bytes)?;
     let version = file.meta.check_model::<M>(TRAINING)?;
     let hyper = file.meta.check_optimizer::<R>()?;
-    let entries = train_entries::<M, R>(step.state_parts());
+    let entries = train_entries::<M, R, U, S>(step.state_parts(), step.optimizer());
     check_unique(&entries)?;
     let checked = file.check(&entries, &[])?;
     file.verify(&checked, version, loader)?;

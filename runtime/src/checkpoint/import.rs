@@ -239,7 +239,9 @@ impl TorchImport {
                     at,
                     stored: s,
                 }),
-                Source::Counter | Source::Scalar(_) => report.ignored.push(s.name.clone()),
+                Source::Counter | Source::Scalar(_) | Source::Values { .. } => {
+                    report.ignored.push(s.name.clone())
+                }
             }
         }
         let unset: Vec<(String, Vec<usize>)> = entries

@@ -4,7 +4,7 @@
 use super::CheckpointError;
 use crate::layers::{torch_dim, torch_index};
 use crate::loss::Loss;
-use crate::optim::{OptimizerPart, Rule};
+use crate::optim::{Optimizer, OptimizerPart, Rule, Shape, SlotShape, Storage, UpdateMode};
 use crate::train::{layout_hash, Describe, Model, NamedTensor, StatePart, BATCH_COUNTER};
 use safetensors::Dtype;
 use std::collections::BTreeSet;
@@ -34,6 +34,16 @@ pub(crate) enum Source {
         tensor: &'static NamedTensor,
         /// Where its values start in the part.
         at: usize,
+    },
+    /// Values of a part in their own layout: a row or column statistic of a tensor-wise
+    /// rule's slot, `len` values from `at`.
+    Values {
+        /// The part.
+        part: StatePart,
+        /// Where the values start in the part.
+        at: usize,
+        /// How many.
+        len: usize,
     },
     /// The whole of a part of one value: a carried scalar, the step counter, the seed.
     Scalar(StatePart),
@@ -90,10 +100,76 @@ pub(crate) fn model_entries<M: Model>() -> Vec<Entry> {
 /// [`Step::state_parts`](crate::train::Step::state_parts) in turn: the model's, then each slot
 /// of each parameter (`optimizer.<slot>.<tensor>`), the EMA (`optimizer.ema.<tensor>`) when it
 /// is kept, each carried scalar (`optimizer.<name>`), the step counter and the dropout seed.
-pub(crate) fn train_entries<M: Model, R: Rule>(
+/// A tensor-wise rule's slots are laid out by `optimizer`'s tensors: each tensor's piece where
+/// its branch keeps one, a row or column statistic in its own shape
+/// ([`SlotShape`](crate::optim::SlotShape), rows and columns as the model stores the tensor).
+pub(crate) fn train_entries<M: Model, R: Rule, U: UpdateMode, S: Storage>(
     parts: impl Iterator<Item = StatePart>,
+    optimizer: &Optimizer<R, U, S>,
 ) -> Vec<Entry> {
-    entries::<M>(parts, R::SLOTS, R::CARRIED)
+    let mut out = Vec::new();
+    for part in parts {
+        match part {
+            StatePart::Optimizer(OptimizerPart::Slot(j)) if R::TENSOR_WISE => {
+                shaped_slot::<M, R, U, S>(&mut out, j, optimizer)
+            }
+            _ => out.extend(entries::<M>([part], R::SLOTS, R::CARRIED)),
+        }
+    }
+    out
+}
+
+/// Appends the entries of slot `j` of a tensor-wise rule: for each trainable tensor whose
+/// branch keeps the slot, its piece of the slot.
+fn shaped_slot<M: Model, R: Rule, U: UpdateMode, S: Storage>(
+    out: &mut Vec<Entry>,
+    j: usize,
+    optimizer: &Optimizer<R, U, S>,
+) {
+    let part = StatePart::Optimizer(OptimizerPart::Slot(j));
+    let shape = SlotShape::of::<R>(j);
+    for (i, t) in M::TRAINABLE_TENSORS.iter().enumerate() {
+        let Some(range) = optimizer.slot_range(j, i).filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let name = format!("{OPTIMIZER}{}.{}", R::SLOTS[j], key(t.layer, t.torch.name));
+        let dims = Shape::of(t.tensor.shape);
+        let (shape, source) = match shape {
+            SlotShape::Element => (
+                torch_shape(t.tensor.shape, t.torch.axes),
+                Source::Tensor {
+                    part,
+                    tensor: t,
+                    at: range.start,
+                },
+            ),
+            statistic => (
+                statistic_dims(statistic, dims),
+                Source::Values {
+                    part,
+                    at: range.start,
+                    len: range.len(),
+                },
+            ),
+        };
+        out.push(Entry {
+            name,
+            dtype: Dtype::F32,
+            shape,
+            source,
+        });
+    }
+}
+
+/// The dimensions of a row or column statistic of a tensor of shape `dims`.
+fn statistic_dims(shape: SlotShape, dims: Shape) -> Vec<usize> {
+    match shape {
+        SlotShape::Element => vec![dims.rows, dims.cols],
+        SlotShape::Rows => vec![dims.rows],
+        SlotShape::RowsByOne => vec![dims.rows, 1],
+        SlotShape::Cols => vec![dims.cols],
+        SlotShape::OneByCols => vec![1, dims.cols],
+    }
 }
 
 /// The tensors of `parts` of a model and a train step whose rule has `slots` and `carried`.

@@ -13,7 +13,7 @@ mod newton_schulz;
 pub mod optax;
 mod optimizer;
 #[cfg(feature = "alloc")]
-mod owned;
+pub(crate) mod owned;
 mod plan;
 mod reduce;
 mod rule;

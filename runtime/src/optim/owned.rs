@@ -97,19 +97,30 @@ impl<R: Rule> Optimizer<R> {
         routes: &[(usize, &str)],
         config: Config,
     ) -> Result<Self, StateError> {
-        let mut named = Vec::with_capacity(routes.len());
-        for &(tensor, branch) in routes {
-            if tensor >= shapes.len() {
+        let routes = branch_routes::<R>(shapes.len(), routes)?;
+        Ok(Self::allocate_placed(rule, placed(shapes, &routes), config))
+    }
+}
+
+/// `(tensor, branch name)` routes as `(tensor, branch index)`, checked against `tensors` and
+/// [`Rule::BRANCHES`].
+pub(crate) fn branch_routes<R: Rule>(
+    tensors: usize,
+    routes: &[(usize, &str)],
+) -> Result<Vec<(usize, usize)>, StateError> {
+    routes
+        .iter()
+        .map(|&(tensor, branch)| {
+            if tensor >= tensors {
                 return Err(StateError::TensorIndex(tensor));
             }
             let b = R::BRANCHES
                 .iter()
                 .position(|b| *b == branch)
                 .ok_or_else(|| StateError::UnknownName(branch.into()))?;
-            named.push((tensor, b));
-        }
-        Ok(Self::allocate_placed(rule, placed(shapes, &named), config))
-    }
+            Ok((tensor, b))
+        })
+        .collect()
 }
 
 impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
@@ -122,6 +133,20 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
     {
         let shapes: Vec<Shape> = tensor_lens.iter().map(|&l| Shape::vector(l)).collect();
         Self::allocate_placed(rule, placed(&shapes, &[]), config)
+    }
+
+    /// [`allocate`](Self::allocate) for tensors of the given shapes, some routed to a branch:
+    /// `(tensor, branch index)`.
+    pub(crate) fn allocate_shaped(
+        rule: R,
+        shapes: &[Shape],
+        routes: &[(usize, usize)],
+        config: Config<U>,
+    ) -> Self
+    where
+        U: EveryPart,
+    {
+        Self::allocate_placed(rule, placed(shapes, routes), config)
     }
 
     /// [`allocate`](Self::allocate) for tensors placed with their shapes and routes.

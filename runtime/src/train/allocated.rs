@@ -3,7 +3,10 @@
 use super::model::Model;
 use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
 use crate::aligned::AlignedFloats;
-use crate::optim::{Allocated, Config, EveryPart, Full, Optimizer, Rule, UpdateMode};
+use crate::optim::owned::branch_routes;
+use crate::optim::{
+    Allocated, Config, EveryPart, Full, Optimizer, Rule, Shape, StateError, UpdateMode,
+};
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 
@@ -37,10 +40,53 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
     where
         U: EveryPart,
     {
+        Self::placed(model, rule, config, &[])
+    }
+
+    /// [`with_config`](Self::with_config), with some tensors routed by name to a branch of a
+    /// tensor-wise rule (Keras' `exclude_layers`, optax's masks): `routes` holds `(name,
+    /// branch)` pairs, where `name` is a layer's field name (`fc1`: each of its trainable
+    /// tensors) or a tensor's (`fc1.weight`). The other tensors take the branch their shape
+    /// picks ([`Rule::branch`]).
+    ///
+    /// # Errors
+    /// [`StateError::UnknownName`] for a name that is no trainable tensor or layer, or a branch
+    /// the rule does not have.
+    pub fn with_routes(
+        model: &M,
+        rule: R,
+        config: Config<U>,
+        routes: &[(&str, &str)],
+    ) -> Result<Self, StateError>
+    where
+        U: EveryPart,
+    {
+        let mut indexed = Vec::new();
+        for &(name, branch) in routes {
+            let before = indexed.len();
+            for (i, t) in M::TRAINABLE_TENSORS.iter().enumerate() {
+                if names_tensor(name, t.layer, t.tensor.name) {
+                    indexed.push((i, branch));
+                }
+            }
+            if indexed.len() == before {
+                return Err(StateError::UnknownName(name.into()));
+            }
+        }
+        let routes = branch_routes::<R>(M::TRAINABLE_TENSORS.len(), &indexed)?;
+        Ok(Self::placed(model, rule, config, &routes))
+    }
+
+    /// A train step whose optimizer places each trainable tensor with its shape, on the branch
+    /// `routes` names (`(tensor, branch index)`) or its shape picks.
+    fn placed(model: &M, rule: R, config: Config<U>, routes: &[(usize, usize)]) -> Self
+    where
+        U: EveryPart,
+    {
         let () = Self::SOME_SAMPLES;
-        let lens: Vec<usize> = M::TRAINABLE_TENSORS
+        let shapes: Vec<Shape> = M::TRAINABLE_TENSORS
             .iter()
-            .map(|t| t.tensor.len())
+            .map(|t| Shape::of(t.tensor.shape))
             .collect();
         debug_assert_eq!(model.params().len(), M::PARAMS);
         Step {
@@ -53,10 +99,19 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode> TrainStep<M, R, B, U> {
                 scratch: AlignedFloats::zeros(M::scratch_len(B)),
                 gemm: AlignedFloats::zeros(M::gemm_len(B)),
             },
-            optimizer: Optimizer::allocate(rule, &lens, config),
+            optimizer: Optimizer::allocate_shaped(rule, &shapes, routes, config),
             seed: DEFAULT_SEED,
             first_sample: 0,
             model: PhantomData,
         }
+    }
+}
+
+/// Whether `name` names tensor `tensor` of layer `layer`: the layer's name, or
+/// `layer.tensor`.
+fn names_tensor(name: &str, layer: &str, tensor: &str) -> bool {
+    match name.split_once('.') {
+        Some((l, t)) => l == layer && t == tensor,
+        None => name == layer,
     }
 }

@@ -6,7 +6,7 @@ use super::tensors::NamedTensor;
 use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
 use crate::layers::{Ctx, Grad, Layer};
 use crate::loss::Loss;
-use crate::optim::{Layout, Rule};
+use crate::optim::{Layout, Rule, Shape};
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -211,6 +211,9 @@ impl<M: Model> Layout for ModelTensors<M> {
     }
     fn len(&self) -> usize {
         M::TRAINABLE
+    }
+    fn tensor_shape(&self, i: usize) -> Shape {
+        Shape::of(M::TRAINABLE_TENSORS[i].tensor.shape)
     }
 }
 

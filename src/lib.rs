@@ -3,10 +3,11 @@
 //!
 //! # Optimizers
 //!
-//! [`optimizer!`] turns an element-wise rule into a hyper-parameter struct that implements
-//! [`optim::Rule`]; [`optim::Optimizer`] owns the state (one buffer per slot, allocated once)
-//! and runs the fused pass. The built-ins in [`optim::keras`] and [`optim::torch`] are written
-//! with the same macro.
+//! [`optimizer!`] turns an element-wise rule, or one that reads per-tensor values (norms, row
+//! and column statistics, a Newton-Schulz matrix step), into a hyper-parameter struct that
+//! implements [`optim::Rule`]; [`optim::Optimizer`] owns the state (one buffer per slot,
+//! allocated once) and runs the fused pass. The built-ins in [`optim::keras`], [`optim::torch`]
+//! and [`optim::optax`] are written with the same macro.
 //!
 //! ```
 //! fusegraph::optimizer! {
@@ -122,7 +123,7 @@ pub use fusegraph_runtime::train::{Bytes, Model, NamedTensor, View};
 #[cfg(feature = "alloc")]
 pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 
-/// Compiles an element-wise optimizer rule into a typed optimizer.
+/// Compiles an optimizer rule, element-wise or per tensor, into a typed optimizer.
 ///
 /// ```
 /// fusegraph::optimizer! {
@@ -159,17 +160,33 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 ///   for it when it is built).
 /// - `slots { name = init, .. }`: per-element state, one `f32` buffer as long as the parameters
 ///   each, allocated once by [`optim::Optimizer`]. `init` may read hyper-parameters
-///   (`accumulator = initial_accumulator_value`).
+///   (`accumulator = initial_accumulator_value`). A slot may be shaped per tensor instead:
+///   `name: [rows] = init` keeps one value per row (`[rows, 1]` the same, kept as a column, as
+///   PyTorch's `row_var`), `[cols]` or `[1, cols]` one per column, and `[rows, cols]` one per
+///   element, as without dimensions. `name = p` starts as the parameter: the first step copies
+///   each tensor's parameters into it ([`optim::Optimizer::start_from`] does it before).
 /// - `carry { name = init, .. }`: per-optimizer scalar state, updated in `step` (Nadam's running
 ///   product of momentum factors).
+/// - `views { name = expr, .. }`: other values of the parameters that the state holds, such as
+///   schedule-free's average `eval_params = (p - (1.0 - b1) * z) / b1`: element-wise
+///   expressions of `p`, the element slots and the hyper-parameters, taken between steps with
+///   [`optim::Optimizer::view`] (the index of the view in [`optim::Rule::VIEWS`]).
 /// - `step { .. }` or `step(f64) { .. }`: runs once per step. `let` statements compute scalars
 ///   from hyper-parameters, carried scalars and `t`, the 1-based step number; compound
 ///   assignments update carried scalars. With `(f64)`, scalars are computed in `f64` from each
 ///   hyper-parameter widened to the decimal it was written as (`0.999` stays `0.999`), as PyTorch
 ///   computes them from Python floats; otherwise in `f32`, as Keras does.
-/// - `update { .. }`: the element-wise rule over `p` (the parameter), `g` (its gradient, read
-///   only) and the slots. Statements run in order; a slot read after its assignment sees the new
-///   value. `let` binds temporaries; `p` must be assigned.
+/// - `update { .. }`: the rule over `p` (the parameter), `g` (its gradient, read only) and the
+///   slots. Statements run in order; a slot read after its assignment sees the new value. `let`
+///   binds temporaries; `p` must be assigned. Without per-tensor values (below) the rule is
+///   element-wise.
+/// - Branches: `update factored when rank == 2 { .. } update unfactored { .. }`, each named. A
+///   tensor takes the first branch whose condition holds (`rank`, `rows`, `cols` or `numel`
+///   compared with a literal), else the last, which has no condition. A branch without a
+///   condition before the last is taken only by route: [`optim::Optimizer::with_routes`] names
+///   a branch for some tensors (`&[(tensor_index, "branch")]`: Keras' `exclude_layers`, optax's
+///   masks). Slots are shared by name; a tensor keeps a slot only if its branch reads or
+///   assigns it.
 ///
 /// # Expressions
 ///
@@ -188,6 +205,65 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// `step`'s precision, and stored in the step struct; the lane code reads it as a splat. No
 /// `mul_add` is emitted: each operation rounds, as in the frameworks.
 ///
+/// `update` also reads per-tensor values, which make the rule tensor-wise:
+/// - reductions over the tensor: `norm(x)` (`sqrt(sum(x * x))`), `rms(x)`, `mean(x)`,
+///   `sum(x)`, of a value with one per element, row or column (`mean(r)` of a row slot);
+/// - row and column statistics of a value with one per element: `row_mean(x)` and `row_sum(x)`
+///   (over the last axis, one value per row), `col_mean(x)` and `col_sum(x)` (one per column);
+///   a row value with a column value makes one per element, their outer product;
+/// - the tensor's dimensions `rows` (the product of every axis but the last), `cols` (the last
+///   axis), `numel` and `rank`, as `f32`;
+/// - the matrix step `orthogonalize(x, steps, a, b, c)`: `steps` Newton-Schulz iterations
+///   (`a X + (b A + (c A) A) X` with `A = X Xᵀ`, as Keras and optax compute them) on the
+///   crate's GEMM, with per-step scalars for `steps` and the coefficients; only in a branch
+///   `when rank == 2`.
+///
+/// `p` or a slot takes a value of its own shape or one the same across it: a per-tensor value
+/// fits a row slot, a value with one per element does not.
+///
+/// ```
+/// use fusegraph::optim::{Config, Optimizer, Rule, Shape};
+///
+/// fusegraph::optimizer! {
+///     /// SGD with LAMB's trust ratio on matrices: each matrix's step is scaled by
+///     /// `||p|| / ||g||`; every other tensor takes plain SGD.
+///     pub struct TrustSgd {
+///         hyper { lr: f32 = 0.1 }
+///         update trusted when rank == 2 {
+///             let g_norm = norm(g);
+///             let ratio = if g_norm > 0.0 { norm(p) / g_norm } else { 1.0 };
+///             p -= lr * ratio * g;
+///         }
+///         update plain {
+///             p -= lr * g;
+///         }
+///     }
+/// }
+///
+/// // A 2x3 weight and its bias, one after the other in the flat buffer.
+/// let shapes = [Shape::matrix(2, 3), Shape::vector(3)];
+/// let mut opt = Optimizer::with_shapes(TrustSgd::default(), &shapes, Config::default());
+/// assert_eq!(TrustSgd::BRANCHES, ["trusted", "plain"]);
+/// assert_eq!((opt.tensor_branch(0), opt.tensor_branch(1)), (Some(0), Some(1)));
+/// let start = [1.0_f32, 2.0, 2.0, 0.0, 0.0, 4.0, 1.0, 1.0, 1.0];
+/// let grads = [0.3_f32, 0.0, 0.4, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5];
+/// let mut params = start;
+/// opt.step(&mut params, &grads);
+/// // ||p|| = 5 and ||g|| = 0.5: the weight moves ten times as far as plain SGD moves it.
+/// let ratio = 5.0_f32 / 0.5;
+/// assert!((params[0] - (1.0 - 0.1 * ratio * 0.3)).abs() < 1e-6);
+/// assert!((params[2] - (2.0 - 0.1 * ratio * 0.4)).abs() < 1e-6);
+/// assert_eq!(params[6], 1.0 - 0.1 * 0.5);
+///
+/// // Routed to `plain` (Keras' `exclude_layers`), the weight takes the plain step.
+/// let routes = [(0, "plain")];
+/// let mut opt = Optimizer::with_routes(TrustSgd::default(), &shapes, &routes, Config::default())?;
+/// let mut params = start;
+/// opt.step(&mut params, &grads);
+/// assert_eq!(params[0], 1.0 - 0.1 * 0.3);
+/// # Ok::<(), fusegraph::optim::StateError>(())
+/// ```
+///
 /// # What it generates
 ///
 /// The struct with its `Default` and builders, and, inside `const _: () = { .. };`, a step
@@ -198,12 +274,37 @@ pub use fusegraph_runtime::train::{Evaluation, TrainStep};
 /// the fused pass, which runs it on AVX2 registers where the CPU has them and the build's
 /// `wide` does not use them; see [`lane`]). `cargo expand` shows it.
 ///
+/// A rule with per-tensor values, slot shapes or branches sets [`optim::Rule::TENSOR_WISE`] and
+/// implements, besides, `BRANCHES`, `SLOT_SHAPES`, `branch` (the conditions), `slot_len`,
+/// `work_len` and `update_tensor`, which [`optim::Optimizer`] calls a tensor at a time (the
+/// gradient transforms, weight decay and EMA of its [`optim::Config`] around it). Each branch
+/// is planned into passes over the tensor when the crate compiles: a statement runs in the
+/// pass after the last reduction or matrix step its value waits for, so a LAMB step is two
+/// passes (the moments and the sums of `p * p` and `u * u`, then the step with the ratio).
+/// Each pass is one loop over the tensor's lanes (row by row where it reads row or column
+/// values) that runs that pass's statements in program order and adds up the reductions it
+/// feeds; per-tensor values are computed between passes, and a `let` that a later pass reads
+/// is computed again there. A sum takes the values in the tensor's order into eight `f32`
+/// sums, as an `f32x8` pass would, widened every 256 values into an [`accumulate`] total, so
+/// that it has the same bits on every lane type and thread count. The scratch (row and column
+/// statistics, a matrix step's argument and the Newton-Schulz products) is allocated once, for
+/// the largest tensor. Slots that start as the parameter are [`optim::Rule::PARAM_SLOTS`], and
+/// views are [`optim::Rule::VIEWS`] with [`optim::Rule::view`], on lanes.
+///
 /// # Errors
 ///
 /// Mistakes are compile errors on the offending token that say what to write instead: an
 /// unknown name, an assignment to `g`, `t`, a hyper-parameter or a temporary, a per-element
 /// value in `step`, a function outside the language, a duplicate or reserved name, a
-/// hyper-parameter that is not `f32`, an `update` that never assigns `p`.
+/// hyper-parameter that is not `f32`, an `update` that never assigns `p`. For per-tensor
+/// rules: a reduction or matrix step outside `update`, a reduction of a value that is the same
+/// for every element, a value with one per element assigned to a row or column slot, a slot
+/// shape other than the five, `orthogonalize` outside a branch `when rank == 2`, several
+/// `update`s without names, a condition other than a dimension compared with a literal, a
+/// condition on the last branch, and an assignment that a statement before it would see
+/// because it waits for a reduction (it runs in a later pass). A slot that starts as the
+/// parameter with dimensions, and a view that reads `g`, `t`, a `step` value, a carried
+/// scalar or a slot with dimensions, are errors too.
 pub use fusegraph_macros::optimizer;
 
 /// Compiles element-wise activation functions, written as one expression each, into layer

@@ -12,7 +12,7 @@ mod paths;
 
 use proc_macro::TokenStream;
 
-/// Compiles an element-wise optimizer rule into a typed optimizer.
+/// Compiles an optimizer rule, element-wise or per tensor, into a typed optimizer.
 ///
 /// The language and what it generates are documented where the `fusegraph` crate re-exports
 /// this macro (`fusegraph::optimizer!`).

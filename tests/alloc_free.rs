@@ -289,6 +289,22 @@ fn allocations_during_train_steps<
     allocations_in_rounds(&mut step, &mut model, (x.as_slice(), &x[..M::IN]), &y)
 }
 
+/// Allocations in train steps of `M` with a tensor-wise rule `R` (reductions, row and column
+/// statistics, Newton-Schulz on the GEMM) and value clipping (a transformed gradient).
+fn allocations_during_tensor_wise_steps<
+    M: fusegraph::Model<Loss = SoftmaxCrossEntropy, Input = f32>,
+    R: Rule,
+    const B: usize,
+>(
+    mut model: M,
+    rule: R,
+) -> usize {
+    let (x, y) = batch::<M, B>();
+    let config = Config::default().clip_value(1.0);
+    let mut step = TrainStep::<M, R, B>::with_config(&model, rule, config);
+    allocations_in_rounds(&mut step, &mut model, (x.as_slice(), &x[..M::IN]), &y)
+}
+
 /// A batch of `B` samples of `M` and their labels.
 fn batch<M: fusegraph::Model, const B: usize>() -> (Vec<f32>, Vec<u32>) {
     let x: Vec<f32> = (0..B * M::IN)
@@ -299,8 +315,8 @@ fn batch<M: fusegraph::Model, const B: usize>() -> (Vec<f32>, Vec<u32>) {
 
 /// Allocations in three rounds of train steps on the batch `x` and on the one sample `one`,
 /// input gradients and predictions, after a first step.
-fn allocations_in_rounds<M, const B: usize, X, One>(
-    step: &mut TrainStep<M, keras::Adam, B>,
+fn allocations_in_rounds<M, R: Rule, const B: usize, X, One>(
+    step: &mut TrainStep<M, R, B>,
     model: &mut M,
     (x, one): (&X, &One),
     y: &[u32],
@@ -421,6 +437,38 @@ fn train_steps_do_not_allocate(pool: &rayon::ThreadPool) {
     assert_eq!(
         split, 0,
         "{split} allocations in parallel recurrent train steps"
+    );
+    use fusegraph::optim::optax;
+    let muon = pool.install(|| {
+        allocations_during_tensor_wise_steps::<_, _, 16>(
+            WideMlp::init(Seed(2)),
+            keras::Muon::default(),
+        )
+    });
+    assert_eq!(muon, 0, "{muon} allocations in parallel Muon steps");
+    let adafactor = allocations_during_tensor_wise_steps::<_, _, 8>(
+        Everything::init(Seed(1)),
+        torch::Adafactor::default(),
+    );
+    assert_eq!(
+        adafactor, 0,
+        "{adafactor} allocations in Adafactor steps of every layer kind"
+    );
+    let lamb = allocations_during_tensor_wise_steps::<_, _, 8>(
+        FineTuned::init(Seed(6)),
+        optax::Lamb::default(),
+    );
+    assert_eq!(
+        lamb, 0,
+        "{lamb} allocations in LAMB steps with frozen tensors"
+    );
+    let schedule_free = allocations_during_tensor_wise_steps::<_, _, 8>(
+        Everything::init(Seed(1)),
+        optax::ScheduleFreeAdamw::default(),
+    );
+    assert_eq!(
+        schedule_free, 0,
+        "{schedule_free} allocations in schedule-free steps"
     );
     let packed = allocations_during_padded_steps::<_, 8>(PackedRecurrences::init(Seed(7)));
     assert_eq!(

@@ -797,3 +797,38 @@ fn tensor_wise_rules_train_each_tensor_with_its_shape() {
     tensor_wise_rule_trains_each_tensor_with_its_shape(optax::Lamb::default());
     tensor_wise_rule_trains_each_tensor_with_its_shape(optax::ScheduleFreeAdamw::default());
 }
+
+/// Schedule-free AdamW's evaluation view in a train step: `view_into` writes the average
+/// `(y - (1 - b1) z) / b1` of every trainable tensor into another model, the one to evaluate
+/// and save, while training goes on with the iterate `y`.
+#[test]
+fn schedule_free_evaluates_at_the_average() {
+    use fusegraph::optim::optax::ScheduleFreeAdamw;
+    let mut model = Mlp::init(Seed(3));
+    let rule = ScheduleFreeAdamw::default().with_lr(0.05);
+    let mut step: TrainStep<Mlp, ScheduleFreeAdamw, 4> = TrainStep::new(&model, rule);
+    let mut rng = Rng::new(9);
+    let x = rng.vec(4 * 8, 1.0);
+    let y = [0u32, 3, 1, 2];
+    for _ in 0..5 {
+        step.run(&mut model, &x, &y);
+    }
+    let mut average = Mlp::init(Seed(7));
+    step.view_into(&model, 0, &mut average);
+    let b1 = rule.b1;
+    for (i, t) in <Mlp as Model>::TRAINABLE_TENSORS.iter().enumerate() {
+        let z = step.optimizer().slot_tensor("z", i).unwrap();
+        let r = t.offset..t.offset + t.tensor.len();
+        for ((got, p), z) in average.params()[r.clone()]
+            .iter()
+            .zip(&model.params()[r])
+            .zip(z)
+        {
+            assert_eq!(got.to_bits(), ((p - (1.0 - b1) * z) / b1).to_bits());
+        }
+    }
+    assert_ne!(average.params(), model.params());
+    let at_average = step.evaluate(&average, &x, &y).loss;
+    let at_iterate = step.evaluate(&model, &x, &y).loss;
+    assert!(at_average.is_finite() && at_average != at_iterate);
+}

@@ -1464,3 +1464,47 @@ fn a_fit_of_padded_token_sequences_resumes_from_its_checkpoint_with_the_same_bit
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// With schedule-free AdamW the trainer validates, evaluates and predicts at its evaluation
+/// view (the average of the iterates), and the model it trains keeps its iterate bit for bit.
+#[test]
+fn schedule_free_evaluates_and_predicts_at_the_average() {
+    use fusegraph::optim::optax::ScheduleFreeAdamw;
+    let data = blobs(96, 5);
+    let model = Net::init(Seed(2));
+    let rule = ScheduleFreeAdamw::default()
+        .with_lr(0.02)
+        .with_warmup_steps(4.0);
+    let step: TrainStep<Net, ScheduleFreeAdamw, 16> = TrainStep::new(&model, rule);
+    let mut trainer = Trainer::new(model, step).verbose(Verbose::Silent);
+    let history = trainer
+        .fit(&data, &FitOptions::new(3).validation_split(0.25), &mut [])
+        .unwrap();
+    let iterate = bits(trainer.model().params());
+    let evaluated = trainer.evaluate(&data).unwrap();
+    let predicted = trainer.predict(data.x());
+    assert_eq!(
+        bits(trainer.model().params()),
+        iterate,
+        "the iterate is back"
+    );
+
+    let (model, mut step) = trainer.into_parts();
+    let mut average = Net::init(Seed(9));
+    step.view_into(&model, 0, &mut average);
+    assert_ne!(bits(average.params()), iterate);
+    let mut outputs = Vec::new();
+    for at in (0..data.len()).step_by(16) {
+        let x = &data.x()[at * 4..(at + 16).min(data.len()) * 4];
+        outputs.extend_from_slice(step.predict(&average, x));
+    }
+    assert_eq!(
+        bits(&predicted),
+        bits(&outputs),
+        "predictions at the average"
+    );
+    let at_iterate: Vec<f32> = step.predict(&model, &data.x()[..16 * 4]).to_vec();
+    assert_ne!(bits(&at_iterate), bits(&outputs[..16 * 3]));
+    assert!(evaluated.loss.is_finite());
+    assert!(history.epochs.iter().all(|e| e.val.is_some()));
+}

@@ -10,7 +10,7 @@ use super::progress::{Progress, Verbose};
 use crate::data::Dataset;
 use crate::layers::Lengths;
 use crate::loss::{Loss, TargetValue};
-use crate::optim::Rule;
+use crate::optim::{Rule, EVAL_VIEW};
 use crate::rng::Rng;
 use crate::train::{batch, BatchError, Inputs, Model, Padded, Target, TrainStep};
 use std::time::Instant;
@@ -41,6 +41,13 @@ pub type DatasetOf<M> = Dataset<Target<M>, <M as Model>::Input>;
 /// first of the data set that holds it (the training data, before a validation split, or the
 /// validation data). So no step of a fit panics on the data.
 ///
+/// With a rule that has the view [`EVAL_VIEW`] (schedule-free AdamW's `eval_params`, the
+/// average of its iterates), validation, [`evaluate`](Self::evaluate) and
+/// [`predict`](Self::predict) run at that view, as optax's `schedule_free_eval_params` and
+/// PyTorch's `optimizer.eval()` have them: the model's trainable tensors take the view's
+/// values for the evaluation and their training values back after it, bit for bit, through
+/// one copy of the parameters kept with the trainer.
+///
 /// ```
 /// use fusegraph_runtime::data::Dataset;
 /// use fusegraph_runtime::fit::{FitOptions, Metric, Trainer, Verbose};
@@ -67,6 +74,9 @@ pub struct Trainer<M: Model, R: Rule, const B: usize> {
     pub(super) blengths: Vec<u32>,
     /// The data-parallel step, when the trainer runs on several processes or accumulates.
     pub(super) parallel: Option<Parallel<M, R, B>>,
+    /// The training values of the parameters while an evaluation runs at the rule's
+    /// [`EVAL_VIEW`]; empty for a rule without one.
+    kept: Vec<f32>,
 }
 
 impl<M, R, const B: usize> Trainer<M, R, B>
@@ -91,6 +101,7 @@ where
             by: Vec::with_capacity(B * <M::Loss as Loss>::targets_per_sample(M::OUT)),
             blengths: Vec::with_capacity(if M::STEPS > 0 { B } else { 0 }),
             parallel: None,
+            kept: std::vec![0.0; if eval_view::<R>().is_some() { M::PARAMS } else { 0 }],
         }
     }
 
@@ -409,7 +420,33 @@ where
         Ok(self.in_pool(|t| t.evaluate_now(data, set)))
     }
 
+    /// Runs `f` with the model's trainable tensors at the rule's [`EVAL_VIEW`], when it has
+    /// one, and their training values back afterwards.
+    fn at_eval_view<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let Some(view) = eval_view::<R>() else {
+            return f(self);
+        };
+        self.kept.copy_from_slice(self.model.params());
+        let params = self.model.params_mut();
+        for (i, t) in M::TRAINABLE_TENSORS.iter().enumerate() {
+            let r = t.offset..t.offset + t.tensor.len();
+            let training = &self.kept[r.clone()];
+            self.step
+                .optimizer()
+                .view_tensor(view, i, training, &mut params[r]);
+        }
+        let out = f(self);
+        self.model.params_mut().copy_from_slice(&self.kept);
+        out
+    }
+
+    /// Loss and metrics on `data`, at the rule's [`EVAL_VIEW`] when it has one.
     fn evaluate_now(&mut self, data: &DatasetOf<M>, set: MetricSet) -> Metrics {
+        self.at_eval_view(|t| t.evaluate_at_params(data, set))
+    }
+
+    /// Loss and metrics on `data` at the model's parameters as they are.
+    fn evaluate_at_params(&mut self, data: &DatasetOf<M>, set: MetricSet) -> Metrics {
         let per = data.targets_per_sample();
         let x = Padded::with(data.x(), Lengths::given(data.lengths()));
         let mut acc = Accumulator::new(set);
@@ -441,10 +478,12 @@ where
         assert_eq!(out.len(), n * M::OUT, "output length");
         batch::expect(batch::lengths::<M>(x.lengths(), n));
         self.in_pool(|t| {
-            for (c, os) in out.chunks_mut(B * M::OUT).enumerate() {
-                let at = c * B..(c * B + B).min(n);
-                os.copy_from_slice(t.step.predict(&t.model, &x.samples(at, M::IN)));
-            }
+            t.at_eval_view(|t| {
+                for (c, os) in out.chunks_mut(B * M::OUT).enumerate() {
+                    let at = c * B..(c * B + B).min(n);
+                    os.copy_from_slice(t.step.predict(&t.model, &x.samples(at, M::IN)));
+                }
+            })
         });
     }
 
@@ -458,6 +497,11 @@ where
         self.predict_into(x, &mut out);
         out
     }
+}
+
+/// The index of [`EVAL_VIEW`] among `R`'s views, if it has it.
+fn eval_view<R: Rule>() -> Option<usize> {
+    R::VIEWS.iter().position(|v| *v == EVAL_VIEW)
 }
 
 /// What a fit prints (once) at the first NaN or infinite loss when nothing acts on it.

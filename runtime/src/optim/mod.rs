@@ -39,7 +39,8 @@ pub use owned::StateError;
 pub(crate) use plan::Plan;
 pub use reduce::{sum_squares, REDUCE_BLOCK};
 pub use rule::{
-    slot_range, LearningRate, Rule, Shape, SlotShape, TensorUpdate, MAX_CARRIED, MAX_SLOTS,
+    slot_range, LearningRate, Rule, Shape, SlotShape, TensorUpdate, EVAL_VIEW, MAX_CARRIED,
+    MAX_SLOTS,
 };
 pub use schedule::{Decay, Schedule};
 pub use state::{OptimizerPart, Part, PartMut};

@@ -252,26 +252,37 @@ impl<R: Rule, U: UpdateMode, S: Storage> Optimizer<R, U, S> {
     }
 
     /// Writes view `view` of [`Rule::VIEWS`] (schedule-free's `eval_params`) of `params` into
-    /// `out`: each tensor's values computed on lanes from its parameters and element slots. A
-    /// tensor whose branch keeps no such slot reads its parameters in its place.
+    /// `out`: each tensor's values computed on lanes from its parameters and element slots.
+    /// A tensor whose branch keeps no such slot reads its parameters in its place.
     ///
     /// Panics if `view` is not an index of [`Rule::VIEWS`], or `params` or `out` is not as
     /// long as the layout.
     pub fn view(&self, view: usize, params: &[f32], out: &mut [f32]) {
-        assert!(view < R::VIEWS.len(), "{} has no view {view}", R::NAME);
         assert_eq!(params.len(), self.len(), "parameter buffer length");
         assert_eq!(out.len(), self.len(), "view buffer length");
         for i in 0..self.tensor_count() {
             let r = self.layout.tensor_range(i);
-            let slots: [&[f32]; MAX_SLOTS] = core::array::from_fn(|j| {
-                let slot = match self.slot_range(j, i) {
-                    Some(slot) if j < R::SLOTS.len() && slot.len() == r.len() => slot,
-                    _ => return &[][..],
-                };
-                &self.slots[self.slot_span(j)][slot]
-            });
-            super::views::write::<R>(&self.rule, view, &params[r.clone()], slots, &mut out[r]);
+            self.view_tensor(view, i, &params[r.clone()], &mut out[r]);
         }
+    }
+
+    /// [`view`](Self::view) of tensor `i` alone: `params` and `out` are its values.
+    ///
+    /// Panics if `view` is not an index of [`Rule::VIEWS`], `i` not a tensor, or `params` or
+    /// `out` not as long as the tensor.
+    pub fn view_tensor(&self, view: usize, i: usize, params: &[f32], out: &mut [f32]) {
+        assert!(view < R::VIEWS.len(), "{} has no view {view}", R::NAME);
+        let n = self.layout.tensor_range(i).len();
+        assert_eq!(params.len(), n, "tensor {i}'s parameters");
+        assert_eq!(out.len(), n, "tensor {i}'s view");
+        let slots: [&[f32]; MAX_SLOTS] = core::array::from_fn(|j| {
+            let slot = match self.slot_range(j, i) {
+                Some(slot) if j < R::SLOTS.len() && slot.len() == n => slot,
+                _ => return &[][..],
+            };
+            &self.slots[self.slot_span(j)][slot]
+        });
+        super::views::write::<R>(&self.rule, view, params, slots, out);
     }
 
     /// The learning rate the next step will use (the schedule's value, or the rule's `lr`).

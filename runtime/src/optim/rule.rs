@@ -107,6 +107,11 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
     fn learning_rate_mut(&mut self) -> Option<&mut f32>;
 }
 
+/// The name of the view at which to evaluate ([`Rule::VIEWS`]): the
+/// [`Trainer`](crate::fit::Trainer) validates, evaluates and predicts at it (schedule-free
+/// AdamW's average of its iterates, optax's `schedule_free_eval_params`).
+pub const EVAL_VIEW: &str = "eval_params";
+
 /// A rule with a learning rate, the hyper-parameter named `lr`: `optimizer!` implements it for
 /// every rule that declares one. What sets the rate while training runs (the learning-rate
 /// callbacks of `fit`) takes only such rules, so that a rule whose rate has another name is a

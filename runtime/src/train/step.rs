@@ -152,6 +152,26 @@ impl<M: Model, R: Rule, const B: usize, U: UpdateMode, S: Storage> Step<M, R, B,
         &mut self.optimizer
     }
 
+    /// Writes `model` with view `view` of its trainable tensors into `into`: the values of
+    /// [`Rule::VIEWS`]`[view]` (schedule-free's `eval_params`, the average at which to
+    /// evaluate and to save for inference), its frozen tensors and its state as they are. Then
+    /// [`evaluate`](Self::evaluate), [`predict`](Self::predict) and
+    /// `checkpoint::save_model` take `into`; training goes on with `model`. Allocates nothing.
+    ///
+    /// # Panics
+    /// If `view` is not an index of [`Rule::VIEWS`].
+    pub fn view_into(&self, model: &M, view: usize, into: &mut M) {
+        into.params_mut().copy_from_slice(model.params());
+        into.split_mut().1.copy_from_slice(model.state());
+        let params = model.params();
+        let out = into.params_mut();
+        for (i, t) in M::TRAINABLE_TENSORS.iter().enumerate() {
+            let r = t.offset..t.offset + t.tensor.len();
+            self.optimizer
+                .view_tensor(view, i, &params[r.clone()], &mut out[r]);
+        }
+    }
+
     /// The gradient buffer: after [`run`](Self::run) or [`gradients`](Self::gradients) in
     /// the [`Full`](crate::optim::Full) mode, the gradients of the trainable tensors, laid out
     /// as [`Model::TRAINABLE_TENSORS`] (the model's parameter layout when none is frozen; an

@@ -594,3 +594,44 @@ fn small_buckets_sent_during_the_backward_pass_give_the_same_bits() {
         }
     }
 }
+
+/// A tensor-wise rule (Muon: Newton-Schulz on every matrix, AdamW on the biases) over data
+/// parallel ranks gives the bits of one process accumulating the same shards: each rank updates
+/// every tensor whole from the same summed gradients.
+#[test]
+fn muon_on_several_ranks_gives_the_bits_of_one_process() {
+    use fusegraph::optim::keras::Muon;
+    fn muon_trainer() -> Trainer<Net, Muon, B> {
+        let model = Net::init(Seed(3));
+        let step = TrainStep::new(&model, Muon::default().with_lr(0.02)).with_seed(Seed(5));
+        Trainer::new(model, step)
+            .verbose(Verbose::Silent)
+            .threads(1)
+    }
+    let data = blobs(SAMPLES);
+    let mut one = muon_trainer().accumulate(4).unwrap();
+    one.fit(&data, &options(2), &mut []).unwrap();
+    let one = bits(one.model().params());
+    let ranks: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let jobs: Vec<_> = ThreadRanks::group(2)
+            .into_iter()
+            .map(|comm| {
+                let data = &data;
+                s.spawn(move || {
+                    let mut t = muon_trainer().data_parallel(comm, 4).unwrap();
+                    t.fit(data, &options(2), &mut []).unwrap();
+                    bits(t.model().params())
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for (rank, got) in ranks.iter().enumerate() {
+        assert_eq!(got, &one, "rank {rank} of 2");
+    }
+    assert_ne!(one, bits(Net::init(Seed(3)).params()));
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}

@@ -128,6 +128,53 @@ fn fused_updates_give_the_bits_of_a_full_gradient() {
     }
 }
 
+/// Tensor-wise rules from an arena, layer by layer and after the whole backward pass, give the
+/// bits of a `TrainStep`: Muon's Newton-Schulz (its scratch in the arena, sized at compile
+/// time), Adafactor's row and column statistics (the arena's slots take what they keep), and
+/// LAMB's trust ratio with value clipping (a transformed gradient).
+#[test]
+fn tensor_wise_rules_train_from_an_arena() {
+    use fusegraph::optim::optax;
+    let muon = keras::Muon::default().with_lr(0.02);
+    same_bits(
+        Deeper::init,
+        muon,
+        Config::default(),
+        Config::<Fused>::new(),
+        6,
+    );
+    same_bits(
+        Tiny::init,
+        muon,
+        Config::default(),
+        Config::<Full>::new(),
+        6,
+    );
+    let adafactor = torch::Adafactor::default();
+    same_bits(
+        Deeper::init,
+        adafactor,
+        Config::default(),
+        Config::<Fused>::new(),
+        6,
+    );
+    let clipped = || Config::default().clip_value(0.05);
+    let lamb = optax::Lamb::default().with_lr(0.01);
+    same_bits(
+        Deeper::init,
+        lamb,
+        clipped(),
+        Config::<Fused>::new().clip_value(0.05),
+        6,
+    );
+    let bound = fusegraph::train::optimizer_work::<Deeper, keras::Muon>();
+    assert!(
+        bound >= fusegraph::optim::newton_schulz_serial_work(32, 16),
+        "{bound}"
+    );
+    assert_eq!(fusegraph::train::optimizer_work::<Deeper, keras::Adam>(), 0);
+}
+
 #[test]
 fn every_layerwise_option_keeps_the_bits() {
     let schedule = Schedule::cosine(0.02, 20, 0.1).with_warmup(3, 0.0);

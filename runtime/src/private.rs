@@ -493,7 +493,9 @@ const fn copy_from_torch<const N: usize>(
 /// What a tensor-wise rule's `update_tensor` names: the lanes of a buffer, the sums of its
 /// reductions, the first value of a lane, and the Newton-Schulz matrix step.
 pub mod tensorwise {
-    pub use crate::optim::{lanes, newton_schulz, newton_schulz_work, At, Coefficients, Sum};
+    pub use crate::optim::{
+        lanes, newton_schulz, newton_schulz_serial_work, At, Coefficients, Sum,
+    };
 
     /// The first value of `v`: what a value with one per tensor or per row keeps of the lanes
     /// it is computed on.

@@ -899,7 +899,7 @@ pub fn items(r: &Rule, slot_names: &[String]) -> Result<TokenStream, syn::Error>
     let work_arms = plans.iter().enumerate().map(|(b, plan)| {
         let (regions, ns) = work_regions(plan);
         let lens = regions.iter().map(|(_, len)| len);
-        let ns = ns.then(|| quote!(+ #p::tensorwise::newton_schulz_work(__rows, __cols)));
+        let ns = ns.then(|| quote!(+ #p::tensorwise::newton_schulz_serial_work(__rows, __cols)));
         quote!(#b => 0 #(+ #lens)* #ns,)
     });
     let bodies = plans.iter().enumerate().map(|(b, plan)| {
@@ -927,8 +927,18 @@ pub fn items(r: &Rule, slot_names: &[String]) -> Result<TokenStream, syn::Error>
         }
     });
     let slot_shapes = r.slot_shapes.iter().map(|s| format_ident!("{}", s));
+    // Every region holds at most one value per value of the tensor: a matrix, a row's or a
+    // column's.
+    let work_per_value = plans
+        .iter()
+        .map(|plan| work_regions(plan).0.len())
+        .max()
+        .unwrap_or(0);
+    let matrix_step = plans.iter().any(|plan| !plan.matrices.is_empty());
     Ok(quote! {
         const TENSOR_WISE: bool = true;
+        const WORK_PER_VALUE: usize = #work_per_value;
+        const MATRIX_STEP: bool = #matrix_step;
         const BRANCHES: &'static [&'static str] = #branch_names;
         const SLOT_SHAPES: &'static [#p::SlotShape] = &[#(#p::SlotShape::#slot_shapes),*];
 

@@ -452,7 +452,8 @@ const fn min(a: usize, b: usize) -> usize {
     }
 }
 
-const fn max(a: usize, b: usize) -> usize {
+/// The larger of two sizes, in constants.
+pub(crate) const fn max(a: usize, b: usize) -> usize {
     if a > b {
         a
     } else {

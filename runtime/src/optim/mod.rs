@@ -32,7 +32,10 @@ pub use mode::{
     AllGradientsFirst, Every, EveryPart, Full, Fused, Plain, UpdateMode, UpdatePart, UpdateSet,
     Updates,
 };
-pub use newton_schulz::{newton_schulz, newton_schulz_work, Coefficients};
+pub use newton_schulz::{
+    newton_schulz, newton_schulz_serial_work, newton_schulz_work, Coefficients,
+};
+pub(crate) use optimizer::slots_len;
 pub use optimizer::Optimizer;
 #[cfg(feature = "alloc")]
 pub use owned::StateError;

@@ -33,7 +33,7 @@
 //! and the GEMM's workspace. The products are as deterministic as [`gemm`]: the result does not
 //! depend on the number of threads.
 
-use crate::kernels::gemm::{gemm, workspace_len_threads, MatMut, MatRef};
+use crate::kernels::gemm::{gemm, max, workspace_len_threads, MatMut, MatRef};
 use crate::kernels::parallel::pool_threads;
 
 #[cfg(test)]
@@ -110,21 +110,36 @@ pub fn newton_schulz(
 
 /// The shape `(m, n)` of the matrix the iteration runs on: the input's, or its transpose's
 /// when it is tall, so that `m <= n`.
-fn working_shape(rows: usize, cols: usize) -> (usize, usize) {
-    (rows.min(cols), rows.max(cols))
+const fn working_shape(rows: usize, cols: usize) -> (usize, usize) {
+    if rows <= cols {
+        (rows, cols)
+    } else {
+        (cols, rows)
+    }
 }
 
 /// The scratch for a `rows` x `cols` matrix whose products may use `threads` threads: four
 /// matrices (see [`Scratch`]) and the workspace of the largest product.
-fn work_len(rows: usize, cols: usize, threads: usize) -> usize {
+const fn work_len(rows: usize, cols: usize, threads: usize) -> usize {
     let (m, n) = working_shape(rows, cols);
     let (mn, mm) = (m.saturating_mul(n), m.saturating_mul(m));
-    let gemm_work = workspace_len_threads(m, n, m, threads)
-        .max(workspace_len_threads(m, m, m, threads))
-        .max(workspace_len_threads(m, m, n, threads));
+    let gemm_work = max(
+        workspace_len_threads(m, n, m, threads),
+        max(
+            workspace_len_threads(m, m, m, threads),
+            workspace_len_threads(m, m, n, threads),
+        ),
+    );
     mn.saturating_mul(2)
         .saturating_add(mm.saturating_mul(2))
         .saturating_add(gemm_work)
+}
+
+/// The scratch [`newton_schulz`] needs at least, for a `rows` x `cols` matrix: its products on
+/// one thread. A constant, for arenas sized at compile time; [`newton_schulz_work`] is more in
+/// a pool of several threads, which the products then use.
+pub const fn newton_schulz_serial_work(rows: usize, cols: usize) -> usize {
+    work_len(rows, cols, 1)
 }
 
 /// The caller's scratch, cut into the matrices of one iteration (all row-major) and the GEMM's

@@ -3,11 +3,12 @@
 
 use super::config::Config;
 use super::mode::{EveryPart, UpdateMode};
+use super::newton_schulz::{newton_schulz_serial_work, newton_schulz_work};
 use super::optimizer::Optimizer;
 use super::optimizer::{slots_len, work_len};
 use super::rule::{Rule, Shape};
 use super::state::{OptimizerPart, Part, PartMut};
-use super::storage::{Allocated, Override, Placed, Storage};
+use super::storage::{Allocated, Layout, Override, Placed, Storage};
 use crate::aligned::AlignedFloats;
 use alloc::boxed::Box;
 use alloc::format;
@@ -102,6 +103,21 @@ impl<R: Rule> Optimizer<R> {
     }
 }
 
+/// The scratch beyond [`work_len`] that lets the matrix steps' products use every thread of
+/// the current pool (the matrix step's scratch is the last of a tensor's).
+fn pool_room<R: Rule>(layout: &[Placed]) -> usize {
+    if !R::MATRIX_STEP {
+        return 0;
+    }
+    (0..layout.tensor_count())
+        .map(|i| {
+            let Shape { rows, cols, .. } = layout.tensor_shape(i);
+            newton_schulz_work(rows, cols) - newton_schulz_serial_work(rows, cols)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// `(tensor, branch name)` routes as `(tensor, branch index)`, checked against `tensors` and
 /// [`Rule::BRANCHES`].
 pub(crate) fn branch_routes<R: Rule>(
@@ -158,7 +174,8 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
         let k = layout.len();
         let ema = if config.ema.is_some() { n } else { 0 };
         let slots = AlignedFloats::zeros(slots_len::<R>(&layout));
-        let work = AlignedFloats::zeros(work_len::<R, U>(&layout, &config));
+        let work =
+            AlignedFloats::zeros(work_len::<R, U>(&layout, &config) + pool_room::<R>(&layout));
         Optimizer::from_parts(
             rule,
             config,

@@ -78,6 +78,13 @@ pub trait Rule: Copy + Send + Sync + core::fmt::Debug {
         let _ = (shape, branch);
         0
     }
+    /// A bound on [`work_len`](Self::work_len) without the matrix steps: it is at most
+    /// `WORK_PER_VALUE` values per value of the tensor, what an arena sized at compile time
+    /// holds ([`Bytes::of`](crate::train::Bytes::of)).
+    const WORK_PER_VALUE: usize = 0;
+    /// Whether some branch has a matrix step, whose scratch
+    /// ([`newton_schulz_work`](super::newton_schulz_work) for one thread) [`work_len`](Self::work_len) adds.
+    const MATRIX_STEP: bool = false;
     /// The update of one whole tensor, for a [`TENSOR_WISE`](Self::TENSOR_WISE) rule: its
     /// passes over `tensor`'s buffers, on lanes of type `L`, giving the same bits on every lane
     /// type and thread count.
@@ -161,18 +168,23 @@ impl Shape {
     }
 
     /// The shape of a tensor with axes `dims` (row-major).
-    pub fn of(dims: &[usize]) -> Self {
-        match dims.split_last() {
-            None => Shape {
+    pub const fn of(dims: &[usize]) -> Self {
+        let Some((&cols, lead)) = dims.split_last() else {
+            return Shape {
                 rank: 0,
                 rows: 1,
                 cols: 1,
-            },
-            Some((&cols, lead)) => Shape {
-                rank: dims.len() as u32,
-                rows: lead.iter().product(),
-                cols,
-            },
+            };
+        };
+        let (mut rows, mut k) = (1, 0);
+        while k < lead.len() {
+            rows *= lead[k];
+            k += 1;
+        }
+        Shape {
+            rank: dims.len() as u32,
+            rows,
+            cols,
         }
     }
 

@@ -2,9 +2,11 @@
 //! owns (a `static`, or an array on the stack), sized by a constant; by default it updates each
 //! layer during the backward pass ([`Fused`]) so that no full gradient buffer exists.
 
-use super::model::{Model, ModelTensors};
+use super::model::{optimizer_work, Model, ModelTensors};
 use super::step::{grads_len, Buffers, Step, DEFAULT_SEED};
-use crate::optim::{Arena, Config, Fused, NoOverrides, Optimizer, Rule, UpdateMode, UpdatePart};
+use crate::optim::{
+    slots_len, Arena, Config, Fused, NoOverrides, Optimizer, Rule, UpdateMode, UpdatePart,
+};
 use core::fmt;
 use core::marker::PhantomData;
 
@@ -111,7 +113,11 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
         }
         debug_assert_eq!(model.params().len(), M::PARAMS);
         let mut rest = arena;
+        // A tensor-wise rule's row and column statistics keep fewer values than the bound
+        // the arena is sized by; the slots take what they keep.
         let slots = carve(&mut rest, R::SLOTS.len() * M::TRAINABLE);
+        let slots = &mut slots[..slots_len::<R>(&ModelTensors::<M>::new())];
+        let work = carve(&mut rest, optimizer_work::<M, R>());
         let bufs = Buffers {
             grads: carve(&mut rest, grads_len::<M, U>()),
             acts: carve(&mut rest, M::ACTIVATIONS * B),
@@ -131,7 +137,7 @@ impl<'a, M: Model, R: Rule, const B: usize, U: UpdateMode> EmbeddedStep<'a, M, R
             NoOverrides::new(),
             slots,
             &mut [][..],
-            &mut [][..],
+            work,
         );
         Ok(Step {
             bufs,

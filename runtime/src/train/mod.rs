@@ -23,7 +23,7 @@ pub use batch::BatchError;
 pub use cell::Static;
 pub use embedded::{ArenaError, EmbeddedStep};
 pub use input::{padding_lengths, InputValue, Inputs, Padded};
-pub use model::{Bytes, Describe, LayerKind, Model, ModelTensors, View};
+pub use model::{optimizer_work, Bytes, Describe, LayerKind, Model, ModelTensors, View};
 pub use sink::{GradSink, LayerAt};
 pub use state::StatePart;
 pub use step::{Evaluation, Step, StepOutcome, Target};

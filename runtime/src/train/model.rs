@@ -3,10 +3,10 @@
 use super::input::InputValue;
 use super::sink::GradSink;
 use super::tensors::NamedTensor;
-use crate::kernels::gemm::{pool_threads, products_workspace_len, Product};
+use crate::kernels::gemm::{max, pool_threads, products_workspace_len, Product};
 use crate::layers::{Ctx, Grad, Layer};
 use crate::loss::Loss;
-use crate::optim::{Layout, Rule, Shape};
+use crate::optim::{newton_schulz_serial_work, Layout, Rule, Shape};
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::Range;
@@ -39,8 +39,9 @@ pub struct Bytes {
     /// Activations, what layers save for backward, their gradients and the input gradient,
     /// for the maximum batch.
     pub activations: usize,
-    /// Scratch and GEMM workspace for the maximum batch on one thread, and a copy of the
-    /// non-trainable state for inference.
+    /// Scratch and GEMM workspace for the maximum batch on one thread, a copy of the
+    /// non-trainable state for inference, and a tensor-wise rule's scratch
+    /// ([`optimizer_work`]).
     pub workspace: usize,
     /// Optimizer slots.
     pub slots: usize,
@@ -68,11 +69,33 @@ impl Bytes {
             activations: (M::ACTIVATIONS + M::NODE_GRADS + M::IN) * batch * 4,
             workspace: (M::SCRATCH_PER_SAMPLE * batch
                 + products_workspace_len(M::PRODUCTS, batch, 1)
-                + M::STATE)
+                + M::STATE
+                + optimizer_work::<M, R>())
                 * 4,
             slots: R::SLOTS.len() * M::TRAINABLE * 4,
         }
     }
+}
+
+/// The scratch values a tensor-wise rule `R` needs over the trainable tensors of `M`, at most,
+/// on one thread: room for the largest tensor's transformed gradient, its
+/// [`Rule::WORK_PER_VALUE`] values per value, and the largest matrix step's (0 for an
+/// element-wise rule). An arena sized by it holds what
+/// [`Optimizer`](crate::optim::Optimizer) needs whatever its configuration and routes.
+pub const fn optimizer_work<M: Model, R: Rule>() -> usize {
+    if !R::TENSOR_WISE {
+        return 0;
+    }
+    let (mut largest, mut matrix, mut i) = (0, 0, 0);
+    while i < M::TRAINABLE_TENSORS.len() {
+        let shape = Shape::of(M::TRAINABLE_TENSORS[i].tensor.shape);
+        largest = max(largest, shape.numel());
+        if R::MATRIX_STEP {
+            matrix = max(matrix, newton_schulz_serial_work(shape.rows, shape.cols));
+        }
+        i += 1;
+    }
+    largest * (1 + R::WORK_PER_VALUE) + matrix
 }
 
 /// A model whose shapes are constants. Implemented by `#[fusegraph::model]`.

@@ -2,7 +2,7 @@
 //! `keras.optimizers.schedules` learning rate, mapped onto `fusegraph::optim::keras`.
 
 use crate::args::Args;
-use crate::plan::{Plan, WithRule};
+use crate::plan::{Plan, Route, WithRule};
 use crate::state::Framework;
 use fusegraph::optim::keras;
 use fusegraph::optim::{Config, Decay, Ema, NormClip, Schedule, WeightDecay};
@@ -136,14 +136,66 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "Lamb" => plan.run(keras::Lamb::default(), with),
         "Adafactor" => plan.run(keras::Adafactor::default(), with),
         "Muon" => {
-            let excluded = plan.args.get("exclude_layers");
-            if excluded.is_some_and(|e| e.as_array().is_none_or(|e| !e.is_empty())) {
-                return Err("Muon with `exclude_layers` (routes by name) is not mapped".into());
-            }
-            plan.run_renamed(keras::Muon::default(), MUON, with)
+            let routes = excluded(plan.args.get("exclude_layers"), optimizer)?;
+            Plan { routes, ..plan }.run_renamed(keras::Muon::default(), MUON, with)
         }
         _ => plan.run(keras::Ftrl::default(), with),
     }
+}
+
+/// Keras Muon's `exclude_layers`: the parameters whose variable path (`variable_paths`) a
+/// pattern finds (`re.search`), routed to the AdamW branch. A pattern is mapped when it is a
+/// literal, optionally anchored with `^` or `$`.
+fn excluded(patterns: Option<&Value>, optimizer: &Value) -> Result<Vec<Route>, String> {
+    let Some(patterns) = patterns else {
+        return Ok(Vec::new());
+    };
+    let patterns = patterns
+        .as_array()
+        .ok_or_else(|| format!("`exclude_layers` = {patterns} is not a list"))?;
+    if patterns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let paths = optimizer["variable_paths"]
+        .as_object()
+        .ok_or("`exclude_layers` without `variable_paths` to match them against")?;
+    let mut routes = Vec::new();
+    for (param, path) in paths {
+        let path = path.as_str().ok_or("a variable path is not a string")?;
+        for pattern in patterns {
+            let pattern = pattern
+                .as_str()
+                .ok_or("an `exclude_layers` entry is not a string")?;
+            if searches(pattern, path)? {
+                routes.push((param.clone(), "adamw"));
+                break;
+            }
+        }
+    }
+    Ok(routes)
+}
+
+/// `re.search(pattern, text)` for a literal pattern, optionally anchored by `^` and `$`.
+fn searches(pattern: &str, text: &str) -> Result<bool, String> {
+    let (start, rest) = match pattern.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, pattern),
+    };
+    let (end, literal) = match rest.strip_suffix('$') {
+        Some(literal) => (true, literal),
+        None => (false, rest),
+    };
+    if literal.contains(|c: char| ".^$*+?()[]{}|\\".contains(c)) {
+        return Err(format!(
+            "the `exclude_layers` pattern `{pattern}` is not a literal"
+        ));
+    }
+    Ok(match (start, end) {
+        (true, true) => text == literal,
+        (true, false) => text.starts_with(literal),
+        (false, true) => text.ends_with(literal),
+        (false, false) => text.contains(literal),
+    })
 }
 
 /// A `keras.optimizers.schedules` learning rate: `{"cls": ..., "args": {...}}`.
@@ -216,6 +268,19 @@ mod tests {
         .unwrap();
         assert_eq!(s.at(2), 0.5);
         assert_eq!(s.at(4), 1.0);
+    }
+
+    #[test]
+    fn exclude_layers_route_the_paths_a_literal_pattern_finds() {
+        let optimizer = json!({"variable_paths": {"p0": "dense/kernel", "p1": "embed/embeddings", "p2": "out/kernel"}});
+        let patterns = json!(["embed", "^out/"]);
+        let routes = excluded(Some(&patterns), &optimizer).unwrap();
+        let names: Vec<&str> = routes.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["p1", "p2"]);
+        assert!(routes.iter().all(|(_, b)| *b == "adamw"));
+        assert!(searches("kernel$", "dense/kernel").unwrap());
+        assert!(!searches("^kernel", "dense/kernel").unwrap());
+        assert!(searches("dense.*", "dense/kernel").is_err());
     }
 
     #[test]

@@ -171,7 +171,7 @@ impl<R: Rule, U: UpdateMode> Optimizer<R, U, Allocated> {
         U: EveryPart,
     {
         let n = layout.last().map_or(0, |t| t.end);
-        let k = layout.len();
+        let k = layout.tensor_count();
         let ema = if config.ema.is_some() { n } else { 0 };
         let slots = AlignedFloats::zeros(slots_len::<R>(&layout));
         let work =

@@ -41,6 +41,7 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
             "adam_weight_decay",
             "adam_learning_rate",
             "consistent_rms",
+            "adaptive",
         ],
         "optax.contrib.schedule_free_adamw" => {
             &["warmup_steps", "b1", "b2", "eps", "weight_lr_power"]

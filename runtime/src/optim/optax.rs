@@ -113,8 +113,10 @@ optimizer! {
     /// scaled by `sqrt(max(1, cols / rows))` (or `sqrt(max(rows, cols)) * consistent_rms` where
     /// `consistent_rms` is not 0), plus `weight_decay * p`, times `lr`. Every other tensor takes
     /// `optax.adamw` with `adam_lr` (0: `lr`), `adam_b1`, `adam_b2`, `eps`, `adam_eps_root`,
-    /// `adam_weight_decay` and the same `nesterov`. optax's `muon.mu`, `adam.mu` and `adam.nu`
-    /// are `muon_mu`, `adam_mu` and `adam_nu`; its `preconditioning` is `frobenius`.
+    /// `adam_weight_decay` and the same `nesterov`. With `adaptive` 1, the orthogonalised step
+    /// is scaled by its inner product with `U`, `sum(U * O)` (the dual norm of `U`). optax's
+    /// `muon.mu`, `adam.mu` and `adam.nu` are `muon_mu`, `adam_mu` and `adam_nu`; its
+    /// `preconditioning` is `frobenius`.
     pub struct Muon {
         hyper {
             lr: f32 = 0.02,
@@ -131,7 +133,8 @@ optimizer! {
             adam_eps_root: f32 = 0.0,
             adam_weight_decay: f32 = 0.0,
             adam_lr: f32 = 0.0,
-            consistent_rms: f32 = 0.0
+            consistent_rms: f32 = 0.0,
+            adaptive: f32 = 0.0
         }
         slots { muon_mu = 0.0, adam_mu = 0.0, adam_nu = 0.0 }
         step {
@@ -149,7 +152,8 @@ optimizer! {
             } else {
                 muon_mu / muon_correction
             };
-            let o = orthogonalize(u / (norm(u) + eps), ns_steps, ns_a, ns_b, ns_c);
+            let orthogonal = orthogonalize(u / (norm(u) + eps), ns_steps, ns_a, ns_b, ns_c);
+            let o = if adaptive > 0.0 { sum(u * orthogonal) * orthogonal } else { orthogonal };
             let scale = if consistent_rms > 0.0 { max(rows, cols).sqrt() * consistent_rms } else { max(1.0, cols / rows).sqrt() };
             p -= lr * (o * scale + weight_decay * p);
         }
@@ -205,6 +209,53 @@ optimizer! {
             let x = (1.0 - ck) * ((p - (1.0 - b1) * z) / b1) + ck * z_next;
             p += (b1 * x + (1.0 - b1) * z_next) - p;
             z = z_next;
+        }
+    }
+}
+
+#[cfg(all(test, feature = "alloc"))]
+mod tests {
+    use super::*;
+    use crate::optim::{Optimizer, Shape};
+    use alloc::vec::Vec;
+
+    /// `adaptive` scales Muon's orthogonalised step by `sum(U * O)`: from the same state, its
+    /// step is the plain one times that inner product, with `U` the first step's look-ahead.
+    #[test]
+    fn adaptive_muon_scales_the_step_by_the_dual_norm() {
+        let (rows, cols) = (6, 9);
+        let g: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7) % 11) as f32 / 5.0 - 1.0)
+            .collect();
+        let step = |adaptive: f32| {
+            let rule = Muon::default().with_adaptive(adaptive);
+            let mut opt =
+                Optimizer::with_shapes(rule, &[Shape::matrix(rows, cols)], Default::default());
+            let mut p = alloc::vec![0.0f32; rows * cols];
+            opt.step(&mut p, &g);
+            p
+        };
+        let (plain, adaptive) = (step(0.0), step(1.0));
+        let rule = Muon::default();
+        let (lr, beta) = (f64::from(rule.lr), f64::from(rule.beta));
+        let scale = (cols as f64 / rows as f64).max(1.0).sqrt();
+        // The first step's look-ahead: mu = (1 - beta) g, bias-corrected as optax does.
+        let u = |g: f32| {
+            let g = f64::from(g);
+            beta * ((1.0 - beta) * g / (1.0 - beta * beta)) + (1.0 - beta) * g / (1.0 - beta)
+        };
+        let dual: f64 = plain
+            .iter()
+            .zip(&g)
+            .map(|(p, &g)| u(g) * (-f64::from(*p) / (lr * scale)))
+            .sum();
+        assert!(dual > 1.0, "{dual}");
+        for (a, p) in adaptive.iter().zip(&plain) {
+            let want = dual * f64::from(*p);
+            assert!(
+                (f64::from(*a) - want).abs() <= 1e-5 * want.abs() + 1e-7,
+                "{a} {want}"
+            );
         }
     }
 }

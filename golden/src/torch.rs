@@ -103,14 +103,14 @@ pub(crate) fn map<W: WithRule>(optimizer: &Value, with: W) -> Result<W::Output, 
         "Adamax" => plan.run(torch::Adamax::default(), with),
         "Adafactor" => plan.run(torch::Adafactor::default(), with),
         "Muon" => {
-            if plan
-                .args
-                .get("adjust_lr_fn")
-                .is_some_and(|f| f != "original")
-            {
-                return Err("Muon's `adjust_lr_fn` other than \"original\" is not mapped".into());
-            }
-            plan.run(torch::Muon::default(), with)
+            let rms = match plan.args.get("adjust_lr_fn").and_then(Value::as_str) {
+                None | Some("original") => 0.0,
+                Some("match_rms_adamw") => 1.0,
+                Some(other) => {
+                    return Err(format!("Muon's `adjust_lr_fn` \"{other}\" is not mapped"))
+                }
+            };
+            plan.run(torch::Muon::default().with_match_rms_adamw(rms), with)
         }
         _ => plan.run(torch::Adadelta::default(), with),
     }

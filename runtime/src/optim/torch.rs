@@ -321,7 +321,9 @@ optimizer! {
     /// momentum`), the step its Nesterov look-ahead `g + momentum * (momentum_buffer - g)`
     /// (`nesterov` 0: the buffer itself), normalised by `max(||U||, eps)` and orthogonalised by
     /// `ns_steps` Newton-Schulz iterations (in `f32`; PyTorch computes them in `bfloat16`),
-    /// scaled by `lr * sqrt(max(1, rows / cols))`, after `p *= 1 - lr * weight_decay`.
+    /// scaled by `lr * sqrt(max(1, rows / cols))` (`match_rms_adamw` 1, PyTorch's `adjust_lr_fn
+    /// = "match_rms_adamw"`: `lr * 0.2 * sqrt(max(rows, cols))`), after `p *= 1 - lr *
+    /// weight_decay`.
     /// PyTorch refuses tensors of other ranks; here they take [`AdamW`]'s step with the same
     /// `lr` and `weight_decay` (`adam_*` hyper-parameters), as Keras and optax route them.
     pub struct Muon {
@@ -337,7 +339,8 @@ optimizer! {
             ns_steps: f32 = 5.0,
             adam_beta1: f32 = 0.9,
             adam_beta2: f32 = 0.999,
-            adam_eps: f32 = 1e-8
+            adam_eps: f32 = 1e-8,
+            match_rms_adamw: f32 = 0.0
         }
         slots { momentum_buffer = 0.0, exp_avg = 0.0, exp_avg_sq = 0.0 }
         step(f64) {
@@ -350,7 +353,8 @@ optimizer! {
             momentum_buffer += (g - momentum_buffer) * (1.0 - momentum);
             let u = if nesterov > 0.0 { g + (momentum_buffer - g) * momentum } else { momentum_buffer };
             let o = orthogonalize(u / max(norm(u), eps), ns_steps, ns_a, ns_b, ns_c);
-            p -= lr * max(1.0, rows / cols).sqrt() * o;
+            let ratio = if match_rms_adamw > 0.0 { 0.2 * max(rows, cols).sqrt() } else { max(1.0, rows / cols).sqrt() };
+            p -= lr * ratio * o;
         }
         update adamw {
             p *= decay;

@@ -125,7 +125,7 @@
 mod micro;
 mod scalar;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod vector;
 mod view;
 

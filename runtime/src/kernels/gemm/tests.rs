@@ -19,7 +19,7 @@ fn available_micros() -> impl Iterator<Item = Micro> {
 }
 
 /// A deterministic value in `±[0.1, 1.1)`.
-fn value(i: usize, salt: u64) -> f32 {
+pub(crate) fn value(i: usize, salt: u64) -> f32 {
     let mut x =
         (i as u64 ^ salt.wrapping_mul(0x2545_F491_4F6C_DD1D)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^= x >> 29;

@@ -6,6 +6,7 @@
 //! `parallel`.
 
 use super::*;
+use crate::kernels::gemm::tests::value;
 
 /// Muon's standard quintic.
 const STANDARD: Coefficients = Coefficients {
@@ -35,21 +36,6 @@ const SHAPES: [(usize, usize); 12] = [
     (64, 64),
     (100, 37),
 ];
-
-/// A deterministic value in `±[0.1, 1.1)`.
-fn value(i: usize, salt: u64) -> f32 {
-    let mut x =
-        (i as u64 ^ salt.wrapping_mul(0x2545_F491_4F6C_DD1D)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 29;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 32;
-    let u = (x >> 40) as f32 / (1u64 << 24) as f32;
-    if x & 1 == 0 {
-        0.1 + u
-    } else {
-        -0.1 - u
-    }
-}
 
 /// Fills `x` with deterministic values divided by their Frobenius norm (what the caller does
 /// before the iteration), so that every singular value is at most 1.

@@ -11,6 +11,12 @@
 //! level; a matrix step stores its argument there and runs after that pass. A `let` that a
 //! later pass reads is computed again there from what it reads, which the check of [`hazards`]
 //! makes sure has not changed since.
+//!
+//! The lanes of a pass run over whole lanes while they fit, then over the partial one, on views
+//! of the buffers cut to the span they walk (the tensor, or the row), so that the loop's
+//! condition bounds their loads and stores. What a lane expression computes of one value per row
+//! or fewer is computed once, at the start of the row or before the lanes ([`Emitter::hoist`]),
+//! and a slot the lanes assign before they read it is not loaded.
 
 use super::check::{update_value, CheckedBranch, Rule, UpdateStmt};
 use crate::errors::{self, Errors};
@@ -20,6 +26,7 @@ use crate::expr::ir::{Dim, Kind, Node, Ref, TExpr};
 use crate::paths;
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{format_ident, quote};
+use std::cell::RefCell;
 
 /// A reduction of a branch's plan: `func` over `arg`, which pass `level` adds up.
 struct Reduction {
@@ -281,6 +288,8 @@ struct Uses {
     slots: Vec<usize>,
     /// The local slots it assigns.
     written: Vec<usize>,
+    /// The local slots it reads before it assigns them.
+    loaded: Vec<usize>,
     p: bool,
     p_written: bool,
     g: bool,
@@ -334,13 +343,60 @@ struct Emitter<'a> {
     plan: &'a Plan,
     lifted: &'a [TExpr],
     slot_kinds: &'a [Kind],
+    /// The values of one per row or fewer that the lanes of the pass being emitted read,
+    /// computed once before its lanes (see [`Emitter::hoist`]).
+    hoisted: RefCell<Vec<TExpr>>,
 }
 
 impl Emitter<'_> {
-    /// Lane code for `e` at `place`.
+    /// Lane code for `e` at `place`; in the lanes, what it computes of one value per row or
+    /// fewer is read from the values hoisted out of them.
     fn code(&self, e: &TExpr, place: Place) -> TokenStream {
+        let e = if place == Place::Lanes {
+            self.hoist(e)
+        } else {
+            e.clone()
+        };
+        self.code_as_is(&e, place)
+    }
+
+    /// Lane code for `e` at `place`, every part of it computed where it stands.
+    fn code_as_is(&self, e: &TExpr, place: Place) -> TokenStream {
         let refs = |r: Ref| self.reference(r, place);
         emit::lane(e, &quote!(__L), &refs, self.lifted, &quote!(__s))
+    }
+
+    /// `e` with each largest part that computes one value per row or fewer (`r / mean(r)`,
+    /// `ratio * lr`) replaced by a reference to it among [`hoisted`](Emitter::hoisted)
+    /// (`Ref::Var`, which optimizer rules do not otherwise name): the lanes then read a value
+    /// computed once per row or per tensor, with the same operations and so the same bits.
+    fn hoist(&self, e: &TExpr) -> TExpr {
+        if hoistable(e) {
+            let mut hoisted = self.hoisted.borrow_mut();
+            let i = hoisted.iter().position(|h| h == e).unwrap_or_else(|| {
+                hoisted.push(e.clone());
+                hoisted.len() - 1
+            });
+            return TExpr::new(Node::Ref(Ref::Var(i)), e.kind);
+        }
+        map_children(e, &mut |c| self.hoist(c))
+    }
+
+    /// The `let`s of the values [`hoist`](Self::hoist) took out of the lanes of a pass, taken
+    /// from [`hoisted`](Emitter::hoisted): those of one value per row, computed at the start
+    /// of each row, and the others, computed before the lanes.
+    fn hoisted_lets(&self) -> (TokenStream, TokenStream) {
+        let (mut per_row, mut per_tensor) = (TokenStream::new(), TokenStream::new());
+        for (i, e) in self.hoisted.take().iter().enumerate() {
+            let h = format_ident!("__h{}", i);
+            let v = self.code_as_is(e, Place::Lanes);
+            let hoisted = quote!(let #h: f32 = __rt::first(#v););
+            match e.kind {
+                Kind::Row => per_row.extend(hoisted),
+                _ => per_tensor.extend(hoisted),
+            }
+        }
+        (per_row, per_tensor)
     }
 
     /// A value kept as one `f32`, as lanes.
@@ -385,6 +441,10 @@ impl Emitter<'_> {
             Ref::Dim(d) => {
                 let dim = dim_ident(d);
                 Self::splat(quote!(#dim))
+            }
+            Ref::Var(i) => {
+                let h = format_ident!("__h{}", i);
+                Self::splat(quote!(#h))
             }
             _ => unreachable!("update code reads scalars lifted into the step"),
         }
@@ -440,20 +500,7 @@ impl Emitter<'_> {
     /// and the matrix steps that store them. `lane_slots` are loaded into locals.
     fn items(&self, level: usize, place: Place) -> TokenStream {
         let plan = self.plan;
-        let needed: Vec<usize> = if place == Place::Tensor {
-            (0..plan.lets.len())
-                .filter(|&i| {
-                    let s = &plan.stmts[plan.lets[i]];
-                    s.level == level && runs_at(s.kind, place)
-                })
-                .collect()
-        } else {
-            let roots: Vec<&TExpr> = consumers(place)
-                .iter()
-                .flat_map(|&c| self.roots(level, c))
-                .collect();
-            self.needed_lets(&roots, place)
-        };
+        let needed = self.lets_at(level, place);
         let mut out = TokenStream::new();
         for s in &plan.stmts {
             for &k in &s.reductions {
@@ -496,6 +543,67 @@ impl Emitter<'_> {
             }
         }
         out
+    }
+
+    /// The `let`s that [`items`](Self::items) computes at `place` of pass `level`.
+    fn lets_at(&self, level: usize, place: Place) -> Vec<usize> {
+        let plan = self.plan;
+        if place == Place::Tensor {
+            return (0..plan.lets.len())
+                .filter(|&i| {
+                    let s = &plan.stmts[plan.lets[i]];
+                    s.level == level && runs_at(s.kind, place)
+                })
+                .collect();
+        }
+        let roots: Vec<&TExpr> = consumers(place)
+            .iter()
+            .flat_map(|&c| self.roots(level, c))
+            .collect();
+        self.needed_lets(&roots, place)
+    }
+
+    /// The slots `local` keeps that the items at `place` of pass `level` read before they
+    /// assign them, in the order [`items`](Self::items) emits them: the ones to load (a slot
+    /// the pass only assigns, or reads after assigning, is not read from memory).
+    fn read_first(&self, level: usize, place: Place, local: &dyn Fn(usize) -> bool) -> Vec<usize> {
+        let plan = self.plan;
+        let needed = self.lets_at(level, place);
+        let mut assigned = vec![false; self.slot_kinds.len()];
+        let mut first = Vec::new();
+        let mut read = |e: &TExpr, assigned: &[bool]| {
+            refs(e, &mut |r| match r {
+                Ref::Slot(j) if local(j) && !assigned[j] => first.push(j),
+                _ => {}
+            })
+        };
+        for s in &plan.stmts {
+            for &k in &s.reductions {
+                let r = &plan.reductions[k];
+                if r.level == level && runs_at(r.arg.kind, place) {
+                    read(&r.arg, &assigned);
+                }
+            }
+            for &m in &s.matrices {
+                let x = &plan.matrices[m];
+                if x.level == level && runs_at(Kind::Lane, place) {
+                    read(&x.arg, &assigned);
+                }
+            }
+            let here = s.level == level && runs_at(s.kind, place);
+            match &s.stmt {
+                UpdateStmt::Let(i, e) if needed.contains(i) => read(e, &assigned),
+                UpdateStmt::SetP(e) if here => read(e, &assigned),
+                UpdateStmt::SetSlot(j, e) if here => {
+                    read(e, &assigned);
+                    assigned[*j] = true;
+                }
+                _ => {}
+            }
+        }
+        first.sort_unstable();
+        first.dedup();
+        first
     }
 
     /// Adds reduction `k`'s argument at `place`.
@@ -557,6 +665,7 @@ impl Emitter<'_> {
         let mut uses = Uses {
             slots: Vec::new(),
             written: Vec::new(),
+            loaded: self.read_first(level, place, &local),
             p: false,
             p_written: false,
             g: false,
@@ -607,7 +716,7 @@ impl Emitter<'_> {
                 match reduced_kind(r.func) {
                     Kind::Col => quote!(#red.fill(0.0);),
                     Kind::Row => quote!(),
-                    _ => quote!(let mut #sum = __rt::Sum::new();),
+                    _ => quote!(let mut #sum = __rt::Sum::<__L>::new();),
                 }
             });
         let cols = self.cols_loop(level);
@@ -644,7 +753,11 @@ impl Emitter<'_> {
         let loads = uses.slots.iter().map(|&j| {
             let b = format_ident!("__b{}", j);
             let sv = format_ident!("__sv{}", j);
-            quote!(let mut #sv: __L = __at.load::<__L>(&*#b);)
+            if uses.loaded.contains(&j) {
+                quote!(let mut #sv: __L = __at.load::<__L>(&*#b);)
+            } else {
+                quote!(let mut #sv: __L;)
+            }
         });
         let stores = uses.written.iter().map(|&j| {
             let b = format_ident!("__b{}", j);
@@ -685,7 +798,11 @@ impl Emitter<'_> {
         let loads = uses.slots.iter().map(|&j| {
             let b = format_ident!("__b{}", j);
             let sv = format_ident!("__sv{}", j);
-            quote!(let mut #sv: __L = __e.load::<__L>(&*#b);)
+            if uses.loaded.contains(&j) {
+                quote!(let mut #sv: __L = __e.load::<__L>(&*#b);)
+            } else {
+                quote!(let mut #sv: __L;)
+            }
         });
         let stores = uses.written.iter().map(|&j| {
             let b = format_ident!("__b{}", j);
@@ -700,12 +817,16 @@ impl Emitter<'_> {
             #(#stores)*
             #store_p
         };
+        let (per_row, per_tensor) = self.hoisted_lets();
+        let views = |span: TokenStream| self.lane_views(level, &uses, span);
         if !rowwise {
-            return quote! {
-                for __e in __rt::lanes::<__L>(__numel) {
-                    #body
-                }
-            };
+            let views = views(quote!(..__numel));
+            let lanes = lane_loop(quote!(__numel), &body);
+            return quote! {{
+                #per_tensor
+                #views
+                #lanes
+            }};
         }
         let row_sums: Vec<(usize, &Reduction)> = self
             .plan
@@ -716,7 +837,7 @@ impl Emitter<'_> {
             .collect();
         let starts = row_sums.iter().map(|(k, _)| {
             let sum = format_ident!("__sum{}", k);
-            quote!(let mut #sum = __rt::Sum::new();)
+            quote!(let mut #sum = __rt::Sum::<__L>::new();)
         });
         let ends = row_sums.iter().map(|(k, r)| {
             let sum = format_ident!("__sum{}", k);
@@ -726,16 +847,74 @@ impl Emitter<'_> {
                 _ => quote!(#red[__r] = #sum.total();),
             }
         });
-        quote! {
+        let lanes = (!items.is_empty()).then(|| {
+            let views = views(quote!(__r * __cols..__r * __cols + __cols));
+            let lanes = lane_loop(quote!(__cols), &body);
+            quote! {{
+                #per_row
+                #views
+                #lanes
+            }}
+        });
+        quote! {{
+            #per_tensor
             for __r in 0..__rows {
                 #row_items
                 #(#starts)*
-                for __at in __rt::lanes::<__L>(__cols) {
-                    let __e = __at.offset(__r * __cols);
-                    #body
-                }
+                #lanes
                 #(#ends)*
             }
+        }}
+    }
+
+    /// Views of the buffers the lanes of pass `level` walk, over the span they walk (`span` of
+    /// each element buffer, the first `__cols` values of each column buffer), shadowing them:
+    /// the lane loop's condition then bounds every load and store.
+    fn lane_views(&self, level: usize, uses: &Uses, span: TokenStream) -> TokenStream {
+        let plan = self.plan;
+        let mut element: Vec<proc_macro2::Ident> = Vec::new();
+        let mut cols: Vec<proc_macro2::Ident> = Vec::new();
+        if uses.p {
+            element.push(format_ident!("__p"));
+        }
+        element.extend(uses.slots.iter().map(|j| format_ident!("__b{}", j)));
+        for (m, x) in plan.matrices.iter().enumerate() {
+            if x.level == level {
+                element.push(format_ident!("__mat{}", m));
+            }
+        }
+        for (k, r) in plan.reductions.iter().enumerate() {
+            if r.level == level && reduced_kind(r.func) == Kind::Col && r.arg.kind == Kind::Lane {
+                cols.push(format_ident!("__red{}", k));
+            }
+        }
+        let roots = self.roots(level, Place::Lanes);
+        let lets = self.needed_lets(&roots, Place::Lanes);
+        let values = roots.into_iter().chain(
+            lets.iter()
+                .map(|&i| update_value(&plan.stmts[plan.lets[i]].stmt)),
+        );
+        for e in values {
+            refs(e, &mut |r| match r {
+                Ref::Matrix(m) => element.push(format_ident!("__mat{}", m)),
+                Ref::Slot(j) if self.slot_kinds[j] == Kind::Col => {
+                    cols.push(format_ident!("__b{}", j))
+                }
+                Ref::Reduced(k) if reduced_kind(plan.reductions[k].func) == Kind::Col => {
+                    cols.push(format_ident!("__red{}", k))
+                }
+                _ => {}
+            });
+        }
+        for list in [&mut element, &mut cols] {
+            list.sort();
+            list.dedup();
+        }
+        let g = uses.g.then(|| quote!(let __g = &__g[#span];));
+        quote! {
+            #(let #element = &mut #element[#span];)*
+            #g
+            #(let #cols = &mut #cols[..__cols];)*
         }
     }
 
@@ -752,6 +931,35 @@ impl Emitter<'_> {
                 __rt::Coefficients { a: #a, b: #b, c: #c },
                 &mut *__ns,
             );
+        }
+    }
+}
+
+/// Whether `e` computes one value per row or fewer with some arithmetic (a comparison, a mask
+/// in lanes, is left where it stands), so that lanes would compute it again for each value.
+fn hoistable(e: &TExpr) -> bool {
+    matches!(e.kind, Kind::Scalar | Kind::Tensor | Kind::Row)
+        && matches!(
+            e.node,
+            Node::Neg(_) | Node::Bin(..) | Node::Call(..) | Node::PowiLit(..) | Node::If(..)
+        )
+}
+
+/// A loop of `body` over the lanes of `0..n`: whole lanes while they fit, then the partial
+/// one, each as `__e` (and `__at`, the name column values are read at).
+fn lane_loop(n: TokenStream, body: &TokenStream) -> TokenStream {
+    quote! {
+        let mut __i = 0;
+        while __i + __L::LANES <= #n {
+            let __e = __rt::At { at: __i, valid: __L::LANES };
+            let __at = __e;
+            #body
+            __i += __L::LANES;
+        }
+        if __i < #n {
+            let __e = __rt::At { at: __i, valid: #n - __i };
+            let __at = __e;
+            #body
         }
     }
 }
@@ -907,6 +1115,7 @@ pub fn items(r: &Rule, slot_names: &[String]) -> Result<TokenStream, syn::Error>
             plan,
             lifted: &r.lifted,
             slot_kinds: &r.slot_kinds,
+            hoisted: RefCell::default(),
         };
         let (regions, ns) = work_regions(plan);
         let carve = regions.iter().map(|(id, len)| {

@@ -193,12 +193,35 @@ fn store(w: &[f32], rows: usize, cols: usize, x: &mut [f32]) {
     }
 }
 
+/// The tiles [`transpose`] copies one at a time: `src`'s rows of a tile make one cache line of
+/// each of the tile's rows of `dst` (sixteen values), and its columns are few enough that
+/// those lines stay in cache together even where `dst`'s rows lie 4 KiB apart, in one set of
+/// the cache.
+const TILE_ROWS: usize = 16;
+const TILE_COLS: usize = 8;
+
 /// Writes the transpose of the row-major `rows` x `cols` matrix `src` into `dst` (row-major
-/// `cols` x `rows`).
+/// `cols` x `rows`), a tile at a time (a whole column of `dst` written at a stride of `rows`
+/// values would touch a line of the cache per value, each line many times).
 fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    for (i, row) in src.chunks_exact(cols).enumerate() {
-        for (j, &v) in row.iter().enumerate() {
-            dst[j * rows + i] = v;
+    for i0 in (0..rows).step_by(TILE_ROWS) {
+        for j0 in (0..cols).step_by(TILE_COLS) {
+            transpose_tile(src, (rows, cols), (i0, j0), dst);
+        }
+    }
+}
+
+/// The tile of [`transpose`] whose first value is `src`'s (`i0`, `j0`).
+fn transpose_tile(
+    src: &[f32],
+    (rows, cols): (usize, usize),
+    (i0, j0): (usize, usize),
+    dst: &mut [f32],
+) {
+    let (i1, j1) = ((i0 + TILE_ROWS).min(rows), (j0 + TILE_COLS).min(cols));
+    for i in i0..i1 {
+        for (j, &v) in src[i * cols + j0..i * cols + j1].iter().enumerate() {
+            dst[(j0 + j) * rows + i] = v;
         }
     }
 }

@@ -27,6 +27,8 @@
 //! passes to plain loops compiled for the machine (the default build's plain loops are SSE2
 //! code, while the fused passes dispatch to AVX2 or AVX-512 at run time).
 
+#[path = "support/buffers.rs"]
+mod buffers;
 #[path = "support/plain_tensorwise.rs"]
 mod plain_tensorwise;
 #[path = "support/tensorwise_tables.rs"]

@@ -35,14 +35,16 @@
 //!
 //! The whole run takes about a minute and a half on two cores and needs about 1.5 GB of memory.
 
+#[path = "../benches/support/buffers.rs"]
+mod buffers;
 #[path = "../benches/support/plain.rs"]
 mod plain;
 #[path = "../benches/support/unfused.rs"]
 mod unfused;
 
+use buffers::buffer;
 use fusegraph::optim::keras::{Adam, SgdMomentum};
 use fusegraph::optim::{Optimizer, PARALLEL_CHUNK, PARALLEL_THRESHOLD};
-use fusegraph_runtime::aligned::AlignedFloats;
 use plain::{PlainAdam, PlainSgdMomentum};
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -57,28 +59,6 @@ const SAMPLE_ELEMS: usize = 50_000_000;
 const ADAM_BYTES: f64 = 28.0;
 const SGD_BYTES: f64 = 20.0;
 const AXPY_BYTES: f64 = 12.0;
-
-/// A deterministic value in `±[0.1, 1.1)`: no zeros, no subnormals.
-fn value(i: usize, salt: u64) -> f32 {
-    let mut x = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 29;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 32;
-    let u = (x >> 40) as f32 / (1u64 << 24) as f32;
-    let sign = if x & 1 == 0 { 1.0 } else { -1.0 };
-    sign * (0.1 + u)
-}
-
-/// `n` deterministic values from a cache line, as the optimizer's own slots start: where a
-/// buffer starts changes the speed of a pass in cache by several percent, and the fused step
-/// and the plain loop must not differ in that.
-fn buffer(n: usize, salt: u64) -> AlignedFloats {
-    let mut b = AlignedFloats::zeros(n);
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = value(i, salt);
-    }
-    b
-}
 
 /// What a row of the table runs.
 struct Variant<'a> {

@@ -4,6 +4,7 @@
 //! for bit. Timing is `examples/support/timing.rs`'s: every variant of a table round-robin,
 //! one warm-up call each, then 21 samples.
 
+use super::buffers::buffer;
 use crate::plain_tensorwise::{PlainAdafactor, PlainLamb, PlainMuon};
 use crate::timing::{measure, stats, Variant};
 use fusegraph::kernels::gemm::{gemm, workspace_len, MatMut, MatRef};
@@ -25,29 +26,6 @@ const NS_STEPS: u32 = 5;
 /// The targets.
 const PLAIN_TARGET: f64 = 0.95;
 const GEMM_TARGET: f64 = 0.80;
-
-/// A deterministic value in `±[0.1, 1.1)`: no zeros, no subnormals.
-fn value(i: usize, salt: u64) -> f32 {
-    let mut x = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 29;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 32;
-    let u = (x >> 40) as f32 / (1u64 << 24) as f32;
-    if x & 1 == 0 {
-        0.1 + u
-    } else {
-        -0.1 - u
-    }
-}
-
-/// `n` deterministic values from a cache line, as the optimizer's slots start.
-fn buffer(n: usize, salt: u64) -> AlignedFloats {
-    let mut b = AlignedFloats::zeros(n);
-    b.iter_mut()
-        .enumerate()
-        .for_each(|(i, x)| *x = value(i, salt));
-    b
-}
 
 /// The rules as measured (Keras' defaults; Muon with `ns_steps` as given).
 fn rules(ns_steps: f32) -> (Lamb, Adafactor, Muon) {
